@@ -1,0 +1,3 @@
+module github.com/ldtorch/ldtorch
+
+go 1.24
