@@ -1,0 +1,147 @@
+// core.cc: runtime facts (ABI and libtorch versions, threads, CUDA queries), seeding,
+// CPU generators and the thread-local grad mode.
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#ifdef LDT_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "internal.h"
+
+struct ldt_generator_s {
+  at::Generator gen;
+};
+
+#define LDT_STR2(x) #x
+#define LDT_STR(x) LDT_STR2(x)
+
+extern "C" {
+
+int ldt_abi_version(void) { return LDT_ABI_VERSION; }
+
+const char *ldt_torch_version(void) {
+  return LDT_STR(TORCH_VERSION_MAJOR) "." LDT_STR(TORCH_VERSION_MINOR) "." LDT_STR(TORCH_VERSION_PATCH);
+}
+
+const char *ldt_build_info(void) {
+  return "compiler=" __VERSION__
+#ifdef LDT_WITH_CUDA
+         " cuda=on"
+#else
+         " cuda=off"
+#endif
+#ifdef LDT_BUILD_TAG
+         " tag=" LDT_BUILD_TAG
+#endif
+      ;
+}
+
+void ldt_free_error(ldt_error e) { std::free(e); }
+
+ldt_error ldt_set_num_threads(int n) {
+  LDT_TRY {
+    if (n < 1) throw std::invalid_argument("thread count must be at least 1, got " + std::to_string(n));
+    at::set_num_threads(n);
+  }
+  LDT_CATCH
+}
+
+int ldt_get_num_threads(void) {
+  try {
+    return at::get_num_threads();
+  } catch (...) {
+    return -1;
+  }
+}
+
+int ldt_cuda_is_available(void) {
+  try {
+    return at::detail::getCUDAHooks().hasCUDA() && at::detail::getCUDAHooks().getNumGPUs() > 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+int ldt_cuda_device_count(void) {
+  try {
+    return at::detail::getCUDAHooks().hasCUDA() ? at::detail::getCUDAHooks().getNumGPUs() : 0;
+  } catch (...) {
+    return 0;
+  }
+}
+
+ldt_error ldt_cuda_synchronize(int index) {
+  LDT_TRY {
+    if (!at::detail::getCUDAHooks().hasCUDA()) throw std::runtime_error("CUDA is not available");
+    at::detail::getCUDAHooks().deviceSynchronize(index);
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_cuda_empty_cache(void) {
+  LDT_TRY {
+#ifdef LDT_WITH_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+    throw std::runtime_error("the shim was built without CUDA support");
+#endif
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_manual_seed(uint64_t seed) {
+  LDT_TRY { at::manual_seed(seed); }
+  LDT_CATCH
+}
+
+ldt_error ldt_generator_new(ldt_generator *out, uint64_t seed) {
+  LDT_TRY {
+    if (out == nullptr) throw std::invalid_argument("null output pointer");
+    *out = new ldt_generator_s{at::make_generator<at::CPUGeneratorImpl>(seed)};
+  }
+  LDT_CATCH
+}
+
+void ldt_generator_free(ldt_generator g) { delete g; }
+
+ldt_error ldt_generator_get_state(ldt_generator g, ldt_tensor *out) {
+  LDT_TRY {
+    if (g == nullptr) throw std::invalid_argument("null generator");
+    std::lock_guard<std::mutex> lock(g->gen.mutex());
+    ldt::set_out(out, g->gen.get_state());
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_generator_set_state(ldt_generator g, ldt_tensor state) {
+  LDT_TRY {
+    if (g == nullptr) throw std::invalid_argument("null generator");
+    std::lock_guard<std::mutex> lock(g->gen.mutex());
+    g->gen.set_state(ldt::T(state));
+  }
+  LDT_CATCH
+}
+
+int ldt_set_grad_enabled(int enabled) {
+  bool prev = c10::GradMode::is_enabled();
+  c10::GradMode::set_enabled(enabled != 0);
+  return prev ? 1 : 0;
+}
+
+int ldt_is_grad_enabled(void) { return c10::GradMode::is_enabled() ? 1 : 0; }
+
+}  // extern "C"
+
+// Generators are needed by tensor.cc too.
+namespace ldt {
+c10::optional<at::Generator> generator(ldt_generator g) {
+  if (g == nullptr) return c10::nullopt;
+  return g->gen;
+}
+}  // namespace ldt

@@ -1,0 +1,110 @@
+// internal.h: helpers shared by the shim's translation units: the exception barrier,
+// handle conversions and device/dtype decoding. Never included by Go.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Exception.h>
+#include <c10/util/Optional.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "shim.h"
+
+namespace ldt {
+
+// compat: libtorch 1.13 spells optionals c10::optional; 2.x aliases it to std::optional.
+template <class T>
+using optional = c10::optional<T>;
+
+inline ldt_error make_error(const char *msg) {
+  size_t n = std::strlen(msg);
+  char *out = static_cast<char *>(std::malloc(n + 1));
+  if (out == nullptr) return nullptr;  // out of memory: nothing better to report
+  std::memcpy(out, msg, n + 1);
+  return out;
+}
+
+inline at::Tensor &T(ldt_tensor h) {
+  if (h == nullptr) throw std::invalid_argument("null tensor handle");
+  return *reinterpret_cast<at::Tensor *>(h);
+}
+
+inline ldt_tensor H(at::Tensor t) { return reinterpret_cast<ldt_tensor>(new at::Tensor(std::move(t))); }
+
+inline optional<at::Tensor> opt(ldt_tensor h) {
+  if (h == nullptr) return c10::nullopt;
+  return T(h);
+}
+
+inline std::vector<at::Tensor> list(const ldt_tensor *p, int n) {
+  if (n < 0) throw std::invalid_argument("negative list length");
+  if (n > 0 && p == nullptr) throw std::invalid_argument("null tensor list");
+  std::vector<at::Tensor> v;
+  v.reserve(n);
+  for (int i = 0; i < n; i++) v.push_back(T(p[i]));
+  return v;
+}
+
+inline at::IntArrayRef ints(const int64_t *p, int n) {
+  if (n < 0) throw std::invalid_argument("negative list length");
+  if (n > 0 && p == nullptr) throw std::invalid_argument("null int list");
+  return at::IntArrayRef(p, static_cast<size_t>(n));
+}
+
+inline at::ScalarType dtype(int d) {
+  switch (d) {
+    case 0: return at::kByte;
+    case 1: return at::kChar;
+    case 2: return at::kShort;
+    case 3: return at::kInt;
+    case 4: return at::kLong;
+    case 5: return at::kHalf;
+    case 6: return at::kFloat;
+    case 7: return at::kDouble;
+    case 11: return at::kBool;
+    case 15: return at::kBFloat16;
+    default: throw std::invalid_argument("unsupported dtype code " + std::to_string(d));
+  }
+}
+
+inline at::Device device(int type, int index) {
+  switch (type) {
+    case 0: return at::Device(at::kCPU);
+    case 1: return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index < 0 ? 0 : index));
+    default: throw std::invalid_argument("unsupported device type " + std::to_string(type));
+  }
+}
+
+inline at::TensorOptions options(int dt, int dev_type, int dev_index) {
+  return at::TensorOptions().dtype(dtype(dt)).device(device(dev_type, dev_index));
+}
+
+inline void set_out(ldt_tensor *out, at::Tensor t) {
+  if (out == nullptr) throw std::invalid_argument("null output pointer");
+  *out = H(std::move(t));
+}
+
+}  // namespace ldt
+
+// The exception barrier: every exported function that can fail wraps its body in
+// LDT_TRY { ... } LDT_CATCH. c10::Error keeps libtorch's message without the backtrace.
+// tests (TestEveryExportIsGuarded) check that each `ldt_error ldt_...` definition uses it.
+#define LDT_TRY try
+#define LDT_CATCH                                                          \
+  catch (const c10::Error &e) {                                           \
+    return ldt::make_error(e.what_without_backtrace());                   \
+  }                                                                       \
+  catch (const std::exception &e) {                                       \
+    return ldt::make_error(e.what());                                     \
+  }                                                                       \
+  catch (...) {                                                           \
+    return ldt::make_error("unknown C++ exception");                      \
+  }                                                                       \
+  return nullptr;

@@ -1,0 +1,192 @@
+// math.cc: pointwise arithmetic and comparisons, reductions, clamping, linear algebra and
+// in-place updates, dispatched by small op codes so the C API stays short.
+#include <ATen/ATen.h>
+
+#include "internal.h"
+
+namespace {
+
+at::Tensor unary(int op, const at::Tensor &t) {
+  switch (op) {
+    case LDT_NEG: return t.neg();
+    case LDT_EXP: return t.exp();
+    case LDT_LOG: return t.log();
+    case LDT_SQRT: return t.sqrt();
+    case LDT_ABS: return t.abs();
+    case LDT_RELU: return at::relu(t);
+    case LDT_SIGMOID: return t.sigmoid();
+    case LDT_TANH: return t.tanh();
+    case LDT_SQUARE: return t.square();
+    case LDT_RECIPROCAL: return t.reciprocal();
+    case LDT_SIGN: return t.sign();
+    case LDT_ISFINITE: return at::isfinite(t);
+    case LDT_ISNAN: return at::isnan(t);
+    case LDT_LOGICAL_NOT: return at::logical_not(t);
+  }
+  throw std::invalid_argument("unknown unary op " + std::to_string(op));
+}
+
+at::Tensor binary(int op, const at::Tensor &a, const at::Tensor &b) {
+  switch (op) {
+    case LDT_ADD: return a.add(b);
+    case LDT_SUB: return a.sub(b);
+    case LDT_MUL: return a.mul(b);
+    case LDT_DIV: return a.div(b);
+    case LDT_POW: return a.pow(b);
+    case LDT_MAXIMUM: return at::maximum(a, b);
+    case LDT_MINIMUM: return at::minimum(a, b);
+    case LDT_EQ: return a.eq(b);
+    case LDT_NE: return a.ne(b);
+    case LDT_LT: return a.lt(b);
+    case LDT_LE: return a.le(b);
+    case LDT_GT: return a.gt(b);
+    case LDT_GE: return a.ge(b);
+    case LDT_MM: return a.mm(b);
+    case LDT_MATMUL: return a.matmul(b);
+    case LDT_BMM: return a.bmm(b);
+    case LDT_LOGICAL_AND: return at::logical_and(a, b);
+    case LDT_LOGICAL_OR: return at::logical_or(a, b);
+  }
+  throw std::invalid_argument("unknown binary op " + std::to_string(op));
+}
+
+at::Tensor binary_scalar(int op, const at::Tensor &a, const at::Scalar &s, bool reversed) {
+  if (reversed) {
+    switch (op) {
+      case LDT_SUB: return at::rsub(a, s);                 // s - a
+      case LDT_DIV: return a.reciprocal().mul(s);          // s / a
+      case LDT_POW: return at::pow(s, a);                  // s ** a
+      default: throw std::invalid_argument("op " + std::to_string(op) + " has no reversed scalar form");
+    }
+  }
+  switch (op) {
+    case LDT_ADD: return a.add(s);
+    case LDT_SUB: return a.sub(s);
+    case LDT_MUL: return a.mul(s);
+    case LDT_DIV: return a.div(s);
+    case LDT_POW: return a.pow(s);
+    case LDT_EQ: return a.eq(s);
+    case LDT_NE: return a.ne(s);
+    case LDT_LT: return a.lt(s);
+    case LDT_LE: return a.le(s);
+    case LDT_GT: return a.gt(s);
+    case LDT_GE: return a.ge(s);
+  }
+  throw std::invalid_argument("unknown scalar op " + std::to_string(op));
+}
+
+at::Tensor reduce(int op, const at::Tensor &t, at::IntArrayRef dims, bool keepdim) {
+  bool all = dims.empty();
+  switch (op) {
+    case LDT_SUM: return all ? t.sum() : t.sum(dims, keepdim);
+    case LDT_MEAN: return all ? t.mean() : t.mean(dims, keepdim);
+    case LDT_AMAX: return t.amax(dims, keepdim);  // empty dims = all
+    case LDT_AMIN: return t.amin(dims, keepdim);
+    case LDT_PROD:
+      if (all) return t.prod();
+      if (dims.size() != 1) throw std::invalid_argument("prod reduces over one dimension at a time");
+      return t.prod(dims[0], keepdim);
+    case LDT_ALL:
+      if (all) return t.all();
+      if (dims.size() != 1) throw std::invalid_argument("all reduces over one dimension at a time");
+      return t.all(dims[0], keepdim);
+    case LDT_ANY:
+      if (all) return t.any();
+      if (dims.size() != 1) throw std::invalid_argument("any reduces over one dimension at a time");
+      return t.any(dims[0], keepdim);
+    case LDT_LOGSUMEXP:
+      if (all) throw std::invalid_argument("logsumexp needs dimensions");
+      return t.logsumexp(dims, keepdim);
+  }
+  throw std::invalid_argument("unknown reduction " + std::to_string(op));
+}
+
+}  // namespace
+
+extern "C" {
+
+ldt_error ldt_unary(ldt_tensor *out, int op, ldt_tensor t) {
+  LDT_TRY { ldt::set_out(out, unary(op, ldt::T(t))); }
+  LDT_CATCH
+}
+
+ldt_error ldt_binary(ldt_tensor *out, int op, ldt_tensor a, ldt_tensor b) {
+  LDT_TRY { ldt::set_out(out, binary(op, ldt::T(a), ldt::T(b))); }
+  LDT_CATCH
+}
+
+ldt_error ldt_binary_scalar(ldt_tensor *out, int op, ldt_tensor a, double s, int reversed) {
+  LDT_TRY { ldt::set_out(out, binary_scalar(op, ldt::T(a), at::Scalar(s), reversed != 0)); }
+  LDT_CATCH
+}
+
+ldt_error ldt_reduce(ldt_tensor *out, int op, ldt_tensor t, const int64_t *dims, int ndims, int keepdim) {
+  LDT_TRY { ldt::set_out(out, reduce(op, ldt::T(t), ldt::ints(dims, ndims), keepdim != 0)); }
+  LDT_CATCH
+}
+
+ldt_error ldt_argmax(ldt_tensor *out, ldt_tensor t, int64_t dim, int keepdim) {
+  LDT_TRY { ldt::set_out(out, ldt::T(t).argmax(dim, keepdim != 0)); }
+  LDT_CATCH
+}
+
+ldt_error ldt_clamp(ldt_tensor *out, ldt_tensor t, double lo, double hi, int has_lo, int has_hi) {
+  LDT_TRY {
+    if (!has_lo && !has_hi) throw std::invalid_argument("clamp needs a lower or an upper bound");
+    ldt::optional<at::Scalar> l, h;
+    if (has_lo) l = at::Scalar(lo);
+    if (has_hi) h = at::Scalar(hi);
+    ldt::set_out(out, at::clamp(ldt::T(t), l, h));
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_linalg_solve(ldt_tensor *out, ldt_tensor a, ldt_tensor b) {
+  LDT_TRY { ldt::set_out(out, at::linalg_solve(ldt::T(a), ldt::T(b))); }
+  LDT_CATCH
+}
+
+ldt_error ldt_linalg_inv(ldt_tensor *out, ldt_tensor a) {
+  LDT_TRY { ldt::set_out(out, at::linalg_inv(ldt::T(a))); }
+  LDT_CATCH
+}
+
+ldt_error ldt_inplace(int op, ldt_tensor t, ldt_tensor other, double s) {
+  LDT_TRY {
+    auto &x = ldt::T(t);
+    auto &o = ldt::T(other);
+    switch (op) {
+      case LDT_COPY_: x.copy_(o); break;
+      case LDT_ADD_: x.add_(o, s); break;
+      case LDT_MUL_: x.mul_(o); break;
+      default: throw std::invalid_argument("unknown in-place op " + std::to_string(op));
+    }
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_inplace_scalar(int op, ldt_tensor t, double s) {
+  LDT_TRY {
+    auto &x = ldt::T(t);
+    switch (op) {
+      case LDT_FILL_: x.fill_(s); break;
+      case LDT_MUL_SCALAR_: x.mul_(s); break;
+      case LDT_ADD_SCALAR_: x.add_(s); break;
+      default: throw std::invalid_argument("unknown in-place scalar op " + std::to_string(op));
+    }
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_clamp_(ldt_tensor t, double lo, double hi, int has_lo, int has_hi) {
+  LDT_TRY {
+    if (!has_lo && !has_hi) throw std::invalid_argument("clamp needs a lower or an upper bound");
+    ldt::optional<at::Scalar> l, h;
+    if (has_lo) l = at::Scalar(lo);
+    if (has_hi) h = at::Scalar(hi);
+    at::clamp_(ldt::T(t), l, h);
+  }
+  LDT_CATCH
+}
+
+}  // extern "C"

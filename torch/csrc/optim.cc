@@ -1,0 +1,66 @@
+// optim.cc: Adam and SGD updates over caller-owned state tensors, written as PyTorch 1.13's
+// single-tensor (foreach=False) torch.optim code so results match it step for step.
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+
+#include "internal.h"
+
+extern "C" {
+
+ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *exp_avg,
+                        const ldt_tensor *exp_avg_sq, int n, int64_t step, double lr, double beta1, double beta2,
+                        double eps, double weight_decay) {
+  LDT_TRY {
+    if (step < 1) throw std::invalid_argument("adam step count must start at 1");
+    if (n > 0 && (params == nullptr || grads == nullptr || exp_avg == nullptr || exp_avg_sq == nullptr))
+      throw std::invalid_argument("null list");
+    at::NoGradGuard no_grad;
+    const double bias_correction1 = 1 - std::pow(beta1, static_cast<double>(step));
+    const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
+    const double step_size = lr / bias_correction1;
+    const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    for (int i = 0; i < n; i++) {
+      if (grads[i] == nullptr) continue;
+      auto &p = ldt::T(params[i]);
+      at::Tensor g = ldt::T(grads[i]);
+      auto &m = ldt::T(exp_avg[i]);
+      auto &v = ldt::T(exp_avg_sq[i]);
+      if (weight_decay != 0) g = g.add(p, weight_decay);
+      m.mul_(beta1).add_(g, 1 - beta1);
+      v.mul_(beta2).addcmul_(g, g, 1 - beta2);
+      auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
+      p.addcdiv_(m, denom, -step_size);
+    }
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *bufs, int n,
+                       int first_step, double lr, double momentum, double dampening, double weight_decay,
+                       int nesterov) {
+  LDT_TRY {
+    if (n > 0 && (params == nullptr || grads == nullptr)) throw std::invalid_argument("null list");
+    if (momentum != 0 && bufs == nullptr) throw std::invalid_argument("momentum needs buffers");
+    at::NoGradGuard no_grad;
+    for (int i = 0; i < n; i++) {
+      if (grads[i] == nullptr) continue;
+      auto &p = ldt::T(params[i]);
+      at::Tensor d = ldt::T(grads[i]);
+      if (weight_decay != 0) d = d.add(p, weight_decay);
+      if (momentum != 0) {
+        auto &buf = ldt::T(bufs[i]);
+        if (first_step)
+          buf.copy_(d);
+        else
+          buf.mul_(momentum).add_(d, 1 - dampening);
+        d = nesterov ? d.add(buf, momentum) : buf;
+      }
+      p.add_(d, -lr);
+    }
+  }
+  LDT_CATCH
+}
+
+}  // extern "C"

@@ -1,0 +1,198 @@
+/* shim.h: the only header Go sees. A plain C API over LibTorch tensors, ops, autograd and
+ * optimizer updates. Conventions (see docs/ARCHITECTURE.md):
+ *   - Handles are opaque. ldt_tensor owns one at::Tensor (a refcounted pointer);
+ *     ldt_tensor_free releases it and never fails.
+ *   - Every fallible function returns ldt_error: NULL on success, otherwise a malloc'd
+ *     UTF-8 message (libtorch's text without its C++ backtrace) that the caller frees
+ *     with ldt_free_error (or free). No C++ exception ever leaves this library.
+ *   - Results come back through out-parameters. Lists are (pointer, count) pairs.
+ *   - Optional tensors are NULL handles. Undefined gradients come back as NULL.
+ *   - Devices are (type, index) with type 0 = CPU, 1 = CUDA.
+ * Bump LDT_ABI_VERSION on any change to this file. */
+#ifndef LDTORCH_SHIM_H
+#define LDTORCH_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LDT_ABI_VERSION 1
+
+#if defined(__GNUC__)
+#define LDT_API __attribute__((visibility("default")))
+#else
+#define LDT_API
+#endif
+
+typedef struct ldt_tensor_s *ldt_tensor;
+typedef struct ldt_generator_s *ldt_generator;
+typedef char *ldt_error;
+
+/* ---- runtime (core.cc) ---------------------------------------------------------------- */
+LDT_API int ldt_abi_version(void);
+LDT_API const char *ldt_torch_version(void); /* e.g. "1.13.0" */
+LDT_API const char *ldt_build_info(void);    /* compiler, CUDA support, build type */
+LDT_API void ldt_free_error(ldt_error e);
+LDT_API ldt_error ldt_set_num_threads(int n);
+LDT_API int ldt_get_num_threads(void);
+LDT_API int ldt_cuda_is_available(void);
+LDT_API int ldt_cuda_device_count(void);
+LDT_API ldt_error ldt_cuda_synchronize(int index);
+LDT_API ldt_error ldt_cuda_empty_cache(void);
+LDT_API ldt_error ldt_manual_seed(uint64_t seed);
+/* A CPU generator: random tensors are drawn on the CPU, then moved, so a seed gives the
+ * same numbers on every device. */
+LDT_API ldt_error ldt_generator_new(ldt_generator *out, uint64_t seed);
+LDT_API void ldt_generator_free(ldt_generator g);
+LDT_API ldt_error ldt_generator_get_state(ldt_generator g, ldt_tensor *out);
+LDT_API ldt_error ldt_generator_set_state(ldt_generator g, ldt_tensor state);
+/* Grad mode is thread-local in libtorch: callers pin their goroutine to one OS thread. */
+LDT_API int ldt_set_grad_enabled(int enabled); /* returns the previous mode */
+LDT_API int ldt_is_grad_enabled(void);
+
+/* ---- tensor lifetime, queries, creation, copies (tensor.cc) ----------------------------- */
+LDT_API void ldt_tensor_free(ldt_tensor t);
+LDT_API int ldt_tensor_defined(ldt_tensor t);
+LDT_API int ldt_tensor_dim(ldt_tensor t);
+LDT_API void ldt_tensor_shape(ldt_tensor t, int64_t *out); /* out sized by dim */
+LDT_API int64_t ldt_tensor_numel(ldt_tensor t);
+LDT_API int ldt_tensor_dtype(ldt_tensor t); /* c10::ScalarType numbering */
+LDT_API void ldt_tensor_device(ldt_tensor t, int *type, int *index);
+LDT_API int ldt_tensor_requires_grad(ldt_tensor t);
+LDT_API int ldt_tensor_is_leaf(ldt_tensor t);
+LDT_API ldt_error ldt_tensor_alias(ldt_tensor *out, ldt_tensor t); /* a new handle, same tensor */
+
+LDT_API ldt_error ldt_from_data(ldt_tensor *out, const void *data, int dtype, const int64_t *shape,
+                                int ndim, int dev_type, int dev_index);
+/* Converts to dtype on the CPU, contiguous, and copies numel elements into dst. */
+LDT_API ldt_error ldt_copy_to(ldt_tensor t, void *dst, int dtype, int64_t numel);
+LDT_API ldt_error ldt_item(ldt_tensor t, double *out);
+LDT_API ldt_error ldt_full(ldt_tensor *out, const int64_t *shape, int ndim, double value, int dtype,
+                           int dev_type, int dev_index);
+LDT_API ldt_error ldt_eye(ldt_tensor *out, int64_t n, int dtype, int dev_type, int dev_index);
+LDT_API ldt_error ldt_arange(ldt_tensor *out, double start, double end, double step, int dtype,
+                             int dev_type, int dev_index);
+/* kind: 0 uniform [0,1), 1 standard normal. g may be NULL (the default generator). */
+LDT_API ldt_error ldt_rand(ldt_tensor *out, int kind, const int64_t *shape, int ndim, ldt_generator g,
+                           int dtype, int dev_type, int dev_index);
+LDT_API ldt_error ldt_randperm(ldt_tensor *out, int64_t n, ldt_generator g, int dev_type, int dev_index);
+/* dtype < 0 keeps the dtype; dev_type < 0 keeps the device. */
+LDT_API ldt_error ldt_to(ldt_tensor *out, ldt_tensor t, int dtype, int dev_type, int dev_index);
+LDT_API ldt_error ldt_clone(ldt_tensor *out, ldt_tensor t);
+LDT_API ldt_error ldt_detach(ldt_tensor *out, ldt_tensor t);
+
+/* ---- shapes and indexing (shape.cc) ------------------------------------------------------ */
+LDT_API ldt_error ldt_reshape(ldt_tensor *out, ldt_tensor t, const int64_t *shape, int ndim);
+LDT_API ldt_error ldt_view(ldt_tensor *out, ldt_tensor t, const int64_t *shape, int ndim);
+LDT_API ldt_error ldt_expand(ldt_tensor *out, ldt_tensor t, const int64_t *shape, int ndim);
+LDT_API ldt_error ldt_transpose(ldt_tensor *out, ldt_tensor t, int64_t d0, int64_t d1);
+LDT_API ldt_error ldt_permute(ldt_tensor *out, ldt_tensor t, const int64_t *dims, int ndim);
+LDT_API ldt_error ldt_unsqueeze(ldt_tensor *out, ldt_tensor t, int64_t dim);
+LDT_API ldt_error ldt_squeeze(ldt_tensor *out, ldt_tensor t, int64_t dim);
+LDT_API ldt_error ldt_flatten(ldt_tensor *out, ldt_tensor t, int64_t start, int64_t end);
+LDT_API ldt_error ldt_contiguous(ldt_tensor *out, ldt_tensor t);
+LDT_API ldt_error ldt_cat(ldt_tensor *out, const ldt_tensor *ts, int n, int64_t dim);
+LDT_API ldt_error ldt_stack(ldt_tensor *out, const ldt_tensor *ts, int n, int64_t dim);
+LDT_API ldt_error ldt_index_select(ldt_tensor *out, ldt_tensor t, int64_t dim, ldt_tensor index);
+LDT_API ldt_error ldt_gather(ldt_tensor *out, ldt_tensor t, int64_t dim, ldt_tensor index);
+LDT_API ldt_error ldt_narrow(ldt_tensor *out, ldt_tensor t, int64_t dim, int64_t start, int64_t length);
+LDT_API ldt_error ldt_select(ldt_tensor *out, ldt_tensor t, int64_t dim, int64_t index);
+LDT_API ldt_error ldt_one_hot(ldt_tensor *out, ldt_tensor labels, int64_t classes);
+LDT_API ldt_error ldt_where(ldt_tensor *out, ldt_tensor cond, ldt_tensor a, ldt_tensor b);
+
+/* ---- arithmetic, comparisons, reductions, linear algebra (math.cc) ----------------------- */
+enum ldt_unary_op {
+  LDT_NEG = 0, LDT_EXP, LDT_LOG, LDT_SQRT, LDT_ABS, LDT_RELU, LDT_SIGMOID, LDT_TANH, LDT_SQUARE,
+  LDT_RECIPROCAL, LDT_SIGN, LDT_ISFINITE, LDT_ISNAN, LDT_LOGICAL_NOT, LDT_UNARY_OP_COUNT
+};
+enum ldt_binary_op {
+  LDT_ADD = 0, LDT_SUB, LDT_MUL, LDT_DIV, LDT_POW, LDT_MAXIMUM, LDT_MINIMUM, LDT_EQ, LDT_NE, LDT_LT,
+  LDT_LE, LDT_GT, LDT_GE, LDT_MM, LDT_MATMUL, LDT_BMM, LDT_LOGICAL_AND, LDT_LOGICAL_OR,
+  LDT_BINARY_OP_COUNT
+};
+/* Scalar forms: t (op) s; LDT_SUB with reversed = 1 gives s - t, LDT_DIV reversed gives s / t. */
+LDT_API ldt_error ldt_unary(ldt_tensor *out, int op, ldt_tensor t);
+LDT_API ldt_error ldt_binary(ldt_tensor *out, int op, ldt_tensor a, ldt_tensor b);
+LDT_API ldt_error ldt_binary_scalar(ldt_tensor *out, int op, ldt_tensor a, double s, int reversed);
+enum ldt_reduce_op {
+  LDT_SUM = 0, LDT_MEAN, LDT_AMAX, LDT_AMIN, LDT_PROD, LDT_ALL, LDT_ANY, LDT_LOGSUMEXP,
+  LDT_REDUCE_OP_COUNT
+};
+/* ndims == 0 reduces over all dimensions (LDT_LOGSUMEXP needs dimensions). */
+LDT_API ldt_error ldt_reduce(ldt_tensor *out, int op, ldt_tensor t, const int64_t *dims, int ndims,
+                             int keepdim);
+LDT_API ldt_error ldt_argmax(ldt_tensor *out, ldt_tensor t, int64_t dim, int keepdim);
+LDT_API ldt_error ldt_clamp(ldt_tensor *out, ldt_tensor t, double lo, double hi, int has_lo, int has_hi);
+LDT_API ldt_error ldt_linalg_solve(ldt_tensor *out, ldt_tensor a, ldt_tensor b);
+LDT_API ldt_error ldt_linalg_inv(ldt_tensor *out, ldt_tensor a);
+
+/* In-place updates (they bump the version counter; autograd rejects unsafe ones). */
+enum ldt_inplace_op {
+  LDT_COPY_ = 0, /* t.copy_(other) */
+  LDT_ADD_,      /* t.add_(other, alpha=s) */
+  LDT_MUL_,      /* t.mul_(other) */
+  LDT_INPLACE_OP_COUNT
+};
+LDT_API ldt_error ldt_inplace(int op, ldt_tensor t, ldt_tensor other, double s);
+enum ldt_inplace_scalar_op { LDT_FILL_ = 0, LDT_MUL_SCALAR_, LDT_ADD_SCALAR_, LDT_INPLACE_SCALAR_OP_COUNT };
+LDT_API ldt_error ldt_inplace_scalar(int op, ldt_tensor t, double s);
+LDT_API ldt_error ldt_clamp_(ldt_tensor t, double lo, double hi, int has_lo, int has_hi);
+
+/* ---- neural-network ops (nn.cc) ------------------------------------------------------------ */
+/* Pairs (h, w) for stride, padding, dilation, kernel sizes. bias may be NULL. */
+LDT_API ldt_error ldt_conv2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                             const int64_t *stride, const int64_t *padding, const int64_t *dilation,
+                             int64_t groups);
+LDT_API ldt_error ldt_max_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *padding, int ceil_mode);
+LDT_API ldt_error ldt_avg_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
+                                 const int64_t *stride, const int64_t *padding, int ceil_mode,
+                                 int count_include_pad);
+LDT_API ldt_error ldt_adaptive_avg_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *size);
+/* weight, bias, running_mean, running_var may be NULL. In training mode with running stats
+ * given, the stats are updated in place (momentum as in torch.nn.functional.batch_norm). */
+LDT_API ldt_error ldt_batch_norm(ldt_tensor *out, ldt_tensor x, ldt_tensor weight, ldt_tensor bias,
+                                 ldt_tensor running_mean, ldt_tensor running_var, int training,
+                                 double momentum, double eps);
+LDT_API ldt_error ldt_local_response_norm(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha,
+                                          double beta, double k);
+LDT_API ldt_error ldt_linear(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias);
+LDT_API ldt_error ldt_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
+LDT_API ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
+/* Mean cross-entropy of logits (B,C) against int64 class indices (B). */
+LDT_API ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target);
+/* Mean over rows of sum_c -p_c log softmax(logits)_c, for a probability table p (B,C). */
+LDT_API ldt_error ldt_soft_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor probs);
+
+/* ---- autograd (autograd.cc) ------------------------------------------------------------------ */
+LDT_API ldt_error ldt_set_requires_grad(ldt_tensor t, int requires_grad);
+/* grad may be NULL (scalar outputs). */
+LDT_API ldt_error ldt_backward(ldt_tensor t, ldt_tensor grad, int retain_graph, int create_graph);
+/* *out is NULL when the gradient is undefined. */
+LDT_API ldt_error ldt_grad_get(ldt_tensor *out, ldt_tensor t);
+LDT_API ldt_error ldt_grad_clear(ldt_tensor t);
+/* torch.autograd.grad: out has n_in slots; unused inputs give NULL when allow_unused.
+ * grad_outputs may be NULL, or hold NULL entries. */
+LDT_API ldt_error ldt_autograd_grad(ldt_tensor *out, const ldt_tensor *outputs, int n_out,
+                                    const ldt_tensor *grad_outputs, const ldt_tensor *inputs, int n_in,
+                                    int retain_graph, int create_graph, int allow_unused);
+
+/* ---- optimizer updates (optim.cc) -------------------------------------------------------------
+ * State lives in caller-owned tensors; each call updates every parameter in place without
+ * recording autograd history, exactly as torch.optim's single-tensor (foreach=False) code.
+ * Entries of grads may be NULL (that parameter is skipped). step is the 1-based step count. */
+LDT_API ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *exp_avg,
+                                const ldt_tensor *exp_avg_sq, int n, int64_t step, double lr, double beta1,
+                                double beta2, double eps, double weight_decay);
+/* bufs may be NULL when momentum == 0. On the first step the buffer is set to the gradient. */
+LDT_API ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *bufs,
+                               int n, int first_step, double lr, double momentum, double dampening,
+                               double weight_decay, int nesterov);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LDTORCH_SHIM_H */

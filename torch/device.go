@@ -1,0 +1,89 @@
+package torch
+
+// device.go: devices (CPU, CUDA), CUDA queries and intra-op thread settings.
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// DeviceType is the kind of a device.
+type DeviceType int
+
+const (
+	CPUType  DeviceType = 0
+	CUDAType DeviceType = 1
+)
+
+// Device names where a tensor lives.
+type Device struct {
+	Type  DeviceType
+	Index int
+}
+
+// CPU is the host device.
+var CPU = Device{Type: CPUType}
+
+// CUDA returns the CUDA device with the given index.
+func CUDA(index int) Device { return Device{Type: CUDAType, Index: index} }
+
+func (d Device) String() string {
+	if d.Type == CUDAType {
+		return "cuda:" + strconv.Itoa(d.Index)
+	}
+	return "cpu"
+}
+
+// IsCUDA reports whether d is a CUDA device.
+func (d Device) IsCUDA() bool { return d.Type == CUDAType }
+
+// ParseDevice reads "cpu", "cuda" or "cuda:N".
+func ParseDevice(s string) (Device, error) {
+	switch {
+	case s == "cpu":
+		return CPU, nil
+	case s == "cuda":
+		return CUDA(0), nil
+	case strings.HasPrefix(s, "cuda:"):
+		i, err := strconv.Atoi(s[5:])
+		if err == nil && i >= 0 {
+			return CUDA(i), nil
+		}
+	}
+	return Device{}, fmt.Errorf("unknown device %q (want cpu, cuda or cuda:N)", s)
+}
+
+// CUDAIsAvailable reports whether libtorch was built with CUDA and sees a GPU.
+func CUDAIsAvailable() bool { return C.ldt_cuda_is_available() != 0 }
+
+// CUDADeviceCount returns the number of visible GPUs (0 without CUDA).
+func CUDADeviceCount() int { return int(C.ldt_cuda_device_count()) }
+
+// CUDASynchronize waits for all work on the given CUDA device.
+func CUDASynchronize(index int) error {
+	return cerr("cuda_synchronize", C.ldt_cuda_synchronize(C.int(index)))
+}
+
+// CUDAEmptyCache releases cached, unused CUDA memory to the driver.
+func CUDAEmptyCache() error { return cerr("cuda_empty_cache", C.ldt_cuda_empty_cache()) }
+
+// Synchronize waits for pending work on d (a no-op on the CPU).
+func Synchronize(d Device) error {
+	if d.IsCUDA() {
+		return CUDASynchronize(d.Index)
+	}
+	return nil
+}
+
+// SetNumThreads sets libtorch's intra-op thread count for the process. On shared machines
+// set OMP_WAIT_POLICY=passive before start when using more than one thread.
+func SetNumThreads(n int) error { return cerr("set_num_threads", C.ldt_set_num_threads(C.int(n))) }
+
+// NumThreads returns libtorch's intra-op thread count.
+func NumThreads() int { return int(C.ldt_get_num_threads()) }

@@ -1,0 +1,207 @@
+package torch
+
+// ops_nn.go: convolution, pooling, normalisation, linear layers, softmax and losses.
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+// Conv2dOpts are conv2d's hyper-parameters; zero values mean stride 1, padding 0,
+// dilation 1, groups 1.
+type Conv2dOpts struct {
+	Stride, Padding, Dilation [2]int64
+	Groups                    int64
+}
+
+func orOne(p [2]int64) [2]int64 {
+	if p == [2]int64{} {
+		return [2]int64{1, 1}
+	}
+	return p
+}
+
+// Conv2d is torch.nn.functional.conv2d; bias may be nil.
+func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
+	hx, err := x.handle("conv2d")
+	if err != nil {
+		return nil, err
+	}
+	hw, err := w.handle("conv2d")
+	if err != nil {
+		return nil, err
+	}
+	hb, err := optHandle("conv2d", bias)
+	if err != nil {
+		return nil, err
+	}
+	stride, dil, pad := orOne(o.Stride), orOne(o.Dilation), o.Padding
+	groups := o.Groups
+	if groups == 0 {
+		groups = 1
+	}
+	var out C.ldt_tensor
+	e := C.ldt_conv2d(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
+	return result("conv2d", out, e)
+}
+
+// PoolOpts are pooling hyper-parameters; a zero Stride means the kernel size.
+type PoolOpts struct {
+	Kernel, Stride, Padding [2]int64
+	CeilMode                bool
+	CountIncludePad         bool // avg_pool2d only
+}
+
+func (o PoolOpts) stride() [2]int64 {
+	if o.Stride == [2]int64{} {
+		return o.Kernel
+	}
+	return o.Stride
+}
+
+// MaxPool2d is torch.nn.functional.max_pool2d.
+func MaxPool2d(x *Tensor, o PoolOpts) (*Tensor, error) {
+	h, err := x.handle("max_pool2d")
+	if err != nil {
+		return nil, err
+	}
+	k, s, p := o.Kernel, o.stride(), o.Padding
+	var out C.ldt_tensor
+	e := C.ldt_max_pool2d(&out, h, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(p[:]), cbool(o.CeilMode))
+	return result("max_pool2d", out, e)
+}
+
+// AvgPool2d is torch.nn.functional.avg_pool2d.
+func AvgPool2d(x *Tensor, o PoolOpts) (*Tensor, error) {
+	h, err := x.handle("avg_pool2d")
+	if err != nil {
+		return nil, err
+	}
+	k, s, p := o.Kernel, o.stride(), o.Padding
+	var out C.ldt_tensor
+	e := C.ldt_avg_pool2d(&out, h, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(p[:]), cbool(o.CeilMode), cbool(o.CountIncludePad))
+	return result("avg_pool2d", out, e)
+}
+
+// AdaptiveAvgPool2d averages to an output of size (h, w).
+func AdaptiveAvgPool2d(x *Tensor, h, w int64) (*Tensor, error) {
+	hx, err := x.handle("adaptive_avg_pool2d")
+	if err != nil {
+		return nil, err
+	}
+	size := [2]int64{h, w}
+	var out C.ldt_tensor
+	e := C.ldt_adaptive_avg_pool2d(&out, hx, int64Ptr(size[:]))
+	return result("adaptive_avg_pool2d", out, e)
+}
+
+// BatchNormOpts: Training uses batch statistics and updates the running ones in place;
+// evaluation uses the running statistics.
+type BatchNormOpts struct {
+	Training bool
+	Momentum float64 // 0.1 in PyTorch
+	Eps      float64 // 1e-5 in PyTorch
+}
+
+// BatchNorm is torch.nn.functional.batch_norm with explicit running statistics (buffers
+// passed in and updated in place, never hidden in a module). Any of weight, bias,
+// runningMean, runningVar may be nil (the last two only in training mode).
+func BatchNorm(x, weight, bias, runningMean, runningVar *Tensor, o BatchNormOpts) (*Tensor, error) {
+	const op = "batch_norm"
+	hx, err := x.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	var hs [4]C.ldt_tensor
+	for i, t := range []*Tensor{weight, bias, runningMean, runningVar} {
+		if hs[i], err = optHandle(op, t); err != nil {
+			return nil, err
+		}
+	}
+	var out C.ldt_tensor
+	e := C.ldt_batch_norm(&out, hx, hs[0], hs[1], hs[2], hs[3], cbool(o.Training), C.double(o.Momentum), C.double(o.Eps))
+	return result(op, out, e)
+}
+
+// LocalResponseNorm is torch.nn.functional.local_response_norm.
+func LocalResponseNorm(x *Tensor, size int64, alpha, beta, k float64) (*Tensor, error) {
+	h, err := x.handle("local_response_norm")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_local_response_norm(&out, h, C.int64_t(size), C.double(alpha), C.double(beta), C.double(k))
+	return result("local_response_norm", out, e)
+}
+
+// Linear is x·wᵀ + b; bias may be nil.
+func Linear(x, w, bias *Tensor) (*Tensor, error) {
+	hx, err := x.handle("linear")
+	if err != nil {
+		return nil, err
+	}
+	hw, err := w.handle("linear")
+	if err != nil {
+		return nil, err
+	}
+	hb, err := optHandle("linear", bias)
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_linear(&out, hx, hw, hb)
+	return result("linear", out, e)
+}
+
+// Softmax along dim.
+func Softmax(x *Tensor, dim int64) (*Tensor, error) {
+	h, err := x.handle("softmax")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_softmax(&out, h, C.int64_t(dim))
+	return result("softmax", out, e)
+}
+
+// LogSoftmax along dim.
+func LogSoftmax(x *Tensor, dim int64) (*Tensor, error) {
+	h, err := x.handle("log_softmax")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_log_softmax(&out, h, C.int64_t(dim))
+	return result("log_softmax", out, e)
+}
+
+// CrossEntropy is the mean cross-entropy of logits (B, C) against int64 classes (B).
+func CrossEntropy(logits, target *Tensor) (*Tensor, error) {
+	hz, err := logits.handle("cross_entropy")
+	if err != nil {
+		return nil, err
+	}
+	hy, err := target.handle("cross_entropy")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_cross_entropy(&out, hz, hy)
+	return result("cross_entropy", out, e)
+}
+
+// SoftCrossEntropy is the mean over rows of Σ_c −p_c log softmax(logits)_c for a
+// probability table p of the same shape (B, C) as the logits.
+func SoftCrossEntropy(logits, probs *Tensor) (*Tensor, error) {
+	hz, err := logits.handle("soft_cross_entropy")
+	if err != nil {
+		return nil, err
+	}
+	hp, err := probs.handle("soft_cross_entropy")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_soft_cross_entropy(&out, hz, hp)
+	return result("soft_cross_entropy", out, e)
+}
