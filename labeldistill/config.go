@@ -1,0 +1,892 @@
+// Config: every setting of docs/ALGORITHM.md as a named, overridable field, its defaults, the
+// resolution of "auto" values from dataset / N / method, validation, and JSON file loading.
+
+package labeldistill
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"strconv"
+	"strings"
+)
+
+// Method names (Config.Method).
+const (
+	MethodLD = "ld" // second-order label distillation, ALGORITHM.md §4
+	MethodRR = "rr" // ridge-regression label distillation ("LD RR"), ALGORITHM.md §5
+)
+
+// Architecture names (Config.Arch, Config.EvalArch).
+const (
+	ArchLeNet   = "lenet"
+	ArchAlexNet = "alexnet" // AlexCifarNet
+	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18"; evaluation only
+)
+
+// Base-example selection modes (Config.BaseSelection), ALGORITHM.md §1.
+const (
+	SelectBalanced   = "balanced"
+	SelectUnbalanced = "unbalanced"
+)
+
+// Baseline names (Config.Baselines), ALGORITHM.md §8. Under method "rr" every baseline
+// trains the RR model of §5 ("Baseline RR"); under "ld" the plain network.
+const (
+	BaselineTrue    = "true"    // one-hot true classes (within-dataset only)
+	BaselineSmooth  = "smooth"  // true classes with label smoothing (within-dataset only)
+	BaselineTeacher = "teacher" // ldtorch addition: a teacher trained on the target set labels the base examples
+)
+
+// DatasetFacts are the few per-dataset facts that configuration defaults depend on.
+//
+// The data package (labeldistill/data) owns the authoritative dataset registry (files,
+// splits, readers); this table only mirrors what Resolved needs and must agree with it.
+type DatasetFacts struct {
+	Name    string // canonical name
+	Classes int    // C
+	Colour  bool   // 3×32×32 (true) or 1×28×28 greyscale (false)
+	// Target reports whether the dataset can be a distillation target, i.e. has the
+	// train → (target set, validation) / test split of ALGORITHM.md §1. CUB is source-only
+	// (the paper and the reference use it only as cub → cifar10 base examples).
+	Target bool
+	// ValidationSize is the default size of the validation part of the train split (§1).
+	ValidationSize int
+}
+
+var (
+	greyMean   = []float64{0.1307}
+	greyStd    = []float64{0.3081}
+	colourMean = []float64{125.3 / 255, 123.0 / 255, 113.9 / 255}
+	colourStd  = []float64{63.0 / 255, 62.1 / 255, 66.7 / 255}
+)
+
+// datasetTable mirrors the data package's registry (which is authoritative).
+var datasetTable = []DatasetFacts{
+	{Name: "mnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
+	{Name: "kmnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
+	{Name: "fashion-mnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
+	{Name: "emnist-letters", Classes: 26, Colour: false, Target: true, ValidationSize: 10000},
+	{Name: "k49", Classes: 49, Colour: false, Target: true, ValidationSize: 23237},
+	{Name: "cifar10", Classes: 10, Colour: true, Target: true, ValidationSize: 5000},
+	{Name: "cifar100", Classes: 100, Colour: true, Target: true, ValidationSize: 5000},
+	{Name: "cub", Classes: 200, Colour: true, Target: false},
+}
+
+// datasetAliases maps accepted alternative spellings to canonical names. "emnist" is the
+// name ALGORITHM.md and the reference use for EMNIST "letters".
+var datasetAliases = map[string]string{
+	"emnist": "emnist-letters",
+}
+
+// LookupDatasetFacts returns the facts for a dataset name (canonical or alias).
+func LookupDatasetFacts(name string) (DatasetFacts, bool) {
+	if c, ok := datasetAliases[name]; ok {
+		name = c
+	}
+	for _, d := range datasetTable {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return DatasetFacts{}, false
+}
+
+// KnownDatasets lists the canonical dataset names in table order.
+func KnownDatasets() []string {
+	names := make([]string, len(datasetTable))
+	for i, d := range datasetTable {
+		names[i] = d.Name
+	}
+	return names
+}
+
+// Config holds every setting of docs/ALGORITHM.md (§ numbers below refer to it) plus the
+// operational ones of ldtorch. A zero value or "" documented as "auto" is filled in by
+// Resolved from the dataset, N and the method; json names are the names used in config
+// files, in errors and (by convention) for command-line flags.
+type Config struct {
+	// Method: "ld" (second-order, §4) or "rr" (ridge regression, §5). Default "ld".
+	Method string `json:"method"`
+	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
+	// (alias emnist), k49, cifar10, cifar100. Default "mnist".
+	Dataset string `json:"dataset"`
+	// Source: the dataset the base examples come from (§1). "" (auto) = the target
+	// (within-dataset); anything else is cross-dataset. cub may only be a source.
+	Source string `json:"source"`
+	// BaseExamples: N, the number of base examples (§1). Default 100.
+	BaseExamples int `json:"base_examples"`
+	// InnerBatch: N_i, the inner (base) minibatch (§4, §5, §7). 0 = auto: 10, 10, 25 for
+	// N = 10, 20, 50 and 50 for N ≥ 100 (§7); min(N, 100) for cifar100. Other N (ldtorch's
+	// interpolation of the paper's values): N for N ≤ 10, max(10, N/2) for 10 < N < 100.
+	InnerBatch int `json:"inner_batch"`
+	// OuterBatch: N_o, the target minibatch (§4). Default 1024.
+	OuterBatch int `json:"outer_batch"`
+
+	// InnerLR: α, the plain-SGD inner step of LD (§4 step 3). Default 0.01.
+	InnerLR float64 `json:"inner_lr"`
+	// ModelLR: Adam learning rate of the model θ during distillation (§4, §5). Default 1e-3.
+	ModelLR float64 `json:"model_lr"`
+	// ModelBetas: Adam betas for θ, the RR scale s, evaluation models and the teacher
+	// (PyTorch defaults, §4/§5/§7). Default [0.9, 0.999].
+	ModelBetas [2]float64 `json:"model_betas"`
+	// ModelEps: Adam epsilon for the same optimisers as ModelBetas. Default 1e-8.
+	ModelEps float64 `json:"model_eps"`
+	// LabelLR: Adam learning rate of the labels Ỹ (§3). Default 1e-3.
+	LabelLR float64 `json:"label_lr"`
+	// LabelBetas: Adam betas of the labels (§3). Default [0.9, 0.999].
+	LabelBetas [2]float64 `json:"label_betas"`
+	// LabelEps: Adam epsilon of the labels (§3). Default 1e-8.
+	LabelEps float64 `json:"label_eps"`
+
+	// RidgeLambda: λ of the ridge solve (§5 step 2). Default 1.0.
+	RidgeLambda float64 `json:"ridge_lambda"`
+	// RidgePseudoStep: α of the pseudo-gradient step W ← (1−α)W + αW_l (§5 step 3). Default 0.01.
+	RidgePseudoStep float64 `json:"ridge_pseudo_step"`
+	// ScaleLR: Adam learning rate of the RR logit scale s (§5). Default 0.01.
+	ScaleLR float64 `json:"scale_lr"`
+	// ScaleInit: initial value of s, also after every reset (§5). Default 1.0.
+	ScaleInit float64 `json:"scale_init"`
+
+	// Epochs: passes over the target set (§7). 0 = auto: 400; 800 when N > 100 or for
+	// cifar100; k49: 100, or 200 when N > 100.
+	Epochs int `json:"epochs"`
+	// ResetWindow: G = N_m = N_w, the moving-window length and the patience of the reset
+	// rule (§6). 0 = auto: 50; 100 for cifar100 and k49 (whatever N, as in the reference);
+	// otherwise 200 when N > 100.
+	ResetWindow int `json:"reset_window"`
+	// ResetMeanOfLast: T = int(mean of the last this-many T_i) (§6). Default 3.
+	ResetMeanOfLast int `json:"reset_mean_of_last"`
+	// ValidateEvery: k, validate the current labels after epochs k, 2k, … and always after
+	// the last epoch (§7, §9). Default 5.
+	ValidateEvery int `json:"validate_every"`
+	// EvalModels: M, fresh models trained for the final report (§7, §8). Default 20.
+	EvalModels int `json:"eval_models"`
+	// EvalLR: Adam learning rate of fresh (validation, test, baseline) models (§7). Default 1e-3.
+	EvalLR float64 `json:"eval_lr"`
+	// EvalBatch: base examples per step when training fresh models (§7). 0 = auto: InnerBatch.
+	EvalBatch int `json:"eval_batch"`
+	// EvalArch: architecture of fresh models at test time (§2, architecture transfer).
+	// "" = auto: Arch. "resnet" is allowed here only.
+	EvalArch string `json:"eval_arch"`
+
+	// TargetSetSize: subsample the target set to this many examples (§1, ablation).
+	// 0 = all (default).
+	TargetSetSize int `json:"target_set_size"`
+	// ValidationSize: size of the validation part of the train split (§1). 0 = auto:
+	// 10000 (greyscale), 23237 (k49), 5000 (colour).
+	ValidationSize int `json:"validation_size"`
+	// NormMean: per-channel normalisation mean after scaling pixels to [0,1] (§1).
+	// Empty = auto: [0.1307] for greyscale, [125.3, 123.0, 113.9]/255 for colour.
+	NormMean []float64 `json:"norm_mean"`
+	// NormStd: per-channel normalisation std (§1). Empty = auto: [0.3081] for greyscale,
+	// [63.0, 62.1, 66.7]/255 for colour.
+	NormStd []float64 `json:"norm_std"`
+	// Seed: the one seed of the run (split permutation, base examples, inits, batches;
+	// §1, §8 "same seed"). Default 1234, the reference's default.
+	Seed int64 `json:"seed"`
+	// Arch: the network used during distillation (§2): "lenet" or "alexnet". "" = auto:
+	// lenet for greyscale targets, alexnet for colour targets.
+	Arch string `json:"arch"`
+	// BaseSelection: "balanced" or "unbalanced" (§1). "" = auto: balanced within-dataset,
+	// unbalanced cross-dataset (cross-dataset requires unbalanced).
+	BaseSelection string `json:"base_selection"`
+
+	// Baselines: which baselines to run (§8), a subset of "true", "smooth", "teacher";
+	// under method rr each is its RR variant. null (auto) = ["true", "smooth", "teacher"]
+	// within-dataset and ["teacher"] cross-dataset; [] or ["none"] = none.
+	Baselines []string `json:"baselines"`
+	// LabelSmoothing: ε of the smoothed baseline, y(1−ε) + ε/C (§8). Default 0.1.
+	LabelSmoothing float64 `json:"label_smoothing"`
+	// BaselineMaxSteps: longest training in the baseline step search (§8). 0 = auto: 1000;
+	// 1700 when N > 100.
+	BaselineMaxSteps int `json:"baseline_max_steps"`
+	// BaselineSteps: the step counts at which the baseline search measures validation
+	// error (§8), strictly increasing. null (auto) = BaselineStepGrid(BaselineMaxSteps).
+	BaselineSteps []int `json:"baseline_steps"`
+	// TeacherSteps: Adam steps of the teacher baseline's model on the target set
+	// (ldtorch addition, §8). Default 2000 (about 10 epochs of MNIST at batch 256).
+	TeacherSteps int `json:"teacher_steps"`
+	// TeacherBatch: target examples per teacher step. Default 256.
+	TeacherBatch int `json:"teacher_batch"`
+	// TeacherLR: Adam learning rate of the teacher. Default 1e-3.
+	TeacherLR float64 `json:"teacher_lr"`
+	// TeacherTemperature: softmax temperature of the teacher's labels. Default 1.
+	TeacherTemperature float64 `json:"teacher_temperature"`
+
+	// Device: "cpu", "cuda" or "cuda:N". Default "cpu".
+	Device string `json:"device"`
+	// Threads: libtorch intra-op threads. 0 = libtorch's default (default).
+	Threads int `json:"threads"`
+	// DataDir: where datasets are read from. Default "data".
+	DataDir string `json:"data_dir"`
+	// Out: the run's output directory (artifacts, report, checkpoints). Default "out".
+	Out string `json:"out"`
+	// CheckpointEvery: > 0: write a checkpoint every this many meta-steps; 0 (default):
+	// after every validation (every ValidateEvery epochs and after the last one);
+	// < 0: never. Not a resume conflict (see ResumeConflicts).
+	CheckpointEvery int `json:"checkpoint_every"`
+	// EMNISTTranspose: transpose EMNIST images to MNIST orientation. Default false: use
+	// them as stored, like the reference (it matches the paper's numbers) (§1).
+	EMNISTTranspose bool `json:"emnist_transpose"`
+}
+
+// DefaultConfig returns the defaults of ALGORITHM.md, with auto fields left at 0 / "" /
+// nil (call Resolved to fill them).
+func DefaultConfig() Config {
+	return Config{
+		Method:             MethodLD,
+		Dataset:            "mnist",
+		BaseExamples:       100,
+		OuterBatch:         1024,
+		InnerLR:            0.01,
+		ModelLR:            1e-3,
+		ModelBetas:         [2]float64{0.9, 0.999},
+		ModelEps:           1e-8,
+		LabelLR:            1e-3,
+		LabelBetas:         [2]float64{0.9, 0.999},
+		LabelEps:           1e-8,
+		RidgeLambda:        1.0,
+		RidgePseudoStep:    0.01,
+		ScaleLR:            0.01,
+		ScaleInit:          1.0,
+		ResetMeanOfLast:    3,
+		ValidateEvery:      5,
+		EvalModels:         20,
+		EvalLR:             1e-3,
+		Seed:               1234,
+		LabelSmoothing:     0.1,
+		TeacherSteps:       2000,
+		TeacherBatch:       256,
+		TeacherLR:          1e-3,
+		TeacherTemperature: 1.0,
+		Device:             "cpu",
+		DataDir:            "data",
+		Out:                "out",
+	}
+}
+
+// NumClasses returns C, the number of target classes, or 0 for an unknown dataset.
+func (c Config) NumClasses() int {
+	d, _ := LookupDatasetFacts(c.Dataset)
+	return d.Classes
+}
+
+// IsCrossDataset reports whether the base examples come from another dataset than the target.
+func (c Config) IsCrossDataset() bool {
+	if c.Source == "" {
+		return false
+	}
+	return canonicalDataset(c.Source) != canonicalDataset(c.Dataset)
+}
+
+func canonicalDataset(name string) string {
+	if d, ok := LookupDatasetFacts(name); ok {
+		return d.Name
+	}
+	return name
+}
+
+// AutoInnerBatch is the default N_i for n base examples (ALGORITHM.md §7): 10, 10, 25 for
+// N = 10, 20, 50, 50 for N ≥ 100 and min(N, 100) for cifar100. For other N: N when N ≤ 10
+// and max(10, N/2) when 10 < N < 100, which reproduces the paper's three values.
+func AutoInnerBatch(dataset string, n int) int {
+	switch {
+	case n <= 0:
+		return 0
+	case canonicalDataset(dataset) == "cifar100":
+		return min(n, 100)
+	case n >= 100:
+		return 50
+	case n <= 10:
+		return n
+	default:
+		return max(10, n/2)
+	}
+}
+
+// AutoEpochs is the default number of epochs (ALGORITHM.md §7).
+func AutoEpochs(dataset string, n int) int {
+	switch canonicalDataset(dataset) {
+	case "k49":
+		if n > 100 {
+			return 200
+		}
+		return 100
+	case "cifar100":
+		return 800
+	}
+	if n > 100 {
+		return 800
+	}
+	return 400
+}
+
+// AutoResetWindow is the default G = N_m = N_w (ALGORITHM.md §6). As in the reference,
+// cifar100 and k49 get 100 whatever N; other datasets get 200 when N > 100, else 50.
+func AutoResetWindow(dataset string, n int) int {
+	switch canonicalDataset(dataset) {
+	case "cifar100", "k49":
+		return 100
+	}
+	if n > 100 {
+		return 200
+	}
+	return 50
+}
+
+// AutoBaselineMaxSteps is the default longest baseline training (ALGORITHM.md §8).
+func AutoBaselineMaxSteps(n int) int {
+	if n > 100 {
+		return 1700
+	}
+	return 1000
+}
+
+// Resolved returns a copy with every auto (0 / "" / null) value filled from the dataset and
+// N (no ALGORITHM.md default depends on the method; under "rr" the same values apply),
+// dataset names canonicalised, and then validated. The returned config is
+// what a run records; Resolved of a resolved config is the same config.
+func (c Config) Resolved() (Config, error) {
+	r := c.withDefaults()
+	return r, r.check()
+}
+
+// Validate reports every problem of the configuration (auto values allowed), one sentence
+// per problem, each starting with the field's json name; nil when it is usable. The errors
+// are *FieldError values joined with errors.Join.
+func (c Config) Validate() error {
+	return c.withDefaults().check()
+}
+
+// withDefaults fills the auto values it can; it never fails (check reports problems).
+func (c Config) withDefaults() Config {
+	r := c
+	r.NormMean = append([]float64(nil), c.NormMean...)
+	r.NormStd = append([]float64(nil), c.NormStd...)
+	r.Baselines = append([]string(nil), c.Baselines...)
+	r.BaselineSteps = append([]int(nil), c.BaselineSteps...)
+	if c.Baselines != nil && len(r.Baselines) == 0 {
+		r.Baselines = []string{} // explicit "none": keep it distinct from auto
+	}
+	if c.BaselineSteps != nil && len(r.BaselineSteps) == 0 {
+		r.BaselineSteps = []int{}
+	}
+
+	r.Dataset = canonicalDataset(c.Dataset)
+	if c.Source == "" {
+		r.Source = r.Dataset
+	} else {
+		r.Source = canonicalDataset(c.Source)
+	}
+	target, targetOK := LookupDatasetFacts(r.Dataset)
+	cross := r.Source != r.Dataset
+	n := r.BaseExamples
+
+	if r.InnerBatch == 0 {
+		r.InnerBatch = AutoInnerBatch(r.Dataset, n)
+	}
+	if r.EvalBatch == 0 {
+		r.EvalBatch = r.InnerBatch
+	}
+	if r.Epochs == 0 {
+		r.Epochs = AutoEpochs(r.Dataset, n)
+	}
+	if r.ResetWindow == 0 {
+		r.ResetWindow = AutoResetWindow(r.Dataset, n)
+	}
+	if r.BaselineMaxSteps == 0 {
+		r.BaselineMaxSteps = AutoBaselineMaxSteps(n)
+	}
+	if c.BaselineSteps == nil {
+		r.BaselineSteps = BaselineStepGrid(r.BaselineMaxSteps)
+	}
+	if r.BaseSelection == "" {
+		if cross {
+			r.BaseSelection = SelectUnbalanced
+		} else {
+			r.BaseSelection = SelectBalanced
+		}
+	}
+	if c.Baselines == nil {
+		if cross {
+			r.Baselines = []string{BaselineTeacher}
+		} else {
+			r.Baselines = []string{BaselineTrue, BaselineSmooth, BaselineTeacher}
+		}
+	} else if len(r.Baselines) == 1 && r.Baselines[0] == "none" {
+		r.Baselines = []string{}
+	}
+	if targetOK {
+		if r.Arch == "" {
+			if target.Colour {
+				r.Arch = ArchAlexNet
+			} else {
+				r.Arch = ArchLeNet
+			}
+		}
+		if r.ValidationSize == 0 {
+			r.ValidationSize = target.ValidationSize
+		}
+		if len(r.NormMean) == 0 {
+			r.NormMean = append([]float64(nil), pick(target.Colour, colourMean, greyMean)...)
+		}
+		if len(r.NormStd) == 0 {
+			r.NormStd = append([]float64(nil), pick(target.Colour, colourStd, greyStd)...)
+		}
+	}
+	if r.EvalArch == "" {
+		r.EvalArch = r.Arch
+	}
+	return r
+}
+
+func pick[T any](cond bool, a, b T) T {
+	if cond {
+		return a
+	}
+	return b
+}
+
+// FieldError is one configuration problem: Field is the json name, Msg the rest of the
+// sentence.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// check validates a config after withDefaults.
+func (c Config) check() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	switch c.Method {
+	case MethodLD, MethodRR:
+	default:
+		bad("method", "unknown method %q (want %q or %q)", c.Method, MethodLD, MethodRR)
+	}
+
+	known := strings.Join(KnownDatasets(), ", ")
+	target, targetOK := LookupDatasetFacts(c.Dataset)
+	switch {
+	case c.Dataset == "":
+		bad("dataset", "must name the target dataset (one of %s)", known)
+	case !targetOK:
+		bad("dataset", "unknown dataset %q (known: %s)", c.Dataset, known)
+	case !target.Target:
+		bad("dataset", "%s can only be a source, not a target", c.Dataset)
+	}
+	source, sourceOK := LookupDatasetFacts(c.Source)
+	if !sourceOK && c.Source != c.Dataset {
+		bad("source", "unknown dataset %q (known: %s)", c.Source, known)
+	}
+	cross := c.Source != c.Dataset
+	if targetOK && sourceOK && cross && source.Colour != target.Colour {
+		bad("source", "%s is %s but dataset %s is %s", c.Source, colourWord(source.Colour),
+			c.Dataset, colourWord(target.Colour))
+	}
+
+	n := c.BaseExamples
+	if n <= 0 {
+		bad("base_examples", "must be positive, got %d", n)
+	}
+	checkBatch := func(field string, v int) {
+		switch {
+		case n <= 0 && v == 0: // auto from an invalid N: base_examples is reported
+		case v <= 0:
+			bad(field, "must be positive, got %d", v)
+		case n > 0 && v > n:
+			bad(field, "%d exceeds base_examples %d", v, n)
+		}
+	}
+	checkBatch("inner_batch", c.InnerBatch)
+	if c.EvalBatch != c.InnerBatch { // equal: inner_batch's check covers it
+		checkBatch("eval_batch", c.EvalBatch)
+	}
+	positiveInt := func(field string, v int) {
+		if v <= 0 {
+			bad(field, "must be positive, got %d", v)
+		}
+	}
+	positiveInt("outer_batch", c.OuterBatch)
+
+	positive := func(field string, v float64) {
+		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
+			bad(field, "must be a positive finite number, got %v", v)
+		}
+	}
+	positive("inner_lr", c.InnerLR)
+	positive("model_lr", c.ModelLR)
+	positive("model_eps", c.ModelEps)
+	positive("label_lr", c.LabelLR)
+	positive("label_eps", c.LabelEps)
+	positive("ridge_lambda", c.RidgeLambda)
+	positive("scale_lr", c.ScaleLR)
+	positive("scale_init", c.ScaleInit)
+	positive("eval_lr", c.EvalLR)
+	positive("teacher_lr", c.TeacherLR)
+	positive("teacher_temperature", c.TeacherTemperature)
+	betas := func(field string, b [2]float64) {
+		for _, v := range b {
+			if math.IsNaN(v) || v < 0 || v >= 1 {
+				bad(field, "each beta must be in [0, 1), got %v", b)
+				return
+			}
+		}
+	}
+	betas("model_betas", c.ModelBetas)
+	betas("label_betas", c.LabelBetas)
+	if v := c.RidgePseudoStep; math.IsNaN(v) || v <= 0 || v > 1 {
+		bad("ridge_pseudo_step", "must be in (0, 1], got %v", v)
+	}
+
+	positiveInt("epochs", c.Epochs)
+	positiveInt("reset_window", c.ResetWindow)
+	positiveInt("reset_mean_of_last", c.ResetMeanOfLast)
+	positiveInt("validate_every", c.ValidateEvery)
+	positiveInt("eval_models", c.EvalModels)
+	if c.TargetSetSize < 0 {
+		bad("target_set_size", "must be 0 (all) or positive, got %d", c.TargetSetSize)
+	}
+	if c.ValidationSize < 0 || (c.ValidationSize == 0 && targetOK && target.Target) {
+		bad("validation_size", "must be positive, got %d", c.ValidationSize)
+	}
+	if targetOK {
+		channels := pick(target.Colour, 3, 1)
+		for _, f := range []struct {
+			name string
+			v    []float64
+			pos  bool
+		}{{"norm_mean", c.NormMean, false}, {"norm_std", c.NormStd, true}} {
+			if len(f.v) != channels {
+				bad(f.name, "needs %d value(s) for the %d channel(s) of %s, got %d",
+					channels, channels, c.Dataset, len(f.v))
+				continue
+			}
+			for _, v := range f.v {
+				if math.IsNaN(v) || math.IsInf(v, 0) || (f.pos && v <= 0) {
+					bad(f.name, "values must be finite%s, got %v",
+						pick(f.pos, " and positive", ""), f.v)
+					break
+				}
+			}
+		}
+	}
+
+	switch c.Arch {
+	case "":
+		if targetOK { // unknown dataset: auto could not be filled, dataset is reported
+			bad("arch", "must not be empty")
+		}
+	case ArchLeNet:
+	case ArchAlexNet:
+		if targetOK && !target.Colour {
+			bad("arch", "alexnet needs colour 32×32 images but dataset %s is greyscale", c.Dataset)
+		}
+	case ArchResNet:
+		bad("arch", "resnet is for evaluation only (set eval_arch), got %q", c.Arch)
+	default:
+		bad("arch", "unknown architecture %q (want lenet or alexnet)", c.Arch)
+	}
+	switch c.EvalArch {
+	case c.Arch: // the default; arch's check covers it (resnet: see arch)
+	case "":
+		if targetOK {
+			bad("eval_arch", "must not be empty")
+		}
+	case ArchLeNet:
+	case ArchAlexNet, ArchResNet:
+		if targetOK && !target.Colour {
+			bad("eval_arch", "%s needs colour 32×32 images but dataset %s is greyscale", c.EvalArch, c.Dataset)
+		}
+	default:
+		bad("eval_arch", "unknown architecture %q (want lenet, alexnet or resnet)", c.EvalArch)
+	}
+
+	switch c.BaseSelection {
+	case SelectBalanced:
+		if cross {
+			bad("base_selection", "cross-dataset distillation (source %s, dataset %s) requires unbalanced, got balanced",
+				c.Source, c.Dataset)
+		} else if targetOK && target.Target && n > 0 && n%target.Classes != 0 {
+			bad("base_selection", "balanced needs base_examples divisible by the %d classes of %s, got %d",
+				target.Classes, c.Dataset, n)
+		}
+	case SelectUnbalanced:
+	default:
+		bad("base_selection", "unknown selection %q (want balanced or unbalanced)", c.BaseSelection)
+	}
+
+	seen := map[string]bool{}
+	for _, b := range c.Baselines {
+		switch b {
+		case BaselineTrue, BaselineSmooth:
+			if cross {
+				bad("baselines", "%q needs within-dataset distillation, but source %s differs from dataset %s",
+					b, c.Source, c.Dataset)
+			}
+		case BaselineTeacher:
+		case "none":
+			bad("baselines", "\"none\" cannot be combined with other baselines, got %q", c.Baselines)
+		default:
+			bad("baselines", "unknown baseline %q (want true, smooth, teacher or none)", b)
+		}
+		if seen[b] {
+			bad("baselines", "%q is listed twice", b)
+		}
+		seen[b] = true
+	}
+	if v := c.LabelSmoothing; math.IsNaN(v) || v < 0 || v > 1 {
+		bad("label_smoothing", "must be in [0, 1], got %v", v)
+	}
+	positiveInt("baseline_max_steps", c.BaselineMaxSteps)
+	if len(c.BaselineSteps) == 0 && c.BaselineMaxSteps > 0 {
+		bad("baseline_steps", "must list at least one step count")
+	}
+	for i, s := range c.BaselineSteps {
+		if s <= 0 || (i > 0 && s <= c.BaselineSteps[i-1]) {
+			bad("baseline_steps", "must be positive and strictly increasing, got %v", c.BaselineSteps)
+			break
+		}
+		if c.BaselineMaxSteps > 0 && s > c.BaselineMaxSteps {
+			bad("baseline_steps", "%d exceeds baseline_max_steps %d", s, c.BaselineMaxSteps)
+			break
+		}
+	}
+	positiveInt("teacher_steps", c.TeacherSteps)
+	positiveInt("teacher_batch", c.TeacherBatch)
+
+	if !validDevice(c.Device) {
+		bad("device", "unknown device %q (want cpu, cuda or cuda:N)", c.Device)
+	}
+	if c.Threads < 0 {
+		bad("threads", "must be 0 (libtorch default) or positive, got %d", c.Threads)
+	}
+	if c.DataDir == "" {
+		bad("data_dir", "must not be empty")
+	}
+	if c.Out == "" {
+		bad("out", "must not be empty")
+	}
+	return errors.Join(errs...)
+}
+
+func colourWord(colour bool) string {
+	return pick(colour, "colour", "greyscale")
+}
+
+func validDevice(d string) bool {
+	if d == "cpu" || d == "cuda" {
+		return true
+	}
+	idx, ok := strings.CutPrefix(d, "cuda:")
+	if !ok || idx == "" {
+		return false
+	}
+	v, err := strconv.Atoi(idx)
+	return err == nil && v >= 0 && strconv.Itoa(v) == idx
+}
+
+// MarshalIndent returns the config as indented JSON with a trailing newline, the format
+// LoadConfigFile reads.
+func (c Config) MarshalIndent() ([]byte, error) {
+	b, err := json.MarshalIndent(c, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// configKeys returns the json names of Config's fields in declaration order.
+func configKeys() []string {
+	t := reflect.TypeOf(Config{})
+	keys := make([]string, 0, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		keys = append(keys, jsonName(t.Field(i)))
+	}
+	return keys
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	if name == "" {
+		return f.Name
+	}
+	return name
+}
+
+// LoadConfigFile reads a JSON config file over DefaultConfig: keys present replace the
+// defaults, absent keys keep them. Unknown keys (matched exactly, case-sensitively),
+// duplicate keys, wrongly typed values and trailing data are errors that name the file.
+// The result is not resolved or validated: apply command-line overrides, then Resolved.
+func LoadConfigFile(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg, err := parseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func parseConfig(data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	// First pass: the top-level keys, in order, checked exactly against the json names
+	// (encoding/json itself matches keys case-insensitively).
+	known := map[string]bool{}
+	for _, k := range configKeys() {
+		known[k] = true
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return cfg, describeJSONError(data, err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return cfg, fmt.Errorf("expected a JSON object, got %v", tok)
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return cfg, describeJSONError(data, err)
+		}
+		key := tok.(string) // object keys are always strings
+		if !known[key] {
+			return cfg, fmt.Errorf("unknown key %q%s", key, suggestKey(key))
+		}
+		if seen[key] {
+			return cfg, fmt.Errorf("key %q appears twice", key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return cfg, describeJSONError(data, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return cfg, describeJSONError(data, err)
+	}
+	if _, err := dec.Token(); err == nil {
+		return cfg, errors.New("trailing data after the JSON object")
+	}
+
+	// Second pass: decode for real (DisallowUnknownFields as a second guard).
+	dec = json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, describeJSONError(data, err)
+	}
+	return cfg, nil
+}
+
+func suggestKey(key string) string {
+	norm := func(s string) string {
+		return strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(s))
+	}
+	for _, k := range configKeys() {
+		if norm(k) == norm(key) {
+			return fmt.Sprintf(" (did you mean %q?)", k)
+		}
+	}
+	return ""
+}
+
+func describeJSONError(data []byte, err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		line, col := lineCol(data, syn.Offset)
+		return fmt.Errorf("line %d, column %d: %v", line, col, syn)
+	case errors.As(err, &typ):
+		return fmt.Errorf("key %q: cannot use JSON %s as %v", typ.Field, typ.Value, typ.Type)
+	}
+	return err
+}
+
+func lineCol(data []byte, offset int64) (line, col int) {
+	line, col = 1, 1
+	for i := int64(0); i < offset && i < int64(len(data)); i++ {
+		if data[i] == '\n' {
+			line++
+			col = 1
+		} else {
+			col++
+		}
+	}
+	return line, col
+}
+
+// Diff lists, in declaration order, the json names of the fields whose values differ
+// between a and b. Compare resolved configs (Resolved), otherwise "auto" and its value
+// differ. A nil and an empty slice count as different (null = auto, [] = none).
+func Diff(a, b Config) []string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	t := va.Type()
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, jsonName(t.Field(i)))
+		}
+	}
+	return out
+}
+
+// DiffDetails is Diff with values: one "name: <a as JSON> -> <b as JSON>" line per field.
+func DiffDetails(a, b Config) []string {
+	names := Diff(a, b)
+	ja, jb := fieldJSON(a), fieldJSON(b)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%s: %s -> %s", n, ja[n], jb[n])
+	}
+	return out
+}
+
+func fieldJSON(c Config) map[string]string {
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	m := make(map[string]string, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		b, err := json.Marshal(v.Field(i).Interface())
+		if err != nil {
+			b = []byte(fmt.Sprintf("%v", v.Field(i).Interface()))
+		}
+		m[jsonName(t.Field(i))] = string(b)
+	}
+	return m
+}
+
+// operationalFields may differ between a run and its resumption: they change where and how
+// fast a run computes, not what it computes.
+var operationalFields = map[string]bool{
+	"device":           true,
+	"threads":          true,
+	"data_dir":         true,
+	"out":              true,
+	"checkpoint_every": true,
+}
+
+// ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,
+// checkpoint_every): a non-empty result means a checkpoint must not be resumed under b.
+// (Device changes can alter floating-point results; they are allowed deliberately.)
+func ResumeConflicts(checkpointed, current Config) []string {
+	var out []string
+	for _, n := range Diff(checkpointed, current) {
+		if !operationalFields[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -1,0 +1,58 @@
+package labeldistill
+
+import (
+	"math"
+	"testing"
+)
+
+func TestMeanStdPopulation(t *testing.T) {
+	// Population std of this classic sample is exactly 2; the sample (n−1) std would be
+	// 2.138…, so the test tells the conventions apart.
+	m, s := MeanStd([]float64{2, 4, 4, 4, 5, 5, 7, 9})
+	if m != 5 || s != 2 {
+		t.Fatalf("MeanStd = %v, %v; want 5, 2", m, s)
+	}
+	m, s = MeanStd([]float64{3.5})
+	if m != 3.5 || s != 0 {
+		t.Fatalf("one value: %v, %v", m, s)
+	}
+	m, s = MeanStd(nil)
+	if !math.IsNaN(m) || !math.IsNaN(s) {
+		t.Fatalf("empty: %v, %v; want NaN, NaN", m, s)
+	}
+	// Large offset, small spread: a one-pass E[x²]−E[x]² formula loses this.
+	m, s = MeanStd([]float64{1e9 + 1, 1e9 + 2, 1e9 + 3})
+	if m != 1e9+2 || math.Abs(s-math.Sqrt(2.0/3)) > 1e-6 {
+		t.Fatalf("offset: %v, %v; want 1e9+2, %v", m, s, math.Sqrt(2.0/3))
+	}
+	// Constant input: exactly zero, never NaN from a tiny negative variance.
+	xs := make([]float64, 20)
+	for i := range xs {
+		xs[i] = 87.27
+	}
+	if m, s = MeanStd(xs); s != 0 || math.Abs(m-87.27) > 1e-12 {
+		t.Fatalf("constant: %v, %v", m, s)
+	}
+}
+
+func TestMovingAverage(t *testing.T) {
+	ma := MovingAverage{Window: 3}
+	if !math.IsNaN(ma.Mean()) {
+		t.Fatal("empty mean not NaN")
+	}
+	for i, want := range []float64{1, 1.5, 2, 3, 4} {
+		if got := ma.Add(float64(i + 1)); got != want {
+			t.Fatalf("after adding %d: mean %v, want %v", i+1, got, want)
+		}
+	}
+	if ma.Len() != 3 {
+		t.Fatalf("Len = %d", ma.Len())
+	}
+	all := MovingAverage{}
+	for i := 1; i <= 10; i++ {
+		all.Add(float64(i))
+	}
+	if all.Mean() != 5.5 || all.Len() != 10 {
+		t.Fatalf("unbounded: mean %v len %d", all.Mean(), all.Len())
+	}
+}
