@@ -1,0 +1,97 @@
+package labeldistill
+
+// dataset.go: the host-side data a run consumes (already split and normalised by the data
+// package), and its upload to the device as resident tensors: after this no step copies
+// images between host and device or touches individual images.
+
+import (
+	"fmt"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// Split is a set of normalised images (N×C×H×W float32, row-major) and int64 labels.
+type Split struct {
+	Images []float32
+	Labels []int64
+}
+
+// N is the number of examples.
+func (s *Split) N() int { return len(s.Labels) }
+
+// Dataset is everything Distill needs: the target task's splits and the base examples.
+type Dataset struct {
+	Target, Source string
+	Classes        int      // of the target task (the label space)
+	Shape          [3]int64 // C, H, W
+	TargetSet      Split    // what the meta-loop's outer batches are drawn from
+	Validation     Split
+	Test           Split
+	Base           Split   // base examples; Labels are true labels (target space within-dataset; source labels cross-dataset)
+	BaseIndices    []int64 // indices of the base examples in the source's train split (file order)
+	Files          map[string]string
+}
+
+func (d *Dataset) imageSize() int { return int(d.Shape[0] * d.Shape[1] * d.Shape[2]) }
+
+// check verifies the buffers agree with the declared shape and label range.
+func (d *Dataset) check() error {
+	if d.Classes < 2 {
+		return fmt.Errorf("dataset: need at least 2 classes, got %d", d.Classes)
+	}
+	for _, p := range []struct {
+		name string
+		s    *Split
+		lab  bool
+	}{{"target set", &d.TargetSet, true}, {"validation", &d.Validation, true}, {"test", &d.Test, true}, {"base", &d.Base, false}} {
+		if p.s.N() == 0 {
+			return fmt.Errorf("dataset: the %s split is empty", p.name)
+		}
+		if len(p.s.Images) != p.s.N()*d.imageSize() {
+			return fmt.Errorf("dataset: the %s split has %d floats for %d images of %v", p.name, len(p.s.Images), p.s.N(), d.Shape)
+		}
+		if p.lab {
+			for i, y := range p.s.Labels {
+				if y < 0 || y >= int64(d.Classes) {
+					return fmt.Errorf("dataset: %s label %d at index %d is outside 0..%d", p.name, y, i, d.Classes-1)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// deviceSplit is a split resident on the device.
+type deviceSplit struct{ x, y *torch.Tensor }
+
+func (s deviceSplit) free() {
+	s.x.Free()
+	s.y.Free()
+}
+
+func upload(s *Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
+	n := int64(s.N())
+	x, err := torch.FromFloat32(s.Images, n, shape[0], shape[1], shape[2])
+	if err != nil {
+		return deviceSplit{}, err
+	}
+	y, err := torch.FromInt64(s.Labels, n)
+	if err != nil {
+		x.Free()
+		return deviceSplit{}, err
+	}
+	if dev != torch.CPU {
+		xd, err1 := x.To(dev)
+		yd, err2 := y.To(dev)
+		x.Free()
+		y.Free()
+		if err1 != nil || err2 != nil {
+			xd.Free()
+			yd.Free()
+			return deviceSplit{}, fmt.Errorf("upload to %s: %v %v", dev, err1, err2)
+		}
+		x, y = xd, yd
+	}
+	torch.Escape(x, y)
+	return deviceSplit{x: x, y: y}, nil
+}

@@ -1,0 +1,168 @@
+package labeldistill
+
+// evaluate.go: training fresh models on fixed (images, labels) for T steps and scoring
+// them (ALGORITHM.md §7), used for validation, the final test, baselines and `ldtorch
+// evaluate`. Evaluation records no autograd graph beyond what each training step needs.
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// evalChunk is how many images are scored per forward pass.
+const evalChunk = 2000
+
+// trainStep is one step of a model trained on fixed labels: a soft-CE step (LD) or §5
+// steps 1–3 and 5 (RR).
+func trainStep(l *learner, baseX, table, idx *torch.Tensor) error {
+	s := torch.NewScope()
+	defer s.Close()
+	var c torch.Chain
+	xb := c.T(baseX.IndexSelect(0, idx))
+	yb := c.T(table.IndexSelect(0, idx))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	if !l.rr {
+		loss := c.T(torch.SoftCrossEntropy(c.T(l.net.Forward(l.params, l.buffers, xb, true)), yb))
+		if c.Err() != nil {
+			return c.Err()
+		}
+		grads, err := torch.Grad([]*torch.Tensor{loss}, l.params, torch.GradOpts{})
+		if err != nil {
+			return err
+		}
+		return l.opt.StepWith(grads)
+	}
+	zb := c.T(l.features(xb, true))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	wl, err := RidgeWeights(zb, yb, l.cfg.RidgeLambda)
+	if err != nil {
+		return err
+	}
+	w := c.T(pseudoStep(l.w, wl, l.cfg.RidgePseudoStep))
+	return rrFeatureStep(l, zb, w, yb, &c)
+}
+
+// trainer trains fresh models on one label table.
+type trainer struct {
+	net   *nets.Net
+	rr    bool
+	cfg   Config
+	baseX *torch.Tensor // (N, C, H, W) on the device
+	table *torch.Tensor // (N, classes), no grad
+	batch int
+	dev   torch.Device
+}
+
+// train returns a new model trained for steps from a fresh initialisation drawn with seed.
+// It calls probe (if not nil) after the steps listed in probeAt (ascending).
+func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []int, probe func(step int, l *learner) error) (*learner, error) {
+	gen, err := torch.NewGenerator(seed)
+	if err != nil {
+		return nil, err
+	}
+	defer gen.Close()
+	l, err := newLearner(tr.net, tr.rr, tr.cfg, tr.cfg.EvalLR, gen, tr.dev)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	n := int(tr.baseX.Shape()[0])
+	batch := min(tr.batch, n)
+	next := 0
+	for step := 1; step <= steps; step++ {
+		if step%50 == 0 {
+			if err := ctx.Err(); err != nil {
+				l.close()
+				return nil, err
+			}
+		}
+		idx, err := sampleIndices(rng, n, batch, tr.dev)
+		if err == nil {
+			err = trainStep(l, tr.baseX, tr.table, idx)
+			idx.Free()
+		}
+		if err != nil {
+			l.close()
+			return nil, fmt.Errorf("training step %d: %w", step, err)
+		}
+		for next < len(probeAt) && probeAt[next] == step {
+			if err := probe(step, l); err != nil {
+				l.close()
+				return nil, err
+			}
+			next++
+		}
+	}
+	return l, nil
+}
+
+// accuracy is the top-1 accuracy (%) of l on (x, y), scored in chunks without gradients.
+func accuracy(l *learner, x, y *torch.Tensor) (float64, error) {
+	n := x.Shape()[0]
+	var correct float64
+	err := torch.NoGrad(func() error {
+		for start := int64(0); start < n; start += evalChunk {
+			s := torch.NewScope()
+			var c torch.Chain
+			size := min(evalChunk, n-start)
+			xs := c.T(x.Narrow(0, start, size))
+			ys := c.T(y.Narrow(0, start, size))
+			logits := c.T(l.logits(xs))
+			if c.Err() != nil {
+				s.Close()
+				return c.Err()
+			}
+			e, err := errorPercent(logits, ys)
+			s.Close()
+			if err != nil {
+				return err
+			}
+			correct += float64(size) * (100 - e) / 100
+		}
+		return nil
+	})
+	return 100 * correct / float64(n), err
+}
+
+// evaluateModels trains `models` fresh models for steps each and returns their accuracies
+// (%) on (x, y). Model i starts from seed subSeed(seed, purpose, i).
+func (tr *trainer) evaluateModels(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
+	accs := make([]float64, 0, models)
+	for i := 0; i < models; i++ {
+		l, err := tr.train(ctx, steps, subSeed(seed, purpose, i), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		acc, err := accuracy(l, x, y)
+		l.close()
+		if err != nil {
+			return nil, err
+		}
+		accs = append(accs, acc)
+	}
+	return accs, nil
+}
+
+// subSeed derives an independent seed for one purpose and index (splitmix64 mixing).
+func subSeed(seed uint64, purpose string, i int) uint64 {
+	h := seed ^ 0x9e3779b97f4a7c15
+	for _, b := range []byte(purpose) {
+		h = mix64(h ^ uint64(b))
+	}
+	return mix64(h ^ uint64(i))
+}
+
+func mix64(z uint64) uint64 {
+	z += 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}

@@ -1,0 +1,63 @@
+package labeldistill
+
+// secondorder.go: one second-order LD meta-iteration (ALGORITHM.md §4).
+
+import (
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// ldStep: inner soft-CE on N_i base examples with their labels; one differentiable SGD step
+// θ' = θ − α∇θ (create_graph); CE of θ' on the target batch, differentiated with respect
+// to the labels only (no parameter gradients are computed for it, unlike the reference);
+// an Adam step on the labels and the projection; then an Adam step on θ with ∂inner/∂θ
+// (computed with the labels from before the label step).
+func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha float64) (stepStats, error) {
+	s := torch.NewScope()
+	defer s.Close()
+	var c torch.Chain
+	xb := c.T(baseX.IndexSelect(0, idx))
+	yb := c.T(labels.Y.IndexSelect(0, idx))
+	inner := c.T(torch.SoftCrossEntropy(c.T(l.net.Forward(l.params, l.buffers, xb, true)), yb))
+	if c.Err() != nil {
+		return stepStats{}, c.Err()
+	}
+	g, err := torch.Grad([]*torch.Tensor{inner}, l.params, torch.GradOpts{CreateGraph: true})
+	if err != nil {
+		return stepStats{}, err
+	}
+	fast := make([]*torch.Tensor, len(g))
+	for i := range g {
+		fast[i] = c.T(l.params[i].Sub(c.T(g[i].MulScalar(alpha))))
+	}
+	logitsT := c.T(l.net.Forward(fast, l.buffers, xt, true))
+	labelLoss := c.T(torch.CrossEntropy(logitsT, yt))
+	if c.Err() != nil {
+		return stepStats{}, c.Err()
+	}
+	st := stepStats{}
+	if st.LabelLoss, err = labelLoss.Item(); err != nil {
+		return st, err
+	}
+	if !finite(st.LabelLoss) {
+		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	}
+	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{})
+	if err != nil {
+		return st, err
+	}
+	if err := labels.Step(dY[0]); err != nil {
+		return st, err
+	}
+	detached := make([]*torch.Tensor, len(g))
+	for i := range g {
+		detached[i] = c.T(g[i].Detach())
+	}
+	if c.Err() != nil {
+		return st, c.Err()
+	}
+	if err := l.opt.StepWith(detached); err != nil {
+		return st, err
+	}
+	st.Error, err = errorPercent(logitsT, yt)
+	return st, err
+}

@@ -1,0 +1,40 @@
+package nets
+
+// lenet.go: LeNet (ALGORITHM.md §2): conv 5×5 →6 (padding 2 for 28×28 input, 0 for 32×32),
+// ReLU, max-pool 2; conv 5×5 6→16, ReLU, max-pool 2; flatten 400; fc 120, ReLU; fc 84,
+// ReLU; then the head fc 84→C. 61,706 parameters for MNIST.
+
+import (
+	"fmt"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+func newLeNet(c, h, w, classes int64) (*Net, error) {
+	var pad int64
+	switch {
+	case h == 28 && w == 28:
+		pad = 2
+	case h == 32 && w == 32:
+		pad = 0
+	default:
+		return nil, fmt.Errorf("nets: lenet takes 28×28 or 32×32 images, got %d×%d", h, w)
+	}
+	var body []ParamSpec
+	body = append(body, convSpecs("conv1", 6, c, 5, true)...)
+	body = append(body, convSpecs("conv2", 16, 6, 5, true)...)
+	body = append(body, linearSpecs("fc1", 120, 400)...)
+	body = append(body, linearSpecs("fc2", 84, 120)...)
+	n := &Net{Arch: "lenet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: 84, Body: body}
+	pool := torch.PoolOpts{Kernel: [2]int64{2, 2}}
+	n.body = func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
+		y := ch.T(torch.Conv2d(x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}}))
+		y = ch.T(torch.MaxPool2d(ch.T(y.Relu()), pool))
+		y = ch.T(torch.Conv2d(y, p[2], p[3], torch.Conv2dOpts{}))
+		y = ch.T(torch.MaxPool2d(ch.T(y.Relu()), pool))
+		y = ch.T(y.Flatten(1, -1))
+		y = ch.T(ch.T(torch.Linear(y, p[4], p[5])).Relu())
+		return ch.T(ch.T(torch.Linear(y, p[6], p[7])).Relu())
+	}
+	return n, nil
+}
