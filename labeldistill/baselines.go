@@ -79,7 +79,7 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 		return nil, err
 	}
 	defer gen.Close()
-	l, err := newLearner(r.net, false, r.cfg, r.cfg.TeacherLR, gen, r.dev)
+	l, err := newLearner(r.net, false, r.cfg, adamSpec(r.cfg.TeacherLR), gen, r.dev)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +132,7 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	grid := r.cfg.BaselineSteps
 	valErr := make([]float64, 0, len(grid))
 	res := BaselineResult{ValidationErrors: map[int]float64{}}
-	tr := &trainer{net: r.net, rr: rr, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, dev: r.dev}
+	tr := &trainer{net: r.net, rr: rr, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	probe := func(step int, l *learner) error {
 		acc, err := accuracy(l, r.validation.x, r.validation.y)
 		if err != nil {

@@ -208,7 +208,7 @@ func (r *run) setup() error {
 	if r.gen, err = torch.NewGenerator(subSeed(r.seed, "meta-model", 0)); err != nil {
 		return err
 	}
-	if r.model, err = newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, r.cfg.ModelLR, r.gen, r.dev); err != nil {
+	if r.model, err = newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.ModelLR), r.gen, r.dev); err != nil {
 		return err
 	}
 	r.rng = rand.New(rand.NewPCG(r.seed, 0xd15711))
@@ -318,7 +318,7 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 		return err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.net, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, dev: r.dev}
+	tr := &trainer{net: r.net, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	T := r.T()
 	l, err := tr.train(ctx, T, subSeed(r.seed, "validation", epoch), nil, nil)
 	if err != nil {
@@ -373,7 +373,7 @@ func (r *run) finalTest(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, dev: r.dev}
+	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	accs, err := tr.evaluateModels(ctx, res.T, r.cfg.EvalModels, r.seed, "test", r.test.x, r.test.y)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -58,6 +59,7 @@ type trainer struct {
 	baseX *torch.Tensor // (N, C, H, W) on the device
 	table *torch.Tensor // (N, classes), no grad
 	batch int
+	opt   optSpec
 	dev   torch.Device
 }
 
@@ -69,7 +71,7 @@ func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []
 		return nil, err
 	}
 	defer gen.Close()
-	l, err := newLearner(tr.net, tr.rr, tr.cfg, tr.cfg.EvalLR, gen, tr.dev)
+	l, err := newLearner(tr.net, tr.rr, tr.cfg, tr.opt, gen, tr.dev)
 	if err != nil {
 		return nil, err
 	}
@@ -165,4 +167,120 @@ func mix64(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
+}
+
+// EvalConfig configures Evaluate: training fresh models on a distilled artifact, possibly
+// with another architecture, optimizer or step count (the paper's flexibility studies).
+type EvalConfig struct {
+	Arch      string  // "lenet", "alexnet" or "resnet"; "" = the artifact's training architecture
+	Optimizer string  // "adam" (default) or "sgd"
+	LR        float64 // 0 = 1e-3 for adam, 0.01 for sgd
+	Momentum  float64 // sgd only
+	Steps     int     // 0 = the artifact's T
+	Models    int     // 0 = 20
+	Batch     int     // 0 = the artifact's evaluation batch (N_i)
+	RR        bool    // train the RR head (features, ridge W, scale) instead of a linear classifier
+	Seed      int64   // 0 = the artifact's seed
+	Device    string  // "" = cpu
+}
+
+// EvalResult is Evaluate's outcome.
+type EvalResult struct {
+	Arch       string    `json:"arch"`
+	Optimizer  string    `json:"optimizer"`
+	LR         float64   `json:"lr"`
+	Steps      int       `json:"steps"`
+	RR         bool      `json:"rr"`
+	Accuracies []float64 `json:"test_accuracies"`
+	Mean       float64   `json:"test_accuracy_mean"`
+	Std        float64   `json:"test_accuracy_std"` // population
+}
+
+// Evaluate trains ec.Models fresh models on the artifact's images and labels and scores
+// them on test (images normalised like the artifact's, labels in its label space).
+func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (res *EvalResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
+		}
+	}()
+	cfg := DefaultConfig()
+	if art.Report != nil {
+		cfg = art.Report.Config
+	}
+	if ec.Arch == "" {
+		ec.Arch = cfg.Arch
+	}
+	if ec.Optimizer == "" {
+		ec.Optimizer = "adam"
+	}
+	if ec.LR == 0 {
+		ec.LR = map[string]float64{"adam": 1e-3, "sgd": 0.01}[ec.Optimizer]
+	}
+	if ec.Steps == 0 && art.Report != nil {
+		ec.Steps = art.Report.Steps
+	}
+	if ec.Models == 0 {
+		ec.Models = 20
+	}
+	if ec.Batch == 0 {
+		ec.Batch = cfg.EvalBatch
+	}
+	if ec.Seed == 0 {
+		ec.Seed = cfg.Seed
+	}
+	if ec.Device == "" {
+		ec.Device = "cpu"
+	}
+	switch {
+	case ec.Steps < 1:
+		return nil, fmt.Errorf("steps: must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
+	case ec.Models < 1:
+		return nil, fmt.Errorf("models: must be at least 1, got %d", ec.Models)
+	case ec.Batch < 1:
+		return nil, fmt.Errorf("batch: must be at least 1, got %d", ec.Batch)
+	case !finite(ec.LR) || ec.LR <= 0:
+		return nil, fmt.Errorf("lr: must be a positive number, got %v", ec.LR)
+	case test == nil || test.N() == 0:
+		return nil, fmt.Errorf("evaluate: no test data")
+	}
+	dev, err := torch.ParseDevice(ec.Device)
+	if err != nil {
+		return nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := art.Shape
+	net, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes))
+	if err != nil {
+		return nil, err
+	}
+	shape := [3]int64{s[1], s[2], s[3]}
+	base, err := upload(&Split{Images: art.Images, Labels: make([]int64, s[0])}, shape, dev)
+	if err != nil {
+		return nil, err
+	}
+	defer base.free()
+	testDev, err := upload(test, shape, dev)
+	if err != nil {
+		return nil, fmt.Errorf("test data: %w", err)
+	}
+	defer testDev.free()
+	table, err := torch.FromFloat32(art.Labels, s[0], int64(art.Classes))
+	if err != nil {
+		return nil, err
+	}
+	if table, err = toDevice(table, dev); err != nil {
+		return nil, err
+	}
+	defer table.Free()
+	tr := &trainer{net: net, rr: ec.RR, cfg: cfg, baseX: base.x, table: table, batch: ec.Batch,
+		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev}
+	accs, err := tr.evaluateModels(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
+	if err != nil {
+		return nil, err
+	}
+	res = &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: ec.RR, Accuracies: accs}
+	res.Mean, res.Std = MeanStd(accs)
+	return res, nil
 }

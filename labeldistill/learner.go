@@ -4,6 +4,8 @@ package labeldistill
 // parameters, buffers, Adam, and for RR the global ridge weights W and the scale s.
 
 import (
+	"fmt"
+
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -16,7 +18,7 @@ type learner struct {
 	specs   []nets.ParamSpec
 	params  []*torch.Tensor
 	buffers []*torch.Tensor
-	opt     *torch.Adam
+	opt     optimizer
 	w       *torch.Tensor // RR only
 	scale   *torch.Tensor // RR only, shape (1)
 	sOpt    *torch.Adam   // RR only
@@ -24,9 +26,25 @@ type learner struct {
 	lr      float64
 }
 
+// optimizer is what a learner needs of torch.Adam and torch.SGD.
+type optimizer interface {
+	StepWith(grads []*torch.Tensor) error
+	Reset() error
+	Close()
+}
+
+// optSpec chooses a learner's optimizer: "adam" (betas and eps from the config) or "sgd".
+type optSpec struct {
+	Kind     string
+	LR       float64
+	Momentum float64 // sgd only
+}
+
+func adamSpec(lr float64) optSpec { return optSpec{Kind: "adam", LR: lr} }
+
 // newLearner initialises a model from gen (a CPU generator).
-func newLearner(net *nets.Net, rr bool, cfg Config, lr float64, gen *torch.Generator, dev torch.Device) (*learner, error) {
-	l := &learner{net: net, rr: rr, cfg: cfg, lr: lr}
+func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
+	l := &learner{net: net, rr: rr, cfg: cfg, lr: spec.LR}
 	l.specs = net.Params()
 	if rr {
 		l.specs = net.Body
@@ -39,8 +57,16 @@ func newLearner(net *nets.Net, rr bool, cfg Config, lr float64, gen *torch.Gener
 		l.close()
 		return nil, err
 	}
-	adam := torch.AdamOpts{LR: lr, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}
-	if l.opt, err = torch.NewAdam(l.params, adam); err != nil {
+	switch spec.Kind {
+	case "adam":
+		adam := torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}
+		l.opt, err = torch.NewAdam(l.params, adam)
+	case "sgd":
+		l.opt, err = torch.NewSGD(l.params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
+	default:
+		err = fmt.Errorf("unknown optimizer %q (known: adam, sgd)", spec.Kind)
+	}
+	if err != nil {
 		l.close()
 		return nil, err
 	}
