@@ -1,12 +1,102 @@
 package labeldistill
 
-// load.go: LoadDataset, the bridge from a Config to the data package's readers, splits and
-// base-example selection.
+// load.go: LoadDataset, the bridge from a Config to the data package: read and verify the
+// target (and source) dataset, split it, select the base examples, record checksums.
 
-import "fmt"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
 
-// LoadDataset reads cfg's target (and source) dataset from cfg.DataDir, verifies it, splits
-// it and selects the base examples.
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+// LoadDataset reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their
+// checksums against the registry, splits the target's train set into target set and
+// validation with cfg.Seed, and selects the base examples: balanced from the target set
+// within a dataset, the first N of a seeded shuffle of the source's target-set part across
+// datasets.
 func LoadDataset(cfg Config) (*Dataset, error) {
-	return nil, fmt.Errorf("LoadDataset: not wired yet")
+	target, err := loadOne(cfg, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	src, mode := target, data.Balanced
+	if cfg.IsCrossDataset() {
+		if src, err = loadOne(cfg, cfg.Source); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.BaseSelection == SelectUnbalanced {
+		mode = data.Unbalanced
+	}
+	base, err := data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.Seed))
+	if err != nil {
+		return nil, fmt.Errorf("base_examples: %w", err)
+	}
+	ts := target.TargetSet
+	if src.TargetSet.C != ts.C || src.TargetSet.H != ts.H || src.TargetSet.W != ts.W {
+		return nil, fmt.Errorf("source: %s images are %d×%d×%d but %s images are %d×%d×%d", cfg.Source,
+			src.TargetSet.C, src.TargetSet.H, src.TargetSet.W, cfg.Dataset, ts.C, ts.H, ts.W)
+	}
+	ds := &Dataset{
+		Target: cfg.Dataset, Source: cfg.Source, Classes: ts.Classes,
+		Shape:      [3]int64{int64(ts.C), int64(ts.H), int64(ts.W)},
+		TargetSet:  Split{Images: ts.Images, Labels: ts.Labels},
+		Validation: Split{Images: target.Validation.Images, Labels: target.Validation.Labels},
+		Test:       Split{Images: target.Test.Images, Labels: target.Test.Labels},
+		Base:       Split{Images: base.Images, Labels: base.Labels},
+		Files:      map[string]string{},
+	}
+	for _, i := range base.Source {
+		ds.BaseIndices = append(ds.BaseIndices, int64(i))
+	}
+	files := append(append([]string{}, target.Files...), src.Files...)
+	for _, f := range files {
+		if ds.Files[f], err = fileSHA256(f); err != nil {
+			return nil, err
+		}
+	}
+	return ds, nil
+}
+
+// LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
+func LoadTestSplit(cfg Config) (*Split, error) {
+	ds, err := loadOne(cfg, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	return &Split{Images: ds.Test.Images, Labels: ds.Test.Labels}, nil
+}
+
+func loadOne(cfg Config, name string) (*data.Dataset, error) {
+	dir, err := data.DataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := data.Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	valSize := cfg.ValidationSize
+	if valSize == spec.ValidationSize {
+		valSize = 0 // the registry's rule, which also adapts to subset layouts
+	}
+	return data.Load(name, data.Options{DataDir: dir, Seed: uint64(cfg.Seed), TargetSetSize: cfg.TargetSetSize,
+		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose})
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
