@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
@@ -53,10 +54,15 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 	for _, i := range base.Source {
 		ds.BaseIndices = append(ds.BaseIndices, int64(i))
 	}
-	files := append(append([]string{}, target.Files...), src.Files...)
-	for _, f := range files {
-		if ds.Files[f], err = fileSHA256(f); err != nil {
-			return nil, err
+	// Keys are "<dataset>/<file name>", independent of where the data folder is.
+	for _, d := range []struct {
+		name  string
+		files []string
+	}{{cfg.Dataset, target.Files}, {cfg.Source, src.Files}} {
+		for _, f := range d.files {
+			if ds.Files[d.name+"/"+filepath.Base(f)], err = fileSHA256(f); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return ds, nil
