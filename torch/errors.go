@@ -15,6 +15,9 @@ import "errors"
 type Error struct {
 	Op  string // the operation, e.g. "conv2d"
 	Msg string
+
+	freed bool  // a use of a freed tensor (matched by errors.Is(err, ErrFreed))
+	err   error // an underlying Go error (e.g. from reading a file), for errors.As
 }
 
 func (e *Error) Error() string { return "torch: " + e.Op + ": " + e.Msg }
@@ -22,7 +25,14 @@ func (e *Error) Error() string { return "torch: " + e.Op + ": " + e.Msg }
 // ErrFreed is matched (errors.Is) by the error of any call on a freed tensor.
 var ErrFreed = errors.New("use of a freed tensor")
 
-func (e *Error) Is(target error) bool { return target == ErrFreed && e.Msg == ErrFreed.Error() }
+// Is reports whether e is a use-after-free error (target ErrFreed), including one about an
+// element of a tensor list.
+func (e *Error) Is(target error) bool {
+	return target == ErrFreed && (e.freed || e.Msg == ErrFreed.Error())
+}
+
+// Unwrap returns the underlying Go error, if any (Save and Load keep the file error).
+func (e *Error) Unwrap() error { return e.err }
 
 // cerr converts a shim error (NULL on success) into a Go error and frees the C string.
 func cerr(op string, e C.ldt_error) error {

@@ -21,12 +21,18 @@ type AdamOpts struct {
 
 // Adam is torch.optim.Adam over explicit parameters. Its state tensors are owned by the
 // optimizer (outside any scope) until Close.
+//
+// StepCount counts StepWith calls. As in torch.optim, each parameter also has its own step
+// count, advanced only by the steps that gave it a gradient: it is StepCount for every
+// parameter unless some step skipped one (a nil gradient).
 type Adam struct {
 	Params    []*Tensor
 	ExpAvg    []*Tensor
 	ExpAvgSq  []*Tensor
 	StepCount int64
 	Opts      AdamOpts
+
+	steps []int64 // per-parameter step counts; nil means StepCount for all
 }
 
 func zerosLike(op string, p *Tensor) (*Tensor, error) {
@@ -108,13 +114,47 @@ func (a *Adam) StepWith(grads []*Tensor) error {
 			return err
 		}
 	}
+	steps := a.steps
+	if steps == nil {
+		steps = make([]int64, len(ps))
+		for i := range steps {
+			steps[i] = a.StepCount
+		}
+	}
+	// One shim call per distinct step count (a single one unless gradients were skipped):
+	// the bias corrections use each parameter's own count, as torch.optim does.
 	o := a.Opts
-	e := C.ldt_adam_step(handlePtr(ps), handlePtr(gs), handlePtr(ms), handlePtr(vs), C.int(len(ps)), C.int64_t(a.StepCount+1),
-		C.double(o.LR), C.double(o.Beta1), C.double(o.Beta2), C.double(o.Eps), C.double(o.WeightDecay))
-	if err := cerr(op, e); err != nil {
-		return err
+	done := make([]bool, len(ps))
+	for i := range ps {
+		if done[i] || gs[i] == nil {
+			continue
+		}
+		step := steps[i] + 1
+		sel := make([]C.ldt_tensor, len(ps)) // gradients of this group only; NULL skips
+		for j := i; j < len(ps); j++ {
+			if !done[j] && gs[j] != nil && steps[j]+1 == step {
+				sel[j], done[j] = gs[j], true
+			}
+		}
+		e := C.ldt_adam_step(handlePtr(ps), handlePtr(sel), handlePtr(ms), handlePtr(vs), C.int(len(ps)), C.int64_t(step),
+			C.double(o.LR), C.double(o.Beta1), C.double(o.Beta2), C.double(o.Eps), C.double(o.WeightDecay))
+		if err := cerr(op, e); err != nil {
+			return err
+		}
+	}
+	skipped := false
+	for i := range gs {
+		if gs[i] != nil {
+			steps[i]++
+		}
+		skipped = skipped || steps[i] != a.StepCount+1
 	}
 	a.StepCount++
+	if skipped {
+		a.steps = steps
+	} else {
+		a.steps = nil
+	}
 	return nil
 }
 
@@ -150,7 +190,7 @@ func (a *Adam) Reset() error {
 			return err
 		}
 	}
-	a.StepCount = 0
+	a.StepCount, a.steps = 0, nil
 	return nil
 }
 
@@ -167,12 +207,16 @@ type SGDOpts struct {
 	Nesterov                             bool
 }
 
-// SGD is torch.optim.SGD over explicit parameters.
+// SGD is torch.optim.SGD over explicit parameters. As in torch.optim, a parameter's
+// momentum buffer starts as its first gradient (without dampening), at the first step
+// that gives it one.
 type SGD struct {
 	Params    []*Tensor
 	Buffers   []*Tensor // momentum buffers (nil without momentum)
 	StepCount int64
 	Opts      SGDOpts
+
+	started []bool // whether each buffer holds a value; nil means StepCount > 0 for all
 }
 
 // NewSGD creates SGD for params.
@@ -217,12 +261,42 @@ func (s *SGD) StepWith(grads []*Tensor) error {
 		}
 	}
 	o := s.Opts
-	e := C.ldt_sgd_step(handlePtr(ps), handlePtr(gs), handlePtr(bs), C.int(len(ps)), cbool(s.StepCount == 0),
-		C.double(o.LR), C.double(o.Momentum), C.double(o.Dampening), C.double(o.WeightDecay), cbool(o.Nesterov))
-	if err := cerr(op, e); err != nil {
-		return err
+	started := s.started
+	if started == nil {
+		started = make([]bool, len(ps))
+		for i := range started {
+			started[i] = s.StepCount > 0
+		}
+	}
+	// Parameters whose buffer starts now, and the others: at most two shim calls.
+	for _, first := range []bool{true, false} {
+		sel := make([]C.ldt_tensor, len(ps))
+		has := false
+		for i := range ps {
+			if gs[i] != nil && started[i] != first {
+				sel[i], has = gs[i], true
+			}
+		}
+		if !has {
+			continue
+		}
+		e := C.ldt_sgd_step(handlePtr(ps), handlePtr(sel), handlePtr(bs), C.int(len(ps)), cbool(first),
+			C.double(o.LR), C.double(o.Momentum), C.double(o.Dampening), C.double(o.WeightDecay), cbool(o.Nesterov))
+		if err := cerr(op, e); err != nil {
+			return err
+		}
+	}
+	all := true
+	for i := range gs {
+		started[i] = started[i] || gs[i] != nil
+		all = all && started[i]
 	}
 	s.StepCount++
+	if all {
+		s.started = nil
+	} else {
+		s.started = started
+	}
 	return nil
 }
 
@@ -250,7 +324,7 @@ func (s *SGD) SetLR(lr float64) error {
 
 // Reset forgets the momentum, as a freshly constructed optimizer.
 func (s *SGD) Reset() error {
-	s.StepCount = 0 // the next step overwrites the buffers
+	s.StepCount, s.started = 0, nil // the next step overwrites the buffers
 	return nil
 }
 

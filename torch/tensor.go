@@ -63,7 +63,7 @@ func (t *Tensor) handle(op string) (C.ldt_tensor, error) {
 		return nil, errorf(op, "nil tensor")
 	}
 	if t.h == nil {
-		return nil, errorf(op, ErrFreed.Error())
+		return nil, &Error{Op: op, Msg: ErrFreed.Error(), freed: true}
 	}
 	return t.h, nil
 }
@@ -74,7 +74,8 @@ func handles(op string, ts []*Tensor) ([]C.ldt_tensor, error) {
 	for i, t := range ts {
 		h, err := t.handle(op)
 		if err != nil {
-			return nil, errorf(op, fmt.Sprintf("element %d: %s", i, err.(*Error).Msg))
+			e := err.(*Error)
+			return nil, &Error{Op: op, Msg: fmt.Sprintf("element %d: %s", i, e.Msg), freed: e.freed}
 		}
 		hs[i] = h
 	}

@@ -9,7 +9,16 @@
 extern "C" {
 
 ldt_error ldt_set_requires_grad(ldt_tensor t, int requires_grad) {
-  LDT_TRY { ldt::T(t).set_requires_grad(requires_grad != 0); }
+  LDT_TRY {
+    auto &x = ldt::T(t);
+    // As Python's requires_grad_(): libtorch's C++ call would silently ignore False on a
+    // non-leaf (it still requires grad through its grad_fn).
+    if (!x.is_leaf() && requires_grad == 0)
+      throw std::invalid_argument(
+          "you can only change requires_grad flags of leaf variables; use Detach to cut a computed tensor "
+          "from the graph");
+    x.set_requires_grad(requires_grad != 0);
+  }
   LDT_CATCH
 }
 

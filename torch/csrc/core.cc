@@ -6,6 +6,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Logging.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #ifdef LDT_WITH_CUDA
@@ -17,6 +18,18 @@
 struct ldt_generator_s {
   at::Generator gen;
 };
+
+namespace {
+// libtorch 1.13 captures and symbolises a C++ backtrace whenever it constructs a c10::Error
+// (about 2 ms per error on the CI machine). The shim drops backtraces anyway
+// (what_without_backtrace), so they are not fetched at all unless LDTORCH_CPP_BACKTRACE is
+// set in the environment when the shim is loaded.
+const bool ldt_no_backtraces = [] {
+  const char *e = std::getenv("LDTORCH_CPP_BACKTRACE");
+  if (e == nullptr || *e == '\0') c10::SetStackTraceFetcher([] { return std::string(); });
+  return true;
+}();
+}  // namespace
 
 #define LDT_STR2(x) #x
 #define LDT_STR(x) LDT_STR2(x)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
@@ -77,7 +78,19 @@ inline at::ScalarType dtype(int d) {
 inline at::Device device(int type, int index) {
   switch (type) {
     case 0: return at::Device(at::kCPU);
-    case 1: return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index < 0 ? 0 : index));
+    case 1: {
+      // Checked here so that a CPU-only libtorch (or a machine without a GPU) gives a short,
+      // clear error instead of the dispatcher's page-long "Could not run ... 'CUDA' backend".
+      if (index < 0) index = 0;
+      const auto &hooks = at::detail::getCUDAHooks();
+      if (!hooks.hasCUDA())
+        throw std::invalid_argument("CUDA is not available (libtorch without CUDA support, or no visible GPU)");
+      int n = hooks.getNumGPUs();
+      if (index >= n)
+        throw std::invalid_argument("CUDA device " + std::to_string(index) + " does not exist (" +
+                                    std::to_string(n) + " visible)");
+      return at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+    }
     default: throw std::invalid_argument("unsupported device type " + std::to_string(type));
   }
 }
