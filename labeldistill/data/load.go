@@ -165,6 +165,8 @@ func (ld *loader) content(loc *located, role Role, n int) (string, []byte, error
 
 // Load reads the named dataset (see Names) and returns its target set, validation and
 // test splits, normalised. Files are looked up in opt.Dir, else <DataDir>/<name>.
+// Errors: *MissingError (files absent; errors.Is fs.ErrNotExist), *ChecksumError
+// (unknown checksum without AllowUnknown), *FormatError (malformed file).
 func Load(name string, opt Options) (*Dataset, error) {
 	raw, err := LoadRaw(name, opt)
 	if err != nil {
@@ -249,10 +251,7 @@ func readLayout(spec *Spec, dir string, loc *located, opt Options) (train, test 
 		fine := l.Format == FormatCIFAR100
 		readAll := func(role Role) (*RawSet, error) {
 			var parts []*RawSet
-			for k := 0; ; k++ {
-				if k >= countRole(l, role) {
-					break
-				}
+			for k := range countRole(l, role) {
 				name, c, err := ld.content(loc, role, k)
 				if err != nil {
 					return nil, err
@@ -317,6 +316,12 @@ func readLayout(spec *Spec, dir string, loc *located, opt Options) (train, test 
 	if err != nil {
 		return
 	}
+	for i, r := range []*RawSet{train, test} {
+		if r.C != spec.C || r.H != spec.H || r.W != spec.W {
+			err = formatErr(roleFile(loc, i == 0), "images are %dx%dx%d, want %dx%dx%d", r.C, r.H, r.W, spec.C, spec.H, spec.W)
+			return
+		}
+	}
 	if train.Classes != spec.Classes || test.Classes != spec.Classes {
 		err = fmt.Errorf("data: %s: found %d train and %d test classes, want %d", spec.Name, train.Classes, test.Classes, spec.Classes)
 		return
@@ -353,4 +358,15 @@ func countRole(l *Layout, role Role) int {
 		}
 	}
 	return n
+}
+
+// roleFile names the file (or folder) holding a layout's train or test images, for errors.
+func roleFile(loc *located, train bool) string {
+	want := map[Role]bool{RoleTestImages: !train, RoleTest: !train, RoleTrainImages: train, RoleTrain: train, RoleArchive: true}
+	for i, f := range loc.layout.Files {
+		if want[f.Role] && loc.paths[i] != "" {
+			return loc.paths[i]
+		}
+	}
+	return loc.paths[0]
 }

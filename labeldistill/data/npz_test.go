@@ -81,3 +81,14 @@ func TestK49BadInput(t *testing.T) {
 func arrU8(name string, shape []int, data []byte) *npz.Array {
 	return &npz.Array{Name: name, DType: "uint8", Shape: shape, Data: data}
 }
+
+func TestLoadK49WrongImageSize(t *testing.T) {
+	dir := t.TempDir()
+	px, lb := tinyImages(6, 32, 32, 49, 0)
+	for _, p := range []string{"train", "test"} {
+		writeFile(t, dir, "k49-"+p+"-imgs.npz", npzBytes(t, arrU8("arr_0", []int{6, 32, 32}, px)))
+		writeFile(t, dir, "k49-"+p+"-labels.npz", npzBytes(t, arrU8("arr_0", []int{6}, lb)))
+	}
+	_, err := Load("k49", Options{Dir: dir, AllowUnknown: true})
+	wantFormatError(t, err, "k49-train-imgs.npz", "images are 1x32x32, want 1x28x28")
+}

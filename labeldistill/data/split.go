@@ -11,17 +11,17 @@ import (
 	"sync"
 )
 
-// Split roles.
+// Values of Split.Role.
 const (
-	RoleTargetSet  = "target"
-	RoleValidation = "validation"
-	RoleTestSplit  = "test"
+	SplitTarget     = "target"
+	SplitValidation = "validation"
+	SplitTest       = "test"
 )
 
 // Split is one part of a dataset, ready to become a tensor: Images holds N images of
 // C×H×W float32 values, contiguous, already normalised as (p/255 − mean[c]) / std[c].
 type Split struct {
-	Role       string // RoleTargetSet, RoleValidation or RoleTestSplit
+	Role       string // SplitTarget, SplitValidation or SplitTest
 	Images     []float32
 	Labels     []int64
 	N, C, H, W int
@@ -151,13 +151,13 @@ func NewDataset(spec *Spec, train, test *RawSet, opt SplitOptions) (*Dataset, er
 		targetIdx = targetIdx[:opt.TargetSetSize]
 	}
 	lut := normLUT(spec.Mean, spec.Std)
-	ds.TargetSet = gather(train, targetIdx, lut, RoleTargetSet)
-	ds.Validation = gather(train, valIdx, lut, RoleValidation)
+	ds.TargetSet = gather(train, targetIdx, lut, SplitTarget)
+	ds.Validation = gather(train, valIdx, lut, SplitValidation)
 	all := make([]int, test.N)
 	for i := range all {
 		all[i] = i
 	}
-	ds.Test = gather(test, all, lut, RoleTestSplit)
+	ds.Test = gather(test, all, lut, SplitTest)
 	return ds, nil
 }
 
@@ -233,7 +233,7 @@ type Base struct {
 // SelectBase draws n base examples from a target-set split (never from validation or
 // test) using Permutation(s.N, seed, StreamBase).
 func SelectBase(s *Split, mode BaseMode, n int, seed uint64) (*Base, error) {
-	if s.Role != RoleTargetSet {
+	if s.Role != SplitTarget {
 		return nil, fmt.Errorf("data: base examples must come from the target set, not the %q split", s.Role)
 	}
 	if n <= 0 {
