@@ -1,0 +1,200 @@
+package labeldistill
+
+// evaluate_test.go: training and scoring fresh models (ALGORITHM.md §7): chunked accuracy
+// against a direct count, the trainer's probes, determinism and cancellation, that models
+// trained on true one-hot labels fit them (LD and RR), and evaluateModels' seeding.
+
+import (
+	"context"
+	"errors"
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// argmaxRows is the arg-max of each row of a (B, C) tensor, computed in Go.
+func argmaxRows(t *testing.T, logits *torch.Tensor) []int64 {
+	v := tVals(t, logits)
+	c := int(logits.Shape()[1])
+	out := make([]int64, len(v)/c)
+	for i := range out {
+		best := 0
+		for j := 1; j < c; j++ {
+			if v[i*c+j] > v[i*c+best] {
+				best = j
+			}
+		}
+		out[i] = int64(best)
+	}
+	return out
+}
+
+func TestAccuracyChunked(t *testing.T) {
+	tScope(t)
+	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	target := tNeed[deviceSplit](t)(upload(&ds.TargetSet, ds.Shape, torch.CPU))
+	defer target.free()
+	const n, right = 2500, 1234 // more than one chunk of evalChunk
+	if n <= evalChunk {
+		t.Fatalf("evalChunk %d: the test needs more than one chunk", evalChunk)
+	}
+	x := tT(t)(target.x.Narrow(0, 0, n))
+	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
+	cfg := tNeed[Config](t)(DefaultConfig().Resolved())
+	for _, rr := range []bool{false, true} {
+		gen := tNeed[*torch.Generator](t)(torch.NewGenerator(61))
+		l := tNeed[*learner](t)(newLearner(net, rr, cfg, adamSpec(1e-3), gen, torch.CPU))
+		gen.Close()
+		if rr {
+			// A random W, so that RR logits are not all zero.
+			rng := tRNG(62)
+			w := make([]float32, 85*10)
+			for i := range w {
+				w[i] = float32(rng.NormFloat64())
+			}
+			src := tT(t)(torch.FromFloat32(w, 85, 10))
+			tOK(t, torch.NoGrad(func() error { return l.w.Copy_(src) }))
+		}
+		var pred []int64
+		tOK(t, torch.NoGrad(func() error {
+			logits, err := l.logits(x)
+			if err == nil {
+				pred = argmaxRows(t, logits)
+			}
+			return err
+		}))
+		// Labels that agree with the prediction on exactly `right` examples, spread over
+		// both chunks.
+		y := make([]int64, n)
+		for i := range y {
+			y[i] = (pred[i] + 1) % 10
+		}
+		for k := 0; k < right; k++ {
+			i := 2 * k // 1000 even indices of the first chunk, then the second chunk
+			if k >= 1000 {
+				i = 2000 + (k - 1000)
+			}
+			y[i] = pred[i]
+		}
+		correct := 0
+		for i := range y {
+			if y[i] == pred[i] {
+				correct++
+			}
+		}
+		yt := tT(t)(torch.FromInt64(y, n))
+		acc, err := accuracy(l, x, yt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 100 * float64(correct) / n; math.Abs(acc-want) > 1e-9 || correct != right {
+			t.Errorf("rr=%v: accuracy %.10g%%, want %.10g%% (%d of %d)", rr, acc, want, correct, n)
+		}
+		l.close()
+	}
+}
+
+// trueTable is the one-hot table of the base examples' classes.
+func trueTable(t *testing.T, ds *Dataset) *torch.Tensor {
+	v := make([]float32, ds.Base.N()*ds.Classes)
+	for i, y := range ds.Base.Labels {
+		v[i*ds.Classes+int(y)] = 1
+	}
+	return tT(t)(torch.FromFloat32(v, int64(ds.Base.N()), int64(ds.Classes)))
+}
+
+func TestTrainer(t *testing.T) {
+	tScope(t)
+	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	base := tNeed[deviceSplit](t)(upload(&ds.Base, ds.Shape, torch.CPU))
+	defer base.free()
+	test := tNeed[deviceSplit](t)(upload(&ds.Test, ds.Shape, torch.CPU))
+	defer test.free()
+	cfg := DefaultConfig()
+	cfg.BaseExamples, cfg.InnerBatch = 20, 10
+	cfg.Baselines = []string{}
+	cfg = tNeed[Config](t)(cfg.Resolved())
+	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
+	table := trueTable(t, ds)
+	ctx := context.Background()
+	for _, rr := range []bool{false, true} {
+		tr := &trainer{net: net, rr: rr, cfg: cfg, baseX: base.x, table: table, batch: 10, opt: adamSpec(1e-3), dev: torch.CPU}
+		// Probes run after exactly the listed steps.
+		var probed []int
+		l, err := tr.train(ctx, 120, 5, []int{1, 10, 120}, func(step int, l *learner) error {
+			probed = append(probed, step)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(probed, []int{1, 10, 120}) {
+			t.Errorf("rr=%v: probes after %v, want [1 10 120]", rr, probed)
+		}
+		// One-hot labels of 20 examples are fitted after 120 steps.
+		fit := tNeed[float64](t)(accuracy(l, base.x, base.y))
+		if fit < 90 {
+			t.Errorf("rr=%v: a model trained 120 steps on the 20 true labels fits only %.1f%% of them", rr, fit)
+		}
+		// Same seed: the same model, bit for bit; another seed: another model.
+		l2 := tNeed[*learner](t)(tr.train(ctx, 120, 5, nil, nil))
+		l3 := tNeed[*learner](t)(tr.train(ctx, 120, 6, nil, nil))
+		for i := range l.params {
+			a, b, c := tVals(t, l.params[i]), tVals(t, l2.params[i]), tVals(t, l3.params[i])
+			if !slices.Equal(a, b) {
+				t.Errorf("rr=%v: two trainings with seed 5 differ in %s", rr, l.specs[i].Name)
+			}
+			if slices.Equal(a, c) {
+				t.Errorf("rr=%v: seeds 5 and 6 gave the same %s", rr, l.specs[i].Name)
+			}
+		}
+		if rr {
+			if slices.Equal(tVals(t, l.w), make([]float64, 850)) {
+				t.Errorf("RR training left W at zero")
+			}
+			if !slices.Equal(tVals(t, l.w), tVals(t, l2.w)) {
+				t.Errorf("two RR trainings with seed 5 differ in W")
+			}
+		}
+		// A probe error stops training and is returned.
+		stop := errors.New("stop")
+		if _, err := tr.train(ctx, 20, 5, []int{3}, func(int, *learner) error { return stop }); !errors.Is(err, stop) {
+			t.Errorf("rr=%v: probe error not returned: %v", rr, err)
+		}
+		// Cancellation is noticed (every 50 steps).
+		cctx, cancel := context.WithCancel(ctx)
+		cancel()
+		if _, err := tr.train(cctx, 60, 5, nil, nil); !errors.Is(err, context.Canceled) {
+			t.Errorf("rr=%v: training under a cancelled context: %v", rr, err)
+		}
+		// evaluateModels: model i is a training from subSeed(seed, purpose, i).
+		accs, err := tr.evaluateModels(ctx, 30, 3, 9, "check", test.x, test.y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(accs) != 3 {
+			t.Fatalf("rr=%v: %d accuracies, want 3", rr, len(accs))
+		}
+		for i, a := range accs {
+			li := tNeed[*learner](t)(tr.train(ctx, 30, subSeed(9, "check", i), nil, nil))
+			want := tNeed[float64](t)(accuracy(li, test.x, test.y))
+			li.close()
+			if a != want || a < 0 || a > 100 {
+				t.Errorf("rr=%v: model %d accuracy %v, retrained from its seed %v", rr, i, a, want)
+			}
+		}
+		if accs[0] == accs[1] && accs[1] == accs[2] {
+			t.Errorf("rr=%v: three evaluation models with equal accuracy %v: seeds not independent?", rr, accs[0])
+		}
+		t.Logf("rr=%v: fit %.1f%%, 30-step test accuracies %v", rr, fit, accs)
+		l.close()
+		l2.close()
+		l3.close()
+	}
+	if a, b := subSeed(1, "test", 0), subSeed(1, "test", 1); a == b || subSeed(1, "test", 0) != a || subSeed(1, "validation", 0) == a || subSeed(2, "test", 0) == a {
+		t.Errorf("subSeed does not separate seeds, purposes and indices")
+	}
+}
