@@ -105,7 +105,6 @@ type mat struct {
 func newMat(r, c int) mat             { return mat{r, c, make([]float64, r*c)} }
 func (m mat) at(i, j int) float64     { return m.v[i*m.c+j] }
 func (m mat) set(i, j int, x float64) { m.v[i*m.c+j] = x }
-func matOf(r, c int, v []float64) mat { return mat{r, c, v} }
 func (m mat) tensor(tb testing.TB) *torch.Tensor {
 	tb.Helper()
 	return tT(tb)(torch.FromFloat64(m.v, int64(m.r), int64(m.c)))
