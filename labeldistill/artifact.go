@@ -165,6 +165,13 @@ func ReadArtifact(dir string) (*Artifact, error) {
 	if images == nil || labels == nil {
 		return nil, bad("needs arrays 'images' and 'labels', found %v", arc.Names())
 	}
+	// An unknown member is refused rather than ignored: a corrupted member name (not
+	// covered by the members' CRCs) would otherwise silently drop base_indices.
+	for _, name := range arc.Names() {
+		if name != "images" && name != "labels" && name != "base_indices" {
+			return nil, bad("unexpected array %q (an artifact holds images, labels and base_indices)", name)
+		}
+	}
 	img, ok := images.Data.([]float32)
 	if !ok || len(images.Shape) != 4 {
 		return nil, bad("'images' must be float32 N×C×H×W, got %s %v", images.DType, images.Shape)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -21,7 +22,7 @@ import (
 // Progress is what Distill reports as it goes (through WithProgress); the library itself
 // never prints.
 type Progress struct {
-	Phase       string // "distill", "validate", "test", "baseline"
+	Phase       string // "distill", "validate", "checkpoint", "resume", "test", "baseline"
 	Epoch       int    // 1-based epoch in progress (distill), or the epoch validated
 	Epochs      int
 	Step        int // meta-steps done
@@ -36,8 +37,12 @@ type Progress struct {
 }
 
 type runOptions struct {
-	progress func(Progress)
-	dataset  *Dataset
+	progress      func(Progress)
+	dataset       *Dataset
+	checkpointDir string
+	resumeDir     string
+	keep          int
+	keepSet       bool
 }
 
 // RunOption configures one Distill call.
@@ -48,6 +53,27 @@ func WithProgress(f func(Progress)) RunOption { return func(o *runOptions) { o.p
 
 // WithDataset runs on preloaded data instead of loading cfg's dataset from disk.
 func WithDataset(d *Dataset) RunOption { return func(o *runOptions) { o.dataset = d } }
+
+// WithCheckpointDir writes checkpoints of the run's complete state into dir (created if
+// needed; conventionally <out>/checkpoints): every Config.CheckpointEvery meta-steps (0:
+// after every validation), at the end of the meta-loop, and when ctx is cancelled. Without
+// this option (and without WithResume) no checkpoint is written. The folder is checked to
+// be writable before any work starts.
+func WithCheckpointDir(dir string) RunOption { return func(o *runOptions) { o.checkpointDir = dir } }
+
+// WithResume continues the run from the newest valid checkpoint in dir (a checkpoint
+// folder, or an output folder holding a "checkpoints" folder). Corrupt or truncated
+// checkpoints are skipped with a warning through Progress.Message; a checkpoint written
+// under another configuration (ResumeConflicts) or other data is refused with an error
+// naming the differences. Unless WithCheckpointDir says otherwise, the resumed run keeps
+// checkpointing into the same folder.
+func WithResume(dir string) RunOption { return func(o *runOptions) { o.resumeDir = dir } }
+
+// WithCheckpointKeep sets how many of the newest checkpoints are kept (default
+// DefaultCheckpointKeep = 3; n < 1 keeps all of them).
+func WithCheckpointKeep(n int) RunOption {
+	return func(o *runOptions) { o.keep, o.keepSet = n, true }
+}
 
 // ValidationRecord is one early-stopping check.
 type ValidationRecord struct {
@@ -92,7 +118,10 @@ type Result struct {
 
 // Distill learns labels for the base examples of cfg and evaluates them. It returns an
 // error (never panics) for bad configuration, missing or corrupt data, non-finite values
-// or cancellation through ctx.
+// or cancellation through ctx. With WithCheckpointDir it checkpoints the run (also when
+// ctx is cancelled, before it returns ctx's error); with WithResume it continues from a
+// checkpoint and, on CPU with a fixed thread count, ends with exactly the labels and
+// accuracies of an uninterrupted run.
 func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -106,6 +135,20 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	}
 	if cfg, err = cfg.Resolved(); err != nil {
 		return nil, err
+	}
+	ckptDir, resumeDir := o.checkpointDir, ""
+	if o.resumeDir != "" {
+		if resumeDir, err = resolveResumeDir(o.resumeDir); err != nil {
+			return nil, err
+		}
+		if ckptDir == "" {
+			ckptDir = resumeDir
+		}
+	}
+	if ckptDir != "" && cfg.CheckpointEvery >= 0 {
+		if err := prepareCheckpointDir(ckptDir); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := torch.RuntimeInfo(); err != nil {
 		return nil, err
@@ -138,10 +181,22 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	r := &run{cfg: cfg, ds: ds, dev: dev, progress: o.progress, seed: uint64(cfg.Seed)}
+	r := &run{cfg: cfg, ds: ds, dev: dev, progress: o.progress, seed: uint64(cfg.Seed), start: start,
+		ckptDir: ckptDir, ckptKeep: DefaultCheckpointKeep}
+	if o.keepSet {
+		r.ckptKeep = o.keep
+	}
 	defer r.close()
 	if err := r.setup(); err != nil {
 		return nil, err
+	}
+	if ckptDir != "" || resumeDir != "" {
+		r.dataDigest = dataDigest(ds)
+	}
+	if resumeDir != "" {
+		if err := r.resume(resumeDir); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.distill(ctx); err != nil {
 		return nil, err
@@ -153,8 +208,22 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	if res.Baselines, err = r.baselines(ctx); err != nil {
 		return nil, err
 	}
-	res.WallSeconds = time.Since(start).Seconds()
+	res.WallSeconds = r.wallSeconds()
 	return res, nil
+}
+
+// resolveResumeDir returns the checkpoint folder of a --resume argument: dir itself when it
+// holds checkpoints, else dir/checkpoints when that is a folder.
+func resolveResumeDir(dir string) (string, error) {
+	if !isDir(dir) {
+		return "", fmt.Errorf("resume: %s is not a folder", dir)
+	}
+	if paths, err := listCheckpoints(dir); err == nil && len(paths) == 0 {
+		if sub := filepath.Join(dir, "checkpoints"); isDir(sub) {
+			return sub, nil
+		}
+	}
+	return dir, nil
 }
 
 // run is the state of one Distill call.
@@ -171,6 +240,7 @@ type run struct {
 	labels                   *Labels
 	model                    *learner
 	gen                      *torch.Generator
+	pcg                      *rand.PCG // rng's source, kept for its state (checkpoints)
 	rng                      *rand.Rand
 	tracker                  *ResetTracker
 	best                     []float32
@@ -179,7 +249,22 @@ type run struct {
 	step                     int
 	distillSeconds, lastLoss float64
 	lastValAcc               float64
+
+	// Position in the meta-loop: epoch in progress (1-based; Epochs+1 when done), batches
+	// of it done, and its permutation of the target set.
+	epoch, nextBatch int
+	order            []int
+
+	start      time.Time
+	priorWall  float64 // wall seconds of the runs this one resumes
+	ckptDir    string  // "" = no checkpoints
+	ckptKeep   int
+	dataDigest string
+	lastCkpt   [3]int // (step, epoch, nextBatch) of the last checkpoint written or loaded
 }
+
+// wallSeconds is the run's wall time so far, including the runs it resumes.
+func (r *run) wallSeconds() float64 { return r.priorWall + time.Since(r.start).Seconds() }
 
 func (r *run) setup() error {
 	var err error
@@ -211,11 +296,17 @@ func (r *run) setup() error {
 	if r.model, err = newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.ModelLR), r.gen, r.dev); err != nil {
 		return err
 	}
-	r.rng = rand.New(rand.NewPCG(r.seed, 0xd15711))
+	r.pcg = newRunPCG(r.seed)
+	r.rng = rand.New(r.pcg)
+	r.epoch, r.lastCkpt = 1, [3]int{-1, -1, -1}
 	r.tracker = NewResetTracker(r.cfg.ResetWindow, r.cfg.ResetMeanOfLast)
 	r.lastValAcc = math.NaN()
 	return nil
 }
+
+// newRunPCG is the source of the meta-loop's Go random stream (epoch permutations and base
+// batches).
+func newRunPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0xd15711) }
 
 func (r *run) close() {
 	for _, s := range []deviceSplit{r.base, r.target, r.validation, r.test} {
@@ -247,30 +338,79 @@ func (r *run) distill(ctx context.Context) error {
 	perEpoch := StepsPerEpoch(nTarget, r.cfg.OuterBatch)
 	total := perEpoch * r.cfg.Epochs
 	nBase := r.ds.Base.N()
-	for epoch := 1; epoch <= r.cfg.Epochs; epoch++ {
-		order := r.rng.Perm(nTarget)
-		for b := 0; b < perEpoch; b++ {
+	every := r.cfg.CheckpointEvery
+	for ; r.epoch <= r.cfg.Epochs; r.epoch, r.nextBatch, r.order = r.epoch+1, 0, nil {
+		epoch := r.epoch
+		if r.nextBatch == 0 {
+			r.order = r.rng.Perm(nTarget)
+		}
+		for ; r.nextBatch < perEpoch; r.nextBatch++ {
 			if err := ctx.Err(); err != nil {
-				return err
+				return r.cancelled(err)
 			}
+			b := r.nextBatch
 			lo, hi := b*r.cfg.OuterBatch, min((b+1)*r.cfg.OuterBatch, nTarget)
-			if err := r.metaStep(order[lo:hi], nBase); err != nil {
+			if err := r.metaStep(r.order[lo:hi], nBase); err != nil {
 				var nf *NonFiniteError
 				if errors.As(err, &nf) {
 					nf.Step = r.step + 1
 				}
 				return fmt.Errorf("meta-step %d (epoch %d): %w", r.step+1, epoch, err)
 			}
+			if every > 0 && r.step%every == 0 && b+1 < perEpoch {
+				r.nextBatch++ // the checkpoint's position is after this step
+				err := r.writeCheckpoint("periodic")
+				r.nextBatch--
+				if err != nil {
+					return err
+				}
+			}
 			r.report(Progress{Phase: "distill", Epoch: epoch, Epochs: r.cfg.Epochs, TotalSteps: total})
 		}
+		validated := false
 		if ValidationDue(epoch, r.cfg.Epochs, r.cfg.ValidateEvery) {
+			if err := ctx.Err(); err != nil {
+				return r.cancelled(err)
+			}
 			if err := r.validate(ctx, epoch); err != nil {
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					return r.cancelled(err)
+				}
 				return err
 			}
+			validated = true
 			r.report(Progress{Phase: "validate", Epoch: epoch, Epochs: r.cfg.Epochs, TotalSteps: total})
+		}
+		// Checkpoints at an epoch's end are taken after its validation, at the position
+		// (next epoch, batch 0), before the next epoch's permutation is drawn.
+		reason := ""
+		switch {
+		case every > 0 && r.step%every == 0:
+			reason = "periodic"
+		case every == 0 && validated:
+			reason = "validation"
+		case epoch == r.cfg.Epochs:
+			reason = "final"
+		}
+		if reason != "" {
+			r.epoch, r.nextBatch, r.order = epoch+1, 0, nil
+			err := r.writeCheckpoint(reason)
+			r.epoch = epoch
+			if err != nil {
+				return err
+			}
 		}
 	}
 	return nil
+}
+
+// cancelled checkpoints the run at its current position (a meta-step boundary) and returns
+// the cancellation error.
+func (r *run) cancelled(ctxErr error) error {
+	if err := r.writeCheckpoint("cancelled"); err != nil {
+		return fmt.Errorf("%w (and the checkpoint on cancellation failed: %v)", ctxErr, err)
+	}
+	return ctxErr
 }
 
 func (r *run) metaStep(targetIdx []int, nBase int) error {
@@ -299,6 +439,9 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkLabels(); err != nil {
+		return err
+	}
 	r.step++
 	r.lastLoss = st.LabelLoss
 	if r.tracker.Observe(st.Error) {
@@ -307,6 +450,28 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 		}
 	}
 	r.distillSeconds += time.Since(t0).Seconds()
+	return nil
+}
+
+// checkLabels guards the label table after each label step: one reduction over N×C values
+// (a NaN anywhere makes the sum NaN; the projection keeps every value in [0, 1], so a
+// finite table sums to N). The label-loss check of the meta-steps catches non-finite
+// values one step earlier in every case seen so far; this check names the labels
+// themselves, should a non-finite gradient reach them with a finite loss.
+func (r *run) checkLabels() error {
+	s := torch.NewScope()
+	defer s.Close()
+	sum, err := r.labels.Y.Sum()
+	if err != nil {
+		return err
+	}
+	v, err := sum.Item()
+	if err != nil {
+		return err
+	}
+	if !finite(v) {
+		return &NonFiniteError{Quantity: "labels (sum of the table after the label step)", Value: v}
+	}
 	return nil
 }
 
