@@ -1,0 +1,68 @@
+// bench.go: `ldtorch bench`: time meta-steps and evaluation-model steps of a configuration
+// with labeldistill.Bench and print the result as one JSON line.
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+)
+
+func (e *env) benchCommand() *cli.Command {
+	flags := append([]cli.Flag{
+		&cli.IntFlag{Name: "steps", Value: 20, Usage: "timed meta-`STEPS`", EnvVars: []string{envName("steps")}, Category: catRun},
+		&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed warm-up meta-`STEPS` first", EnvVars: []string{envName("warmup")}, Category: catRun},
+	}, runConfigFlags()...)
+	return &cli.Command{
+		Name:      "bench",
+		Usage:     "time meta-steps and evaluation steps of a configuration (one JSON line)",
+		UsageText: "ldtorch bench --dataset mnist --method ld --base 100 [--steps 20 --warmup 3] [--device cuda] [--threads N]",
+		Description: "Loads the data of the configuration (same flags, variables and --config as distill), runs --warmup " +
+			"untimed and --steps timed meta-steps, times evaluation-model training steps, and prints the medians " +
+			"and the environment (threads, BLAS, device, libtorch) as one JSON line on stdout.",
+		Flags:  flags,
+		Action: e.benchAction,
+	}
+}
+
+func (e *env) benchAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return usageErrorf("unexpected argument %q (bench takes only flags)", c.Args().First())
+	}
+	steps, warmup := c.Int("steps"), c.Int("warmup")
+	if steps < 1 || steps > maxIntFlag {
+		return usageErrorf("--steps: must be at least 1, got %d", steps)
+	}
+	if warmup < 0 || warmup > maxIntFlag {
+		return usageErrorf("--warmup: must be 0 or more, got %d", warmup)
+	}
+	cfg, src, err := e.resolveConfig(c)
+	if err != nil {
+		return err
+	}
+	if _, err := checkRuntime(cfg.Device); err != nil {
+		return err
+	}
+	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup)
+	if err != nil {
+		if c.Context.Err() != nil {
+			return &exitError{code: exitInterrupted, msg: "interrupted"}
+		}
+		var fe *labeldistill.FieldError
+		if errors.As(err, &fe) {
+			return configError(err, src)
+		}
+		return distillError(err, src)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s\n", b)
+	return nil
+}

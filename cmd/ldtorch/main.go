@@ -1,0 +1,354 @@
+// Command ldtorch is the command-line front end of label distillation (Bohdal et al.,
+// "Flexible Dataset Distillation: Learn Labels Instead of Images"): it parses flags, calls
+// the labeldistill library and prints results. main.go wires the commands together and
+// turns every error into one line on stderr and an exit code:
+//
+//	0    success
+//	1    a runtime failure (libtorch, I/O, non-finite values, internal errors)
+//	2    a usage problem: bad flags or values, impossible combinations, bad config files,
+//	     missing, malformed or unverified data, unusable output folders
+//	130  interrupted (SIGINT / SIGTERM); nothing half-written is left behind
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+// Exit codes.
+const (
+	exitOK          = 0
+	exitFailure     = 1
+	exitUsage       = 2
+	exitInterrupted = 130
+)
+
+func main() {
+	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+}
+
+// exitError is an error with its exit code; its message is printed as is.
+type exitError struct {
+	code int
+	msg  string
+}
+
+func (e *exitError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
+}
+
+func failuref(format string, args ...any) error {
+	return &exitError{code: exitFailure, msg: fmt.Sprintf(format, args...)}
+}
+
+// env is what the commands share: output streams, the arguments of the command being run
+// and whether stderr is a terminal.
+type env struct {
+	stdout, stderr io.Writer
+	args           []string // the leaf command's own arguments
+	stderrTTY      bool
+	command        string // "distill", "data fetch", ...
+}
+
+// run runs the command line and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) (code int) {
+	e := &env{stdout: stdout, stderr: stderr}
+	if f, ok := stderr.(*os.File); ok {
+		e.stderrTTY = term.IsTerminal(int(f.Fd()))
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			fmt.Fprintf(stderr, "ldtorch: internal error: %v\n", r)
+			if os.Getenv("LDTORCH_DEBUG") != "" {
+				fmt.Fprintf(stderr, "%s", debug.Stack())
+			}
+			code = exitFailure
+		}
+	}()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second signal kills the process the default way
+	}()
+
+	app := e.newApp()
+	args = reorderArgs(app.Commands, args)
+	e.args, e.command = leafArgs(app.Commands, args)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return exitOK
+	}
+	code, msg := classify(err, ctx)
+	prefix := "ldtorch"
+	if e.command != "" {
+		prefix += " " + e.command
+	}
+	fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(msg))
+	return code
+}
+
+func (e *env) newApp() *cli.App {
+	app := &cli.App{
+		Name:  "ldtorch",
+		Usage: "label distillation (learn soft labels for a few real images) on libtorch",
+		Description: "Learns soft labels for N fixed base images so that a model trained from scratch on them " +
+			"does well on a target dataset (Bohdal et al., Flexible Dataset Distillation). " +
+			"Every flag can also be given as an environment variable LDTORCH_<FLAG> (e.g. LDTORCH_EPOCHS); " +
+			"flags win over variables, variables over --config files, files over defaults.",
+		Version:              version,
+		Writer:               e.stdout,
+		ErrWriter:            e.stderr,
+		EnableBashCompletion: false,
+		ExitErrHandler:       func(*cli.Context, error) {}, // run prints errors and exits
+		OnUsageError:         onUsageError,
+		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench; see ldtorch --help)", c.Args().First())
+			}
+			return cli.ShowAppHelp(c)
+		},
+		Commands: []*cli.Command{
+			e.distillCommand(),
+			e.evaluateCommand(),
+			e.dataCommand(),
+			e.versionCommand(),
+			e.benchCommand(),
+		},
+	}
+	setUsageHandlers(app.Commands)
+	return app
+}
+
+func setUsageHandlers(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.OnUsageError = onUsageError
+		setUsageHandlers(c.Subcommands)
+	}
+}
+
+var (
+	reUndefined = regexp.MustCompile(`^flag provided but not defined: -+(.*)$`)
+	reInvalid   = regexp.MustCompile(`^invalid value "(.*)" for flag -+([^:]*): (.*)$`)
+	reNoArg     = regexp.MustCompile(`^flag needs an argument: -+(.*)$`)
+	reEnv       = regexp.MustCompile(`^could not parse "(.*)" as (\w+) value from environment variable "([^"]*)" for flag ([^:]*): (.*)$`)
+)
+
+// onUsageError rewrites flag-parsing errors into one sentence naming the flag.
+func onUsageError(c *cli.Context, err error, _ bool) error {
+	msg := err.Error()
+	help := "ldtorch"
+	if c.Command != nil {
+		if n := strings.TrimPrefix(c.Command.FullName(), "ldtorch"); strings.TrimSpace(n) != "" {
+			help += " " + strings.TrimSpace(n)
+		}
+	}
+	help += " --help"
+	switch {
+	case reUndefined.MatchString(msg):
+		m := reUndefined.FindStringSubmatch(msg)
+		return usageErrorf("unknown flag --%s (see %s)", m[1], help)
+	case reInvalid.MatchString(msg):
+		m := reInvalid.FindStringSubmatch(msg)
+		why := "not a valid value"
+		if strings.Contains(m[3], "out of range") {
+			why = "out of range"
+		} else if w := wantedValue(c, m[2]); w != "" {
+			why = "want " + w
+		}
+		return usageErrorf("--%s: invalid value %q (%s)", m[2], m[1], why)
+	case reNoArg.MatchString(msg):
+		m := reNoArg.FindStringSubmatch(msg)
+		return usageErrorf("--%s needs a value", m[1])
+	case reEnv.MatchString(msg):
+		m := reEnv.FindStringSubmatch(msg)
+		return usageErrorf("%s=%q: not a valid %s for --%s", m[3], m[1], m[2], m[4])
+	}
+	return usageErrorf("%s (see %s)", msg, help)
+}
+
+// wantedValue describes the kind of value a flag of the current command takes.
+func wantedValue(c *cli.Context, name string) string {
+	if c.Command == nil {
+		return ""
+	}
+	for _, f := range c.Command.Flags {
+		for _, n := range f.Names() {
+			if n != name {
+				continue
+			}
+			switch f.(type) {
+			case *cli.IntFlag, *cli.Int64Flag:
+				return "an integer"
+			case *cli.Float64Flag:
+				return "a number"
+			case *cli.BoolFlag:
+				return "true or false"
+			}
+		}
+	}
+	return ""
+}
+
+// classify maps an error to an exit code and a message.
+func classify(err error, ctx context.Context) (int, string) {
+	var ee *exitError
+	var fe *labeldistill.FieldError
+	var me *data.MissingError
+	var fmtErr *data.FormatError
+	var ce *data.ChecksumError
+	var ec cli.ExitCoder
+	switch {
+	case errors.As(err, &ee):
+		return ee.code, ee.msg
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return exitInterrupted, "interrupted: " + err.Error()
+	case errors.As(err, &fe):
+		return exitUsage, err.Error()
+	case errors.As(err, &me):
+		return exitUsage, missingMessage(me)
+	case errors.As(err, &fmtErr), errors.As(err, &ce):
+		return exitUsage, err.Error()
+	case errors.As(err, &ec):
+		code := ec.ExitCode()
+		if code != exitOK && code != exitFailure {
+			code = exitUsage // urfave's own codes (e.g. 3 for an unknown help topic)
+		}
+		return code, err.Error()
+	}
+	return exitFailure, err.Error()
+}
+
+// missingMessage says which dataset is missing and the command that gets it.
+func missingMessage(me *data.MissingError) string {
+	root := filepath.Dir(me.Dir)
+	how := fmt.Sprintf("ldtorch data fetch %s --data-dir %s", me.Dataset, root)
+	if me.Dataset != "mnist" && me.Dataset != "fashion-mnist" {
+		how = fmt.Sprintf("ldtorch data fetch %s --from-shared DIR --data-dir %s", me.Dataset, root)
+		if me.Hint != "" {
+			how += ", or " + me.Hint
+		}
+	}
+	return fmt.Sprintf("dataset %s not found in %s (missing %s); get it with: %s",
+		me.Dataset, me.Dir, strings.Join(me.Missing, ", "), how)
+}
+
+// oneLine folds a multi-line message into one line.
+func oneLine(s string) string {
+	s = strings.TrimSpace(s)
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = strings.TrimSpace(lines[i])
+	}
+	return strings.Join(lines, "; ")
+}
+
+// findCommand returns the command called name (or an alias) in cmds.
+func findCommand(cmds []*cli.Command, name string) *cli.Command {
+	for _, c := range cmds {
+		if c.HasName(name) {
+			return c
+		}
+	}
+	return nil
+}
+
+// leafArgs returns the arguments after the command path and the path ("data fetch").
+func leafArgs(cmds []*cli.Command, args []string) ([]string, string) {
+	var path []string
+	i := 1
+	for i < len(args) {
+		c := findCommand(cmds, args[i])
+		if c == nil {
+			break
+		}
+		path = append(path, c.Name)
+		cmds = c.Subcommands
+		i++
+	}
+	if i > len(args) {
+		i = len(args)
+	}
+	return args[i:], strings.Join(path, " ")
+}
+
+// reorderArgs moves the positional arguments of a leaf command after its flags, so that
+// `ldtorch data fetch mnist --from-shared DIR` works (urfave/cli v2 stops parsing flags at
+// the first positional argument).
+func reorderArgs(cmds []*cli.Command, args []string) []string {
+	if len(args) == 0 {
+		return args
+	}
+	out := []string{args[0]}
+	var leaf *cli.Command
+	i := 1
+	for i < len(args) {
+		c := findCommand(cmds, args[i])
+		if c == nil {
+			break
+		}
+		out = append(out, args[i])
+		leaf, cmds = c, c.Subcommands
+		i++
+	}
+	if leaf == nil || len(leaf.Subcommands) > 0 {
+		return args
+	}
+	var flags, pos []string
+	rest := args[i:]
+	dashdash := false
+	for j := 0; j < len(rest); j++ {
+		a := rest[j]
+		if a == "--" {
+			pos = append(pos, rest[j+1:]...)
+			dashdash = true
+			break
+		}
+		if len(a) > 1 && a[0] == '-' {
+			flags = append(flags, a)
+			if !strings.Contains(a, "=") && takesValue(leaf, a) && j+1 < len(rest) {
+				flags = append(flags, rest[j+1])
+				j++
+			}
+			continue
+		}
+		pos = append(pos, a)
+	}
+	out = append(out, flags...)
+	if dashdash {
+		out = append(out, "--")
+	}
+	return append(out, pos...)
+}
+
+// takesValue reports whether the flag named by arg ("-x", "--name") needs a value.
+func takesValue(c *cli.Command, arg string) bool {
+	name := strings.TrimLeft(arg, "-")
+	for _, f := range c.Flags {
+		for _, n := range f.Names() {
+			if n == name {
+				_, isBool := f.(*cli.BoolFlag)
+				return !isBool
+			}
+		}
+	}
+	return false
+}

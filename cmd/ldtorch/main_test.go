@@ -1,0 +1,435 @@
+// Tests of the ldtorch binary, run as a subprocess: exit codes and one-line messages for bad
+// input, configuration precedence, the data commands and an end-to-end distill + evaluate
+// on real MNIST (skipped when ../shared/datasets is absent).
+
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+// binary is the ldtorch binary built by TestMain.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "ldtorch-cmd-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	binary = filepath.Join(tmp, "ldtorch")
+	build := exec.Command("go", "build", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building ldtorch:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// ldtorch runs the binary with a clean LDTORCH_* environment plus extra variables
+// ("NAME=value"); LDTORCH_DATA points at an empty folder so nothing reads ~/.cache.
+func ldtorch(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LDTORCH_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir())
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running ldtorch %v: %v", args, err)
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// sharedDatasets returns ../shared/datasets or skips the test.
+func sharedDatasets(t *testing.T) string {
+	t.Helper()
+	dir, err := data.FindSharedDatasets(".")
+	if err != nil {
+		t.Skipf("no shared datasets: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "mnist", "train-images-idx3-ubyte.gz")); err != nil {
+		t.Skipf("no MNIST in %s", dir)
+	}
+	return dir
+}
+
+func TestVersion(t *testing.T) {
+	r := ldtorch(t, nil, "version")
+	if r.code != 0 {
+		t.Fatalf("version: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, want := range []string{"ldtorch", version, "libtorch", "shim ABI", "CUDA", "threads", "GOMAXPROCS"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("version output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = ldtorch(t, nil, "version", "--short")
+	if r.code != 0 || strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 || !strings.HasPrefix(r.stdout, "ldtorch "+version) {
+		t.Errorf("version --short: exit %d, %q", r.code, r.stdout)
+	}
+	r = ldtorch(t, nil, "version", "--json")
+	var v versionInfo
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
+		t.Fatalf("version --json: exit %d, %v: %q", r.code, err, r.stdout)
+	}
+	if v.Version != version || v.Libtorch == "" || v.ShimABI != v.WantABI || v.GOMAXPROCS < 1 {
+		t.Errorf("version --json: %+v", v)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badKey := filepath.Join(dir, "bad-key.json")
+	if err := os.WriteFile(badKey, []byte(`{"epochs": 3, "bogus_key": 1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badValue := filepath.Join(dir, "bad-value.json")
+	if err := os.WriteFile(badValue, []byte(`{"base_examples": -7}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir() // an empty data folder: a run that got past validation fails differently
+	out := filepath.Join(dir, "out")
+	distill := func(args ...string) []string {
+		return append([]string{"distill", "--data-dir", empty, "--out", out, "--quiet"}, args...)
+	}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want []string // substrings of the one-line message
+	}{
+		{"unknown flag", nil, distill("--bogus", "3"), []string{"--bogus"}},
+		{"base 0", nil, distill("--base", "0"), []string{"--base", "positive"}},
+		{"base -3", nil, distill("--base", "-3"), []string{"--base", "-3"}},
+		{"base not a number", nil, distill("--base", "abc"), []string{"--base", "abc"}},
+		{"epochs -1", nil, distill("--epochs", "-1"), []string{"--epochs", "-1"}},
+		{"epochs huge", nil, distill("--epochs", "99999999999"), []string{"--epochs", "range"}},
+		{"method foo", nil, distill("--method", "foo"), []string{"--method", "foo"}},
+		{"dataset nope", nil, distill("--dataset", "nope"), []string{"--dataset", "nope"}},
+		{"inner batch over base", nil, distill("--inner-batch", "500", "--base", "100"), []string{"--inner-batch", "500", "--base"}},
+		{"label lr NaN", nil, distill("--label-lr", "NaN"), []string{"--label-lr", "NaN"}},
+		{"model lr Inf", nil, distill("--model-lr", "Inf"), []string{"--model-lr"}},
+		{"eval models 0", nil, distill("--eval-models", "0"), []string{"--eval-models"}},
+		{"unknown baseline", nil, distill("--baselines", "true,bogus"), []string{"--baselines", "bogus"}},
+		{"betas", nil, distill("--model-betas", "0.9"), []string{"--model-betas"}},
+		{"colour source for greyscale target", nil, distill("--source", "cifar10"), []string{"--source", "cifar10"}},
+		{"resnet for mnist", nil, distill("--eval-arch", "resnet"), []string{"--eval-arch", "resnet"}},
+		{"device", nil, distill("--device", "gpu"), []string{"--device", "gpu"}},
+		{"stray argument", nil, distill("mnist"), []string{"mnist"}},
+		{"env value", []string{"LDTORCH_EPOCHS=-2"}, distill(), []string{"LDTORCH_EPOCHS"}},
+		{"env not a number", []string{"LDTORCH_BASE=many"}, distill(), []string{"LDTORCH_BASE", "many"}},
+		{"config unknown key", nil, distill("--config", badKey), []string{"bogus_key", badKey}},
+		{"config bad value", nil, distill("--config", badValue), []string{"base_examples", badValue}},
+		{"config missing", nil, distill("--config", filepath.Join(dir, "missing.json")), []string{"--config", "missing.json"}},
+		{"out unwritable", nil, append([]string{"distill", "--data-dir", empty, "--quiet", "--base", "10"}, "--out", filepath.Join(file, "out")), []string{"--out", file}},
+		{"missing data", nil, distill("--base", "10", "--epochs", "1"), []string{"mnist", "ldtorch data fetch"}},
+		{"unknown command", nil, []string{"distil"}, []string{"distil"}},
+		{"evaluate without --distilled", nil, []string{"evaluate"}, []string{"--distilled"}},
+		{"evaluate missing artifact", nil, []string{"evaluate", "--distilled", filepath.Join(dir, "none")}, []string{"--distilled", "distilled.npz"}},
+		{"evaluate lr NaN", nil, []string{"evaluate", "--distilled", dir, "--lr", "NaN"}, []string{"--lr", "NaN"}},
+		{"evaluate optimizer", nil, []string{"evaluate", "--distilled", dir, "--optimizer", "rmsprop"}, []string{"--optimizer", "rmsprop"}},
+		{"evaluate steps", nil, []string{"evaluate", "--distilled", dir, "--steps", "-4"}, []string{"--steps", "-4"}},
+		{"evaluate momentum with adam", nil, []string{"evaluate", "--distilled", dir, "--momentum", "0.9"}, []string{"--momentum"}},
+		{"data verify unknown", nil, []string{"data", "verify", "nope"}, []string{"nope"}},
+		{"data fetch unknown", nil, []string{"data", "fetch", "nope", "--data-dir", empty}, []string{"nope"}},
+		{"data verify missing", nil, []string{"data", "verify", "mnist", "--data-dir", empty}, []string{"mnist", "ldtorch data fetch"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := ldtorch(t, c.env, c.args...)
+			msg := strings.TrimSuffix(r.stderr, "\n")
+			if r.code != exitUsage {
+				t.Fatalf("ldtorch %v: exit %d, want %d; stderr %q", c.args, r.code, exitUsage, r.stderr)
+			}
+			if msg == "" || strings.Contains(msg, "\n") {
+				t.Errorf("ldtorch %v: want one line on stderr, got %q", c.args, r.stderr)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("ldtorch %v: message %q does not mention %q", c.args, msg, w)
+				}
+			}
+			for _, bad := range []string{"panic", "goroutine", "Incorrect Usage"} {
+				if strings.Contains(r.stderr+r.stdout, bad) {
+					t.Errorf("ldtorch %v: output contains %q", c.args, bad)
+				}
+			}
+		})
+	}
+}
+
+func TestPrecedence(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "run.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"epochs": 7, "base_examples": 20, "data_dir": "from-config"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	resolved := func(env []string, args ...string) map[string]any {
+		t.Helper()
+		r := ldtorch(t, env, append([]string{"distill", "--dry-run"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("distill --dry-run %v: exit %d: %s", args, r.code, r.stderr)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+			t.Fatalf("dry-run output: %v: %q", err, r.stdout)
+		}
+		return m
+	}
+	env := []string{"LDTORCH_EPOCHS=8"}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want float64
+	}{
+		{nil, nil, 400},                                          // default (auto)
+		{nil, []string{"--config", cfgFile}, 7},                  // file over defaults
+		{env, []string{"--config", cfgFile}, 8},                  // variable over file
+		{env, []string{"--config", cfgFile, "--epochs", "9"}, 9}, // flag over variable
+	} {
+		if got := resolved(c.env, c.args...)["epochs"]; got != c.want {
+			t.Errorf("env %v args %v: epochs %v, want %v", c.env, c.args, got, c.want)
+		}
+	}
+	m := resolved(nil, "--config", cfgFile, "--inner-batch", "5", "--baselines", "none", "--model-betas", "0.5,0.6")
+	if m["base_examples"] != 20.0 || m["inner_batch"] != 5.0 || m["data_dir"] != "from-config" {
+		t.Errorf("resolved: %v", m)
+	}
+	if b, ok := m["baselines"].([]any); !ok || len(b) != 0 {
+		t.Errorf("--baselines none: %v", m["baselines"])
+	}
+	if b := fmt.Sprint(m["model_betas"]); b != "[0.5 0.6]" {
+		t.Errorf("--model-betas: %v", b)
+	}
+	// Without --data-dir or a data_dir key, data comes from where `ldtorch data` puts it.
+	r := ldtorch(t, []string{"LDTORCH_DATA=/some/where"}, "distill", "--dry-run")
+	if !strings.Contains(r.stdout, `"data_dir": "/some/where"`) {
+		t.Errorf("default data_dir: %s", r.stdout)
+	}
+}
+
+func TestDataCommands(t *testing.T) {
+	shared := sharedDatasets(t)
+	r := ldtorch(t, nil, "data", "list", "--data-dir", shared)
+	if r.code != 0 {
+		t.Fatalf("data list: exit %d: %s", r.code, r.stderr)
+	}
+	if !regexpMatch(`(?m)^mnist\s+present`, r.stdout) {
+		t.Errorf("data list does not show mnist as present:\n%s", r.stdout)
+	}
+	r = ldtorch(t, nil, "data", "verify", "mnist", "--data-dir", shared)
+	if r.code != 0 || strings.Count(r.stdout, " ok ") != 4 {
+		t.Errorf("data verify mnist: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// Link MNIST from the shared folder into a fresh data folder (flags after the name).
+	dataDir := t.TempDir()
+	r = ldtorch(t, nil, "data", "fetch", "mnist", "--from-shared", shared, "--data-dir", dataDir)
+	if r.code != 0 || !strings.Contains(r.stdout, "mnist: ready") {
+		t.Fatalf("data fetch --from-shared: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, "mnist", "t10k-labels-idx1-ubyte.gz")); err != nil {
+		t.Errorf("after fetch: %v", err)
+	}
+	// A corrupted copy fails verification with exit 2.
+	bad := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(bad, "mnist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"} {
+		b, err := os.ReadFile(filepath.Join(shared, "mnist", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "t10k-labels-idx1-ubyte.gz" { // change one label, keep a valid gzip file
+			zr, err := gzip.NewReader(bytes.NewReader(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := io.ReadAll(zr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw[len(raw)-1] = (raw[len(raw)-1] + 1) % 10
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(raw)
+			zw.Close()
+			b = buf.Bytes()
+		}
+		if err := os.WriteFile(filepath.Join(bad, "mnist", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = ldtorch(t, nil, "data", "verify", "--data-dir", bad)
+	if r.code != exitUsage || !strings.Contains(r.stdout, "MISMATCH") || !strings.Contains(r.stderr, "mnist") {
+		t.Errorf("verify of a corrupted file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestDistillAndEvaluate(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "run")
+	r := ldtorch(t, nil, "distill", "--data-dir", shared, "--dataset", "mnist", "--method", "rr",
+		"--base", "20", "--inner-batch", "10", "--outer-batch", "256", "--target-set-size", "2000",
+		"--epochs", "2", "--eval-models", "2", "--baselines", "true", "--baseline-max-steps", "50",
+		"--reset-window", "10", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("distill: exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"LD RR", "distilled (LD RR)", "true labels (RR)", "±", "wall time", out} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("summary lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stderr, "epoch 2/2 step 16/16") {
+		t.Errorf("progress lines lack the validation line:\n%s", r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "distilled.npz")); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"method", "source", "target", "base_examples", "seed", "epochs", "steps",
+		"test_accuracy_mean", "test_accuracy_std", "test_accuracies", "baselines", "wall_seconds",
+		"libtorch_version", "data_sha256", "config"} {
+		if _, ok := rep[k]; !ok {
+			t.Errorf("report.json lacks %q", k)
+		}
+	}
+	if rep["method"] != "rr" || rep["target"] != "mnist" || rep["base_examples"] != 20.0 || rep["epochs"] != 2.0 {
+		t.Errorf("report.json: method %v target %v base_examples %v epochs %v", rep["method"], rep["target"], rep["base_examples"], rep["epochs"])
+	}
+	if accs, _ := rep["test_accuracies"].([]any); len(accs) != 2 {
+		t.Errorf("test_accuracies: %v", rep["test_accuracies"])
+	}
+	if bl, _ := rep["baselines"].(map[string]any); bl["true_rr"] == nil {
+		t.Errorf("baselines: %v", rep["baselines"])
+	}
+
+	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--steps", "20", "--models", "2", "--json")
+	if r.code != 0 {
+		t.Fatalf("evaluate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var ev struct {
+		Arch       string    `json:"arch"`
+		Steps      int       `json:"steps"`
+		RR         bool      `json:"rr"`
+		Accuracies []float64 `json:"test_accuracies"`
+		Mean       float64   `json:"test_accuracy_mean"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &ev); err != nil {
+		t.Fatalf("evaluate --json: %v: %q", err, r.stdout)
+	}
+	if ev.Arch != "lenet" || ev.Steps != 20 || !ev.RR || len(ev.Accuracies) != 2 || ev.Mean <= 0 || ev.Mean > 100 {
+		t.Errorf("evaluate --json: %+v", ev)
+	}
+	// A mismatched architecture is a usage error, found before any training.
+	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--arch", "alexnet")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--arch") {
+		t.Errorf("evaluate --arch alexnet on MNIST: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+func TestBench(t *testing.T) {
+	shared := sharedDatasets(t)
+	r := ldtorch(t, nil, "bench", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
+		"--outer-batch", "128", "--steps", "3", "--warmup", "1")
+	if r.code != 0 {
+		t.Fatalf("bench: exit %d: %s", r.code, r.stderr)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || strings.Count(strings.TrimSpace(r.stdout), "\n") != 0 {
+		t.Fatalf("bench output is not one JSON line: %v: %q", err, r.stdout)
+	}
+	if ms, _ := res["meta_step_median_s"].(float64); ms <= 0 || res["steps"] != 3.0 || res["method"] != "ld" {
+		t.Errorf("bench: %v", res)
+	}
+}
+
+// TestInterrupt sends SIGINT during the meta-loop: exit 130, one message, no artifact.
+func TestInterrupt(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command(binary, "distill", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
+		"--outer-batch", "128", "--epochs", "1000", "--validate-every", "1", "--baselines", "none", "--out", out)
+	cmd.Env = append(os.Environ(), "LDTORCH_DATA="+t.TempDir())
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	buf := make([]byte, 4096)
+	for !strings.Contains(log.String(), "epoch 1/1000") {
+		n, err := stderr.Read(buf)
+		log.Write(buf[:n])
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("distill ended before its first validation: %v\n%s", err, log.String())
+		}
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stderr)
+	log.Write(rest)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("after SIGINT: %v, want exit %d\n%s", err, exitInterrupted, log.String())
+	}
+	if !strings.Contains(log.String(), "interrupted") {
+		t.Errorf("no interruption message:\n%s", log.String())
+	}
+	if _, err := os.Stat(filepath.Join(out, "report.json")); err == nil {
+		t.Errorf("an interrupted run wrote report.json")
+	}
+}

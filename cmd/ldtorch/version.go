@@ -1,0 +1,105 @@
+// version.go: `ldtorch version`: ldtorch's version, the libtorch runtime it runs on (shim
+// ABI, build, CUDA, threads) and the Go runtime.
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// version is ldtorch's version.
+const version = "0.1.0"
+
+// versionInfo is `ldtorch version --json`.
+type versionInfo struct {
+	Version      string `json:"version"`
+	Libtorch     string `json:"libtorch_version"`
+	ShimABI      int    `json:"shim_abi"`
+	WantABI      int    `json:"binary_abi"`
+	Build        string `json:"shim_build"`
+	CUDA         bool   `json:"cuda_available"`
+	CUDADevices  int    `json:"cuda_devices"`
+	Threads      int    `json:"threads"`
+	GOMAXPROCS   int    `json:"gomaxprocs"`
+	NumCPU       int    `json:"num_cpu"`
+	Go           string `json:"go_version"`
+	Platform     string `json:"platform"`
+	VCSRevision  string `json:"vcs_revision,omitempty"`
+	RuntimeError string `json:"runtime_error,omitempty"`
+}
+
+func (e *env) versionCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "version",
+		Usage: "print the versions of ldtorch, libtorch and the runtime",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "short", Usage: "print one line"},
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		},
+		Action: e.versionAction,
+	}
+}
+
+func (e *env) versionAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return usageErrorf("unexpected argument %q", c.Args().First())
+	}
+	ti, rerr := torch.RuntimeInfo()
+	v := versionInfo{
+		Version: version, Libtorch: ti.TorchVersion, ShimABI: ti.ABIVersion, WantABI: torch.ABIVersion,
+		Build: ti.Build, CUDA: ti.CUDA, CUDADevices: ti.CUDADevices, Threads: ti.Threads,
+		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Go: runtime.Version(),
+		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				v.VCSRevision = s.Value
+			}
+		}
+	}
+	if rerr != nil {
+		v.RuntimeError = rerr.Error()
+	}
+	switch {
+	case c.Bool("json"):
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s\n", b)
+	case c.Bool("short"):
+		dev := "cpu"
+		if v.CUDA {
+			dev = fmt.Sprintf("cuda×%d", v.CUDADevices)
+		}
+		fmt.Fprintf(e.stdout, "ldtorch %s (libtorch %s, shim ABI %d, %s)\n", v.Version, v.Libtorch, v.ShimABI, dev)
+	default:
+		fmt.Fprintf(e.stdout, "ldtorch     %s\n", v.Version)
+		if v.VCSRevision != "" {
+			fmt.Fprintf(e.stdout, "revision    %s\n", v.VCSRevision)
+		}
+		fmt.Fprintf(e.stdout, "libtorch    %s\n", v.Libtorch)
+		fmt.Fprintf(e.stdout, "shim ABI    %d (this binary needs %d)\n", v.ShimABI, v.WantABI)
+		fmt.Fprintf(e.stdout, "shim build  %s\n", v.Build)
+		if v.CUDA {
+			fmt.Fprintf(e.stdout, "CUDA        available, %d device(s)\n", v.CUDADevices)
+		} else {
+			fmt.Fprintf(e.stdout, "CUDA        not available\n")
+		}
+		fmt.Fprintf(e.stdout, "threads     %d (libtorch intra-op)\n", v.Threads)
+		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
+		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)
+	}
+	if rerr != nil {
+		return failuref("%v", rerr)
+	}
+	return nil
+}
