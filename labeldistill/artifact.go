@@ -120,7 +120,10 @@ func WriteFileAtomic(path string, data []byte) (err error) {
 			os.Remove(tmp)
 		}
 	}()
-	if _, err = f.Write(data); err == nil {
+	if err = f.Chmod(0o644); err == nil { // CreateTemp makes 0600 files
+		_, err = f.Write(data)
+	}
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

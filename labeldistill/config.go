@@ -13,6 +13,8 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // Method names (Config.Method).
@@ -222,7 +224,8 @@ type Config struct {
 	Device string `json:"device"`
 	// Threads: libtorch intra-op threads. 0 = libtorch's default (default).
 	Threads int `json:"threads"`
-	// DataDir: where datasets are read from. Default "data".
+	// DataDir: the data cache folder datasets are read from (one sub-folder per dataset).
+	// Default "" = $LDTORCH_DATA, else ~/.cache/ldtorch/data (data.DataDir).
 	DataDir string `json:"data_dir"`
 	// Out: the run's output directory (artifacts, report, checkpoints). Default "out".
 	Out string `json:"out"`
@@ -265,7 +268,7 @@ func DefaultConfig() Config {
 		TeacherLR:          1e-3,
 		TeacherTemperature: 1.0,
 		Device:             "cpu",
-		DataDir:            "data",
+		DataDir:            "",
 		Out:                "out",
 	}
 }
@@ -353,6 +356,11 @@ func AutoBaselineMaxSteps(n int) int {
 // what a run records; Resolved of a resolved config is the same config.
 func (c Config) Resolved() (Config, error) {
 	r := c.withDefaults()
+	if r.DataDir == "" {
+		if dir, err := data.DataDir(""); err == nil {
+			r.DataDir = dir
+		}
+	}
 	return r, r.check()
 }
 
@@ -669,9 +677,6 @@ func (c Config) check() error {
 	}
 	if c.Threads < 0 {
 		bad("threads", "must be 0 (libtorch default) or positive, got %d", c.Threads)
-	}
-	if c.DataDir == "" {
-		bad("data_dir", "must not be empty")
 	}
 	if c.Out == "" {
 		bad("out", "must not be empty")

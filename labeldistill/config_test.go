@@ -42,7 +42,7 @@ func TestDefaultsMatchAlgorithm(t *testing.T) {
 		TeacherLR:          1e-3,
 		TeacherTemperature: 1,
 		Device:             "cpu",
-		DataDir:            "data",
+		DataDir:            "",
 		Out:                "out",
 	}
 	if d := DiffDetails(c, want); len(d) != 0 {
@@ -254,7 +254,6 @@ func TestValidateErrors(t *testing.T) {
 		{"device index", func(c *Config) { c.Device = "cuda:01" }, `device: unknown device "cuda:01" (want cpu, cuda or cuda:N)`},
 		{"threads", func(c *Config) { c.Threads = -2 }, "threads: must be 0 (libtorch default) or positive, got -2"},
 		{"out", func(c *Config) { c.Out = "" }, "out: must not be empty"},
-		{"data dir", func(c *Config) { c.DataDir = "" }, "data_dir: must not be empty"},
 	}
 	for _, tc := range cases {
 		c := DefaultConfig()
