@@ -641,7 +641,7 @@ func (r *run) resume(dir string) error {
 			Message: fmt.Sprintf("resumed from %s at meta-step %d", p, r.step)})
 		return nil
 	}
-	return fmt.Errorf("resume: no valid checkpoint in %s:\n  %s", dir, strings.Join(problems, "\n  "))
+	return fmt.Errorf("resume: no valid checkpoint in %s: %s", dir, strings.Join(problems, "; "))
 }
 
 func isDir(p string) bool {
@@ -660,8 +660,8 @@ func (r *run) compatible(c *checkpoint) error {
 				lines = append(lines, d)
 			}
 		}
-		return fmt.Errorf("resume: %s was written under a different configuration (checkpoint -> now):\n  %s",
-			c.Path, strings.Join(lines, "\n  "))
+		return fmt.Errorf("resume: %s was written under a different configuration (checkpoint -> now): %s",
+			c.Path, strings.Join(lines, "; "))
 	}
 	var diffs []string
 	names := map[string]bool{}
@@ -694,7 +694,7 @@ func (r *run) compatible(c *checkpoint) error {
 		diffs = append(diffs, fmt.Sprintf("the data trained on (splits and base examples) differ: digest %s -> %s", c.Meta.DataDigest, r.dataDigest))
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("resume: %s was written with different data (checkpoint -> now):\n  %s", c.Path, strings.Join(diffs, "\n  "))
+		return fmt.Errorf("resume: %s was written with different data (checkpoint -> now): %s", c.Path, strings.Join(diffs, "; "))
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ func runConfigFlags() []cli.Flag {
 func (e *env) distillCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the resolved configuration as JSON and exit", Category: catRun},
+		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder); give the same settings", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 	}, runConfigFlags()...)
 	return &cli.Command{
@@ -189,11 +190,33 @@ func (e *env) distillAction(c *cli.Context) error {
 		pr.note("%s already holds an artifact: it will be replaced when this run succeeds", cfg.Out)
 	}
 	ctx := c.Context
-	res, err := labeldistill.Distill(ctx, cfg, labeldistill.WithProgress(pr.update))
+	opts := []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
+		if p.Phase != "checkpoint" || strings.HasPrefix(p.Message, "warning") { // routine checkpoints stay quiet
+			pr.update(p)
+		}
+	})}
+	ckptDir := filepath.Join(cfg.Out, "checkpoints")
+	if cfg.CheckpointEvery >= 0 {
+		opts = append(opts, labeldistill.WithCheckpointDir(ckptDir))
+	}
+	if c.IsSet("resume") {
+		if c.String("resume") == "" {
+			return usageErrorf("--resume needs a folder")
+		}
+		opts = append(opts, labeldistill.WithResume(c.String("resume")))
+	}
+	res, err := labeldistill.Distill(ctx, cfg, opts...)
 	pr.done()
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-			return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted after %d meta-steps; nothing was written to %s", pr.step, cfg.Out)}
+			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
+			if cfg.CheckpointEvery >= 0 {
+				msg += fmt.Sprintf("; continue with --resume %s and the same settings", cfg.Out)
+			}
+			return &exitError{code: exitInterrupted, msg: msg}
+		}
+		if rest, ok := strings.CutPrefix(err.Error(), "resume: "); ok {
+			return usageErrorf("--resume: %s", rest)
 		}
 		return distillError(err, src)
 	}
