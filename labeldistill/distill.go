@@ -453,19 +453,23 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 	return nil
 }
 
-// checkLabels guards the label table after each label step: one reduction over N×C values
-// (a NaN anywhere makes the sum NaN; the projection keeps every value in [0, 1], so a
-// finite table sums to N). The label-loss check of the meta-steps catches non-finite
-// values one step earlier in every case seen so far; this check names the labels
-// themselves, should a non-finite gradient reach them with a finite loss.
+// checkLabels guards the label table after each label step: one reduction over N×C values,
+// negligible next to a meta-step (a NaN anywhere makes the sum NaN; the projection keeps
+// every value in [0, 1], so a finite table sums to N). The meta-steps' label-loss check
+// stops a non-finite image, model or label table before the labels change; this check
+// covers a non-finite gradient behind a finite loss, and names the labels.
 func (r *run) checkLabels() error {
 	s := torch.NewScope()
 	defer s.Close()
-	sum, err := r.labels.Y.Sum()
-	if err != nil {
+	var v float64
+	err := torch.NoGrad(func() error {
+		sum, err := r.labels.Y.Sum()
+		if err != nil {
+			return err
+		}
+		v, err = sum.Item()
 		return err
-	}
-	v, err := sum.Item()
+	})
 	if err != nil {
 		return err
 	}
