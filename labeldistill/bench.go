@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ldtorch/ldtorch/torch"
@@ -17,20 +18,24 @@ import (
 
 // BenchResult is one benchmark run (`ldtorch bench` prints it as one JSON line).
 type BenchResult struct {
-	Impl            string  `json:"impl"`
-	Method          string  `json:"method"`
-	Dataset         string  `json:"dataset"`
-	Base            int     `json:"base"`
-	InnerBatch      int     `json:"inner_batch"`
-	OuterBatch      int     `json:"outer_batch"`
-	Steps           int     `json:"steps"`
-	MetaStepMedian  float64 `json:"meta_step_median_s"`
-	MetaStepP90     float64 `json:"meta_step_p90_s"`
-	EvalStepMedian  float64 `json:"eval_step_median_s"`
-	Threads         int     `json:"threads"`
-	BLAS            string  `json:"blas"`
-	Device          string  `json:"device"`
-	LibtorchVersion string  `json:"libtorch_version"`
+	Impl           string  `json:"impl"`
+	Method         string  `json:"method"`
+	Dataset        string  `json:"dataset"`
+	Base           int     `json:"base"`
+	InnerBatch     int     `json:"inner_batch"`
+	OuterBatch     int     `json:"outer_batch"`
+	Steps          int     `json:"steps"`
+	MetaStepMedian float64 `json:"meta_step_median_s"`
+	MetaStepP90    float64 `json:"meta_step_p90_s"`
+	EvalStepMedian float64 `json:"eval_step_median_s"`
+	// CPU time of the driving OS thread: with one intra-op thread it is the compute itself,
+	// and unlike wall time it does not grow when other processes share the cores.
+	MetaStepCPUMedian float64 `json:"meta_step_cpu_median_s"`
+	EvalStepCPUMedian float64 `json:"eval_step_cpu_median_s"`
+	Threads           int     `json:"threads"`
+	BLAS              string  `json:"blas"`
+	Device            string  `json:"device"`
+	LibtorchVersion   string  `json:"libtorch_version"`
 }
 
 // Bench runs warmup untimed and then steps timed meta-steps of cfg's method, and times
@@ -74,14 +79,14 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		return nil, err
 	}
 	nTarget := ds.TargetSet.N()
-	var times []float64
+	var times, cpu []float64
 	order := r.rng.Perm(nTarget)
 	for i := 0; i < warmup+steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		lo := (i * cfg.OuterBatch) % max(1, nTarget-cfg.OuterBatch+1)
-		t0 := time.Now()
+		t0, c0 := time.Now(), threadCPU()
 		if err := r.metaStep(order[lo:min(lo+cfg.OuterBatch, nTarget)], ds.Base.N()); err != nil {
 			return nil, err
 		}
@@ -90,53 +95,64 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		}
 		if i >= warmup {
 			times = append(times, time.Since(t0).Seconds())
+			cpu = append(cpu, threadCPU()-c0)
 		}
 	}
-	evalTimes, err := r.benchEvalSteps(ctx, 3, 20)
+	evalTimes, evalCPU, err := r.benchEvalSteps(ctx, 3, 20)
 	if err != nil {
 		return nil, err
 	}
 	return &BenchResult{
 		Impl: "ldtorch", Method: cfg.Method, Dataset: cfg.Dataset, Base: cfg.BaseExamples, InnerBatch: cfg.InnerBatch,
 		OuterBatch: cfg.OuterBatch, Steps: steps, MetaStepMedian: quantile(times, 0.5), MetaStepP90: quantile(times, 0.9),
-		EvalStepMedian: quantile(evalTimes, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
+		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
+		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
 		LibtorchVersion: torch.Version(),
 	}, nil
 }
 
 // benchEvalSteps times single training steps of one fresh evaluation model.
-func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) ([]float64, error) {
+func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu []float64, err error) {
 	table, err := r.labels.Y.Detach()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer table.Free()
 	l, err := newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.EvalLR), r.gen, r.dev)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer l.close()
-	var times []float64
 	n := r.ds.Base.N()
 	for i := 0; i < warmup+steps; i++ {
 		idx, err := sampleIndices(r.rng, n, min(r.cfg.EvalBatch, n), r.dev)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		t0 := time.Now()
+		t0, c0 := time.Now(), threadCPU()
 		err = trainStep(l, r.base.x, table, idx)
 		if err == nil {
 			err = torch.Synchronize(r.dev)
 		}
 		idx.Free()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if i >= warmup {
-			times = append(times, time.Since(t0).Seconds())
+			wall = append(wall, time.Since(t0).Seconds())
+			cpu = append(cpu, threadCPU()-c0)
 		}
 	}
-	return times, nil
+	return wall, cpu, nil
+}
+
+// threadCPU is the CPU time (s) of the calling OS thread (Bench runs locked to one).
+func threadCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 // quantile returns the q-quantile (nearest rank) of xs.

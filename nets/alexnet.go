@@ -32,7 +32,7 @@ func newAlexCifarNet(c, h, w, classes int64) (*Net, error) {
 	conv := torch.Conv2dOpts{Padding: [2]int64{2, 2}}
 	n.body = func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
 		y := ch.T(torch.Conv2d(x, p[0], p[1], conv))
-		y = ch.T(torch.MaxPool2d(ch.T(y.Relu()), pool))
+		y = ch.T(ch.T(torch.MaxPool2d(y, pool)).Relu()) // = pool(relu(y)) exactly, less work
 		y = ch.T(torch.LocalResponseNorm(y, lrnSize, lrnAlpha, lrnBeta, lrnK))
 		y = ch.T(torch.Conv2d(y, p[2], p[3], conv))
 		y = ch.T(torch.LocalResponseNorm(ch.T(y.Relu()), lrnSize, lrnAlpha, lrnBeta, lrnK))
