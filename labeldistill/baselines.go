@@ -149,7 +149,7 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	l.close()
 	res.Steps = BestSteps(grid, valErr)
 	tr.net = r.evalNet
-	accs, err := tr.evaluateModels(ctx, res.Steps, r.cfg.EvalModels, r.seed, "baseline-test-"+name, r.test.x, r.test.y)
+	accs, err := tr.evaluateModelsBatched(ctx, res.Steps, r.cfg.EvalModels, r.seed, "baseline-test-"+name, r.test.x, r.test.y)
 	if err != nil {
 		return res, err
 	}

@@ -60,10 +60,8 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 	if err != nil {
 		return nil, err
 	}
-	if cfg.Threads > 0 {
-		if err := torch.SetNumThreads(cfg.Threads); err != nil {
-			return nil, err
-		}
+	if err := applyThreads(cfg.Threads); err != nil {
+		return nil, err
 	}
 	ds := o.dataset
 	if ds == nil {

@@ -160,10 +160,8 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
 		return nil, fmt.Errorf("device: %s requested but CUDA is not available in this libtorch", cfg.Device)
 	}
-	if cfg.Threads > 0 {
-		if err := torch.SetNumThreads(cfg.Threads); err != nil {
-			return nil, err
-		}
+	if err := applyThreads(cfg.Threads); err != nil {
+		return nil, err
 	}
 	ds := o.dataset
 	if ds == nil {
@@ -543,7 +541,7 @@ func (r *run) finalTest(ctx context.Context, res *Result) error {
 	}
 	defer table.Free()
 	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
-	accs, err := tr.evaluateModels(ctx, res.T, r.cfg.EvalModels, r.seed, "test", r.test.x, r.test.y)
+	accs, err := tr.evaluateModelsBatched(ctx, res.T, r.cfg.EvalModels, r.seed, "test", r.test.x, r.test.y)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
 	}

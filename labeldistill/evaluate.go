@@ -14,8 +14,9 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// evalChunk is how many images are scored per forward pass.
-const evalChunk = 2000
+// evalChunk is how many images are scored per forward pass: LeNet on one CPU thread scores
+// 1000 images in 53 / 37 / 15.5 ms of CPU with passes of 2000 / 1000 / 500 (cache).
+const evalChunk = 256
 
 // trainStep is one step of a model trained on fixed labels: a soft-CE step (LD) or §5
 // steps 1–3 and 5 (RR).
@@ -276,7 +277,7 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	defer table.Free()
 	tr := &trainer{net: net, rr: ec.RR, cfg: cfg, baseX: base.x, table: table, batch: ec.Batch,
 		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev}
-	accs, err := tr.evaluateModels(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
+	accs, err := tr.evaluateModelsBatched(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
 	if err != nil {
 		return nil, err
 	}

@@ -62,3 +62,14 @@ type stepStats struct {
 	LabelLoss float64 // CE of the target batch under θ' (LD) or the ridge head (RR)
 	Error     float64 // top-1 error (%) on the target batch
 }
+
+// applyThreads sets libtorch's intra-op thread count to n (0: keep libtorch's default) and,
+// through the shim, OpenBLAS's to the same number: OpenBLAS otherwise keeps a pool sized by
+// the core count whose idle threads spin (measured: 11.6 → 6.3 ms of CPU per evaluation step
+// when it is held to one thread).
+func applyThreads(n int) error {
+	if n <= 0 {
+		n = torch.NumThreads()
+	}
+	return torch.SetNumThreads(n)
+}

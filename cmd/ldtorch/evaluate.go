@@ -177,10 +177,11 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if _, err := checkRuntime(ec.Device); err != nil {
 		return err
 	}
-	if threads > 0 {
-		if err := torch.SetNumThreads(threads); err != nil {
-			return failuref("--threads %d: %v", threads, err)
-		}
+	if threads <= 0 {
+		threads = torch.NumThreads() // re-applied so OpenBLAS's pool matches libtorch's
+	}
+	if err := torch.SetNumThreads(threads); err != nil {
+		return failuref("--threads %d: %v", threads, err)
 	}
 	test, err := labeldistill.LoadTestSplit(cfg)
 	if err != nil {

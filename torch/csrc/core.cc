@@ -15,6 +15,8 @@
 
 #include "internal.h"
 
+#include <dlfcn.h>
+
 struct ldt_generator_s {
   at::Generator gen;
 };
@@ -57,10 +59,19 @@ const char *ldt_build_info(void) {
 
 void ldt_free_error(ldt_error e) { std::free(e); }
 
+// OpenBLAS (pthreads build) keeps its own thread pool, sized by OPENBLAS_NUM_THREADS or the
+// core count, whatever libtorch's intra-op setting is; its idle threads spin. Keep it in
+// step with libtorch when the BLAS in use is OpenBLAS (found by symbol, so any BLAS links).
+static void set_openblas_threads(int n) {
+  using fn_t = void (*)(int);
+  if (auto f = reinterpret_cast<fn_t>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
+}
+
 ldt_error ldt_set_num_threads(int n) {
   LDT_TRY {
     if (n < 1) throw std::invalid_argument("thread count must be at least 1, got " + std::to_string(n));
     at::set_num_threads(n);
+    set_openblas_threads(n);
   }
   LDT_CATCH
 }
