@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -677,6 +678,8 @@ func (c Config) check() error {
 	}
 	if c.Threads < 0 {
 		bad("threads", "must be 0 (libtorch default) or positive, got %d", c.Threads)
+	} else if limit := MaxThreads(); c.Threads > limit {
+		bad("threads", "must be at most %d (4 × the %d CPUs here), got %d", limit, runtime.NumCPU(), c.Threads)
 	}
 	if c.Out == "" {
 		bad("out", "must not be empty")
@@ -895,3 +898,8 @@ func ResumeConflicts(checkpointed, current Config) []string {
 	}
 	return out
 }
+
+// MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
+// only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
+// threads).
+func MaxThreads() int { return 4 * runtime.NumCPU() }

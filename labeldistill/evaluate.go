@@ -249,6 +249,9 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	if err != nil {
 		return nil, err
 	}
+	if err := applyThreads(0); err != nil { // BLAS threads and the host allocator
+		return nil, err
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	s := art.Shape

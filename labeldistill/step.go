@@ -71,5 +71,12 @@ func applyThreads(n int) error {
 	if n <= 0 {
 		n = torch.NumThreads()
 	}
-	return torch.SetNumThreads(n)
+	if err := torch.SetNumThreads(n); err != nil {
+		return err
+	}
+	// Keep freed activation memory in the heap: without this glibc returns every large
+	// tensor to the kernel and the next step page-faults it back (30–40 % of a meta-step's
+	// CPU). Best effort: not every C library supports it, and results do not depend on it.
+	_ = torch.TuneHostAllocator(32<<20, 1<<30, 256<<20)
+	return nil
 }

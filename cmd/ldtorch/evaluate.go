@@ -107,8 +107,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return err
 	}
 	threads := c.Int("threads")
-	if threads < 0 || threads > maxIntFlag {
-		return usageErrorf("--threads: must be 0 (libtorch's default) or positive, got %d", threads)
+	if threads < 0 || threads > labeldistill.MaxThreads() {
+		return usageErrorf("--threads: must be 0 (libtorch's default) or between 1 and %d, got %d", labeldistill.MaxThreads(), threads)
 	}
 
 	art, err := labeldistill.ReadArtifact(dir)
@@ -170,6 +170,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if arch == "" {
 		arch = cfg.Arch
 	}
+	ec.Arch = arch // without a report, Evaluate would not know the architecture
 	if _, err := nets.New(arch, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
 		return usageErrorf("--arch %s: %v", arch, strings.TrimPrefix(err.Error(), "nets: "))
 	}

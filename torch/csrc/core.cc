@@ -15,7 +15,11 @@
 
 #include "internal.h"
 
+#include <algorithm>
 #include <dlfcn.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 struct ldt_generator_s {
   at::Generator gen;
@@ -70,6 +74,7 @@ static void set_openblas_threads(int n) {
 ldt_error ldt_set_num_threads(int n) {
   LDT_TRY {
     if (n < 1) throw std::invalid_argument("thread count must be at least 1, got " + std::to_string(n));
+    if (n > 4096) throw std::invalid_argument("thread count must be at most 4096, got " + std::to_string(n));
     at::set_num_threads(n);
     set_openblas_threads(n);
   }
@@ -114,6 +119,26 @@ ldt_error ldt_cuda_empty_cache(void) {
     c10::cuda::CUDACachingAllocator::emptyCache();
 #else
     throw std::runtime_error("the shim was built without CUDA support");
+#endif
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_tune_host_allocator(int64_t mmap_threshold, int64_t trim_threshold, int64_t top_pad) {
+  LDT_TRY {
+#if defined(__GLIBC__)
+    if (mmap_threshold < 0 || trim_threshold < 0 || top_pad < 0)
+      throw std::invalid_argument("allocator thresholds must not be negative");
+    // mallopt returns 1 on success, 0 for a value out of range (the mmap threshold is capped
+    // at 32 MiB on 64-bit glibc).
+    if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(std::min<int64_t>(mmap_threshold, 1 << 30))) != 1)
+      throw std::invalid_argument("mmap threshold " + std::to_string(mmap_threshold) + " rejected by mallopt");
+    if (mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<int64_t>(trim_threshold, 1 << 30))) != 1)
+      throw std::invalid_argument("trim threshold rejected by mallopt");
+    if (mallopt(M_TOP_PAD, static_cast<int>(std::min<int64_t>(top_pad, 1 << 30))) != 1)
+      throw std::invalid_argument("top pad rejected by mallopt");
+#else
+    throw std::runtime_error("host allocator tuning needs glibc");
 #endif
   }
   LDT_CATCH
