@@ -1,0 +1,579 @@
+// Hostile and broken inputs end to end through the ldtorch binary: corrupt data files, a
+// tampered distilled.npz or report.json, tampered checkpoints, absurd flag values and config
+// files. Each must end with one clear line on stderr and a non-zero exit code, and must not
+// lose anything: an artifact and checkpoints already in --out stay byte-identical. The runs
+// are tiny (20 base examples, 2000 target images, 2 epochs, one evaluation model, 1 thread).
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ldtorch/ldtorch/torch/npz"
+)
+
+// mnistFiles are the four files of the mnist data folder.
+var mnistFiles = []string{"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}
+
+// tinyDistill is the argument list of a tiny real-MNIST RR run (16 meta-steps, a few seconds).
+func tinyDistill(dataDir, out string, extra ...string) []string {
+	return append([]string{"distill", "--data-dir", dataDir, "--dataset", "mnist", "--method", "rr",
+		"--base", "20", "--inner-batch", "10", "--outer-batch", "256", "--target-set-size", "2000",
+		"--epochs", "2", "--eval-models", "1", "--baselines", "none", "--reset-window", "10",
+		"--threads", "1", "--out", out}, extra...)
+}
+
+// hostileRun runs the binary like ldtorch (clean LDTORCH_* environment, OMP_NUM_THREADS=1)
+// but kills it after limit: a hostile value must fail fast, not hang the test.
+func hostileRun(t *testing.T, limit time.Duration, args ...string) result {
+	t.Helper()
+	return hostileRunEnv(t, limit, nil, args...)
+}
+
+// hostileRunEnv is hostileRun with extra environment variables ("NAME=value").
+func hostileRunEnv(t *testing.T, limit time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LDTORCH_") && !strings.HasPrefix(kv, "OMP_NUM_THREADS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir(), "OMP_NUM_THREADS=1")
+	cmd.Env = append(cmd.Env, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("ldtorch %v: still running after %v (killed)\nstderr: %s", args, limit, stderr.String())
+	}
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("running ldtorch %v: %v", args, err)
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// wantOneLine checks a failed run: exit code want (any non-zero, non-crash code when want is
+// -1), exactly one line on stderr containing every substring, no panic or stack trace.
+func wantOneLine(t *testing.T, r result, want int, subs ...string) {
+	t.Helper()
+	msg := strings.TrimSuffix(r.stderr, "\n")
+	switch {
+	case want == -1 && (r.code == 0 || r.code > 2):
+		t.Errorf("exit %d, want 1 or 2; stderr %q", r.code, r.stderr)
+	case want != -1 && r.code != want:
+		t.Errorf("exit %d, want %d; stderr %q", r.code, want, r.stderr)
+	}
+	if msg == "" || strings.Contains(msg, "\n") {
+		t.Errorf("want one line on stderr, got %q", r.stderr)
+	}
+	for _, s := range subs {
+		if !strings.Contains(msg, s) {
+			t.Errorf("message %q does not mention %q", msg, s)
+		}
+	}
+	for _, bad := range []string{"panic", "goroutine", "internal error", "SIGSEGV"} {
+		if strings.Contains(r.stderr+r.stdout, bad) {
+			t.Errorf("output contains %q:\n%s%s", bad, r.stdout, r.stderr)
+		}
+	}
+}
+
+// snapshot reads every regular file under dir (relative path → bytes).
+func snapshot(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		files[rel] = b
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// sameFiles fails unless dir holds exactly the files of before, byte for byte.
+func sameFiles(t *testing.T, dir string, before map[string][]byte) {
+	t.Helper()
+	after := snapshot(t, dir)
+	for name, b := range before {
+		if a, ok := after[name]; !ok {
+			t.Errorf("%s: %s was removed", dir, name)
+		} else if !bytes.Equal(a, b) {
+			t.Errorf("%s: %s changed", dir, name)
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			t.Errorf("%s: %s appeared", dir, name)
+		}
+	}
+}
+
+// noArtifact fails if out holds an artifact file or a checkpoint.
+func noArtifact(t *testing.T, out string) {
+	t.Helper()
+	for _, f := range []string{"distilled.npz", "report.json"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err == nil {
+			t.Errorf("a failed run wrote %s", filepath.Join(out, f))
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*")); len(m) > 0 {
+		t.Errorf("a failed run wrote checkpoints %v", m)
+	}
+}
+
+// copyMNIST copies the shared MNIST files into a fresh, writable data folder.
+func copyMNIST(t *testing.T, shared string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "mnist"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range mnistFiles {
+		b, err := os.ReadFile(filepath.Join(shared, "mnist", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "mnist", f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// editFile rewrites a file through edit.
+func editFile(t *testing.T, path string, edit func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, edit(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// flipMiddle inverts n bytes in the middle of b.
+func flipMiddle(n int) func([]byte) []byte {
+	return func(b []byte) []byte {
+		b = slices.Clone(b)
+		for i := len(b) / 2; i < len(b)/2+n && i < len(b); i++ {
+			b[i] ^= 0xff
+		}
+		return b
+	}
+}
+
+// garbage is deterministic non-gzip bytes.
+func garbage(n int) []byte {
+	b := make([]byte, n)
+	x := uint32(2463534242)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+// copyDir copies the regular files of src (not sub-folders) into a fresh folder.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+const hostileLimit = 3 * time.Minute // generous: the machine may be heavily loaded
+
+// TestHostileDataFiles: a corrupt MNIST file is a data problem (exit 2) named in one line,
+// found before any meta-step, and nothing is written into --out.
+func TestHostileDataFiles(t *testing.T) {
+	shared := sharedDatasets(t)
+	cases := []struct {
+		name, file string
+		corrupt    func(path string)
+		want       []string
+	}{
+		{"truncated train images", "train-images-idx3-ubyte.gz", func(p string) {
+			editFile(t, p, func(b []byte) []byte { return b[:len(b)/2] })
+		}, []string{"train-images-idx3-ubyte.gz", "truncated"}},
+		{"flipped bytes in the labels", "train-labels-idx1-ubyte.gz", func(p string) {
+			editFile(t, p, flipMiddle(16))
+		}, []string{"train-labels-idx1-ubyte.gz", "corrupt"}},
+		{"garbage test images", "t10k-images-idx3-ubyte.gz", func(p string) {
+			editFile(t, p, func([]byte) []byte { return garbage(5000) })
+		}, []string{"t10k-images-idx3-ubyte.gz"}},
+		{"empty train labels", "train-labels-idx1-ubyte.gz", func(p string) {
+			editFile(t, p, func([]byte) []byte { return nil })
+		}, []string{"train-labels-idx1-ubyte.gz"}},
+		{"deleted test labels", "t10k-labels-idx1-ubyte.gz", func(p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"t10k-labels-idx1-ubyte", "ldtorch data fetch"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dataDir := copyMNIST(t, shared)
+			c.corrupt(filepath.Join(dataDir, "mnist", c.file))
+			out := filepath.Join(t.TempDir(), "out")
+			r := hostileRun(t, hostileLimit, tinyDistill(dataDir, out, "--quiet")...)
+			wantOneLine(t, r, exitUsage, c.want...)
+			noArtifact(t, out)
+		})
+	}
+}
+
+// TestHostileArtifact: a real artifact, tampered in a copy, is refused by evaluate with one
+// line naming the file (exit 2) before anything trains.
+func TestHostileArtifact(t *testing.T) {
+	shared := sharedDatasets(t)
+	art := filepath.Join(t.TempDir(), "art")
+	if r := hostileRun(t, hostileLimit, tinyDistill(shared, art, "--quiet")...); r.code != 0 {
+		t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
+	}
+	arc, err := npz.ReadFile(filepath.Join(art, "distilled.npz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, labels, indices := arc.Get("images"), arc.Get("labels"), arc.Get("base_indices")
+	if images == nil || labels == nil || indices == nil || !slices.Equal(labels.Shape, []int{20, 10}) {
+		t.Fatalf("artifact members: %v, labels %v", arc.Names(), labels.Shape)
+	}
+	// withLabels replaces the labels (values edited by edit) and keeps the rest.
+	withLabels := func(shape []int, edit func([]float32) []float32) func(string) {
+		return func(dir string) {
+			v := edit(slices.Clone(labels.Data.([]float32)))
+			l := &npz.Array{Name: "labels", DType: "float32", Shape: shape, Data: v}
+			if err := npz.WriteFile(filepath.Join(dir, "distilled.npz"), []*npz.Array{images, l, indices}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	npzPath := func(dir string) string { return filepath.Join(dir, "distilled.npz") }
+	reportPath := func(dir string) string { return filepath.Join(dir, "report.json") }
+	editReport := func(edit func(map[string]any)) func(string) {
+		return func(dir string) {
+			editFile(t, reportPath(dir), func(b []byte) []byte {
+				var m map[string]any
+				if err := json.Unmarshal(b, &m); err != nil {
+					t.Fatal(err)
+				}
+				edit(m)
+				out, _ := json.Marshal(m)
+				return out
+			})
+		}
+	}
+	eval := []string{"--steps", "5", "--models", "1", "--threads", "1", "--quiet", "--data-dir", shared}
+	cases := []struct {
+		name   string
+		tamper func(dir string)
+		args   []string // instead of eval
+		want   []string
+	}{
+		{"truncated npz", func(d string) { editFile(t, npzPath(d), func(b []byte) []byte { return b[:len(b)/2] }) }, nil, []string{"distilled.npz", "zip"}},
+		{"empty npz", func(d string) { editFile(t, npzPath(d), func([]byte) []byte { return nil }) }, nil, []string{"distilled.npz"}},
+		{"flipped bytes in the npz", func(d string) { editFile(t, npzPath(d), flipMiddle(4)) }, nil, []string{"distilled.npz"}},
+		{"npz replaced by garbage", func(d string) { editFile(t, npzPath(d), func([]byte) []byte { return garbage(64434) }) }, nil, []string{"distilled.npz"}},
+		{"a NaN label", withLabels([]int{20, 10}, func(v []float32) []float32 { v[57] = float32(math.NaN()); return v }), nil, []string{"distilled.npz", "label row 5", "NaN"}},
+		{"an infinite label", withLabels([]int{20, 10}, func(v []float32) []float32 { v[3] = float32(math.Inf(1)); return v }), nil, []string{"distilled.npz", "label row 0"}},
+		{"a row summing to 2", withLabels([]int{20, 10}, func(v []float32) []float32 {
+			for i := 190; i < 200; i++ {
+				v[i] *= 2
+			}
+			return v
+		}), nil, []string{"distilled.npz", "label row 19 sums to"}},
+		{"a negative label", withLabels([]int{20, 10}, func(v []float32) []float32 { v[11] -= 1; v[12] += 1; return v }), nil, []string{"distilled.npz", "label row 1"}},
+		{"a label row too many", withLabels([]int{21, 10}, func(v []float32) []float32 { return append(v, v[:10]...) }), nil, []string{"distilled.npz", "labels", "20 images"}},
+		{"flat labels", withLabels([]int{200}, func(v []float32) []float32 { return v }), nil, []string{"distilled.npz", "labels"}},
+		{"labels for 5 classes", withLabels([]int{40, 5}, func(v []float32) []float32 { return v }), nil, []string{"distilled.npz", "labels"}},
+		{"no labels", func(d string) {
+			if err := npz.WriteFile(npzPath(d), []*npz.Array{images, indices}); err != nil {
+				t.Fatal(err)
+			}
+		}, nil, []string{"distilled.npz", "labels"}},
+		{"missing npz", func(d string) { os.Remove(npzPath(d)) }, nil, []string{"--distilled", "distilled.npz"}},
+		{"report.json not JSON", func(d string) { editFile(t, reportPath(d), func(b []byte) []byte { return b[:len(b)/3] }) }, nil, []string{"report.json"}},
+		{"report.json with a wrong type", editReport(func(m map[string]any) { m["steps"] = "seven" }), nil, []string{"report.json"}},
+		{"report.json is a folder", func(d string) {
+			os.Remove(reportPath(d))
+			os.Mkdir(reportPath(d), 0o755)
+		}, nil, []string{"report.json"}},
+		// report.json's values are not validated by ReadArtifact: a negative T is caught by
+		// Evaluate (the message blames --steps).
+		{"report.json with negative steps", editReport(func(m map[string]any) { m["steps"] = -5 }),
+			[]string{"--models", "1", "--threads", "1", "--quiet", "--data-dir", shared}, []string{"steps", "-5"}},
+		{"no report.json, no --dataset", func(d string) { os.Remove(reportPath(d)) }, nil, []string{"--dataset", "report.json"}},
+		{"no report.json, no --steps", func(d string) { os.Remove(reportPath(d)) },
+			[]string{"--dataset", "mnist", "--models", "1", "--quiet", "--data-dir", shared}, []string{"--steps", "report.json"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := copyDir(t, art)
+			c.tamper(dir)
+			args := c.args
+			if args == nil {
+				args = eval
+			}
+			r := hostileRun(t, hostileLimit, append([]string{"evaluate", "--distilled", dir}, args...)...)
+			wantOneLine(t, r, exitUsage, c.want...)
+		})
+	}
+	// Without report.json, --dataset and --steps are enough.
+	t.Run("no report.json with --dataset and --steps", func(t *testing.T) {
+		dir := copyDir(t, art)
+		os.Remove(reportPath(dir))
+		r := hostileRun(t, hostileLimit, append([]string{"evaluate", "--distilled", dir, "--dataset", "mnist"}, eval...)...)
+		if r.code != 0 || !strings.Contains(r.stdout, "5 steps, 1 models") {
+			t.Errorf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+	})
+}
+
+// TestHostileCheckpoints: a corrupt newest checkpoint is skipped with a warning and the
+// resumed run still writes the uninterrupted run's artifact byte for byte; with every
+// checkpoint corrupt, --resume fails in one line (exit 2) and the artifact already in --out
+// is untouched.
+func TestHostileCheckpoints(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := tinyDistill(shared, out, "--checkpoint-every", "3")
+	if r := hostileRun(t, hostileLimit, append(args, "--quiet")...); r.code != 0 {
+		t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
+	}
+	first, err := os.ReadFile(filepath.Join(out, "distilled.npz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ckpts, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz"))
+	slices.Sort(ckpts)
+	if len(ckpts) != 3 || filepath.Base(ckpts[2]) != "ckpt-000000016.npz" {
+		t.Fatalf("checkpoints %v, want the newest 3 ending with step 16", ckpts)
+	}
+
+	editFile(t, ckpts[2], flipMiddle(1))
+	r := hostileRun(t, hostileLimit, append(args, "--resume", out)...)
+	if r.code != 0 {
+		t.Fatalf("resume past a corrupt checkpoint: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, w := range []string{"warning: skipping invalid checkpoint", "ckpt-000000016.npz", "resumed from", "ckpt-000000015.npz"} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("resume log lacks %q:\n%s", w, r.stderr)
+		}
+	}
+	if again, err := os.ReadFile(filepath.Join(out, "distilled.npz")); err != nil || !bytes.Equal(again, first) {
+		t.Errorf("resumed from step 15: distilled.npz differs from the uninterrupted run's (%v)", err)
+	}
+
+	// Every checkpoint broken in another way: resume fails, the artifact stays.
+	ckpts, _ = filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz"))
+	slices.Sort(ckpts)
+	if len(ckpts) != 3 {
+		t.Fatalf("checkpoints after the resume: %v", ckpts)
+	}
+	editFile(t, ckpts[0], func(b []byte) []byte { return b[:len(b)-100] })
+	editFile(t, ckpts[1], func([]byte) []byte { return garbage(1000) })
+	editFile(t, ckpts[2], flipMiddle(1))
+	before := snapshot(t, out)
+	r = hostileRun(t, hostileLimit, append(args, "--quiet", "--resume", out)...)
+	wantOneLine(t, r, exitUsage, "--resume", "no valid checkpoint", filepath.Base(ckpts[0]), filepath.Base(ckpts[2]))
+	sameFiles(t, out, before)
+
+	// A checkpoints folder holding only a stray file and a temporary file.
+	empty := filepath.Join(t.TempDir(), "run")
+	os.MkdirAll(filepath.Join(empty, "checkpoints"), 0o755)
+	os.WriteFile(filepath.Join(empty, "checkpoints", "notes.txt"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(empty, "checkpoints", ".ckpt-000000003.npz.tmp-1"), garbage(100), 0o644)
+	r = hostileRun(t, hostileLimit, append(tinyDistill(shared, filepath.Join(t.TempDir(), "o"), "--quiet"), "--resume", empty)...)
+	wantOneLine(t, r, exitUsage, "--resume")
+}
+
+// TestHostileNothingLost: failing runs into an --out that holds a finished run's artifact
+// and checkpoints leave every file byte-identical.
+func TestHostileNothingLost(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "out")
+	if r := hostileRun(t, hostileLimit, tinyDistill(shared, out, "--quiet")...); r.code != 0 {
+		t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
+	}
+	before := snapshot(t, out)
+	if before["distilled.npz"] == nil || before["report.json"] == nil {
+		t.Fatalf("no artifact in %s: %v", out, before)
+	}
+	bad := copyMNIST(t, shared)
+	editFile(t, filepath.Join(bad, "mnist", "train-images-idx3-ubyte.gz"), func(b []byte) []byte { return b[:len(b)-1000] })
+	noCkpt := t.TempDir()
+	cases := []struct {
+		name string
+		code int // -1: 1 or 2
+		args []string
+		want []string
+	}{
+		{"corrupt data", exitUsage, tinyDistill(bad, out, "--quiet"), []string{"train-images-idx3-ubyte.gz"}},
+		{"outer batch 0", exitUsage, tinyDistill(shared, out, "--quiet", "--outer-batch", "0"), []string{"--outer-batch"}},
+		{"device cuda", exitUsage, tinyDistill(shared, out, "--quiet", "--device", "cuda"), []string{"--device", "CUDA"}},
+		{"resume from a folder without checkpoints", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", noCkpt), []string{"--resume"}},
+		{"resume with other settings", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", out, "--label-lr", "0.5"), []string{"--resume", "label_lr"}},
+		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308"), []string{"non-finite", "meta-step 1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := hostileRun(t, hostileLimit, c.args...)
+			wantOneLine(t, r, c.code, c.want...)
+			sameFiles(t, out, before)
+		})
+	}
+}
+
+// TestHostileValues: absurd values not covered by TestUsageErrors fail in one line before
+// any work (well within the time limit); a negative seed is a valid seed.
+func TestHostileValues(t *testing.T) {
+	dir := t.TempDir()
+	empty := t.TempDir() // no data: a value that got past validation fails differently
+	out := filepath.Join(dir, "out")
+	distill := func(args ...string) []string {
+		return append([]string{"distill", "--data-dir", empty, "--out", out, "--quiet"}, args...)
+	}
+	writeConfig := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want []string
+	}{
+		{"epochs 1e12", nil, distill("--epochs", "1000000000000"), exitUsage, []string{"--epochs", "out of range"}},
+		{"epochs 1e12 by variable", []string{"LDTORCH_EPOCHS=1000000000000"}, distill(), exitUsage, []string{"--epochs", "out of range"}},
+		{"eval models -1", nil, distill("--eval-models", "-1"), exitUsage, []string{"--eval-models", "-1"}},
+		{"label lr 1e400", nil, distill("--label-lr", "1e400"), exitUsage, []string{"--label-lr", "1e400"}},
+		{"label lr -1", nil, distill("--label-lr", "-1"), exitUsage, []string{"--label-lr", "-1"}},
+		{"threads 100000", nil, distill("--threads", "100000"), exitUsage, []string{"--threads", "100000"}},
+		{"threads -1", nil, distill("--threads", "-1"), exitUsage, []string{"--threads", "-1"}},
+		{"outer batch 0", nil, distill("--outer-batch", "0"), exitUsage, []string{"--outer-batch"}},
+		{"outer batch -256", nil, distill("--outer-batch", "-256"), exitUsage, []string{"--outer-batch", "-256"}},
+		{"target set size -5", nil, distill("--target-set-size", "-5"), exitUsage, []string{"--target-set-size", "-5"}},
+		{"validate every 0", nil, distill("--validate-every", "0"), exitUsage, []string{"--validate-every"}},
+		{"ridge pseudo step 2", nil, distill("--ridge-pseudo-step", "2"), exitUsage, []string{"--ridge-pseudo-step", "2"}},
+		{"seed beyond int64", nil, distill("--seed", "99999999999999999999"), exitUsage, []string{"--seed", "out of range"}},
+		{"device cuda", nil, distill("--device", "cuda"), exitUsage, []string{"--device cuda", "CUDA is not available"}},
+		{"device cuda:7", nil, distill("--device", "cuda:7"), exitUsage, []string{"--device cuda:7"}},
+		{"device cuda:-1", nil, distill("--device", "cuda:-1"), exitUsage, []string{"--device", "cuda:-1"}},
+		{"config: unknown key in capitals", nil, distill("--config", writeConfig("caps.json", `{"EPOCHS": 3}`)), exitUsage, []string{"EPOCHS", "caps.json"}},
+		{"config: duplicate key", nil, distill("--config", writeConfig("dup.json", `{"epochs": 3, "epochs": 4}`)), exitUsage, []string{"epochs", "dup.json"}},
+		{"config: not an object", nil, distill("--config", writeConfig("list.json", `[1, 2]`)), exitUsage, []string{"list.json"}},
+		{"config: empty", nil, distill("--config", writeConfig("empty.json", ``)), exitUsage, []string{"empty.json"}},
+		{"config: fractional epochs", nil, distill("--config", writeConfig("frac.json", `{"epochs": 3.5}`)), exitUsage, []string{"epochs", "frac.json"}},
+		{"config: baselines as a string", nil, distill("--config", writeConfig("str.json", `{"baselines": "true"}`)), exitUsage, []string{"baselines", "str.json"}},
+		{"config: negative threads", nil, distill("--config", writeConfig("thr.json", `{"threads": -4}`)), exitUsage, []string{"threads", "thr.json"}},
+		{"evaluate models -1", nil, []string{"evaluate", "--distilled", dir, "--models", "-1"}, exitUsage, []string{"--models", "-1"}},
+		{"evaluate models 1e12", nil, []string{"evaluate", "--distilled", dir, "--models", "1000000000000"}, exitUsage, []string{"--models"}},
+		{"evaluate batch 0", nil, []string{"evaluate", "--distilled", dir, "--batch", "0"}, exitUsage, []string{"--batch"}},
+		{"evaluate lr 1e400", nil, []string{"evaluate", "--distilled", dir, "--lr", "1e400"}, exitUsage, []string{"--lr", "1e400"}},
+		{"evaluate steps 1e11", nil, []string{"evaluate", "--distilled", dir, "--steps", "99999999999"}, exitUsage, []string{"--steps"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			r := hostileRunEnv(t, time.Minute, c.env, c.args...)
+			wantOneLine(t, r, c.code, c.want...)
+			noArtifact(t, out)
+		})
+	}
+
+	shared := sharedDatasets(t)
+	// Values that pass validation but not the data: non-zero, one line, no artifact.
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"base 1e9", []string{"--base", "1000000000"}, []string{"--base", "1000000000"}},
+		{"target set larger than the data", []string{"--target-set-size", "100000000"}, []string{"target set size", "100000000"}},
+		{"validation split larger than the data", []string{"--validation-size", "1000000000"}, []string{"validation", "1000000000"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := filepath.Join(t.TempDir(), "out")
+			r := hostileRun(t, hostileLimit, tinyDistill(shared, o, append([]string{"--quiet"}, c.args...)...)...)
+			wantOneLine(t, r, -1, c.want...)
+			noArtifact(t, o)
+		})
+	}
+	// evaluate --threads 100000 on a real artifact: refused, not 100000 threads started.
+	t.Run("evaluate threads 100000", func(t *testing.T) {
+		art := filepath.Join(t.TempDir(), "art")
+		if r := hostileRun(t, hostileLimit, tinyDistill(shared, art, "--quiet")...); r.code != 0 {
+			t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
+		}
+		r := hostileRun(t, time.Minute, "evaluate", "--distilled", art, "--steps", "5", "--models", "1", "--quiet", "--threads", "100000")
+		wantOneLine(t, r, exitUsage, "--threads", "100000")
+	})
+	// A negative seed is a seed like any other (int64; the generators take its bits).
+	t.Run("seed -1 is valid", func(t *testing.T) {
+		o := filepath.Join(t.TempDir(), "out")
+		r := hostileRun(t, hostileLimit, tinyDistill(shared, o, "--quiet", "--seed", "-1")...)
+		if r.code != 0 {
+			t.Fatalf("--seed -1: exit %d: %s", r.code, r.stderr)
+		}
+		b, err := os.ReadFile(filepath.Join(o, "report.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep struct {
+			Seed int64 `json:"seed"`
+		}
+		if err := json.Unmarshal(b, &rep); err != nil || rep.Seed != -1 {
+			t.Errorf("report.json seed %d (%v), want -1", rep.Seed, err)
+		}
+	})
+}
