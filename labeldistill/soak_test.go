@@ -97,8 +97,8 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 	}
 }
 
-// TestRSSFlatOverDistillCalls: 30 small Distill calls (LD and RR alternating, with
-// checkpoints) in one process; RSS after the last may exceed RSS after the 10th by at most
+// TestRSSFlatOverDistillCalls: 100 small Distill calls (LD and RR alternating, with
+// checkpoints) in one process; RSS after the last may exceed RSS after the 20th by at most
 // 8 MiB (a leaked LeNet with its Adam state per call would add 15 MiB). The calls run in a child process (this test binary) with glibc's allocator pinned
 // down: one arena (MALLOC_ARENA_MAX=1) and mmap and trim thresholds fixed at 128 KiB. By
 // default each OS thread that a call happens to run on gets its own malloc arena, which
@@ -107,7 +107,7 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 // wanders by ±50 MB and steps up as new threads appear, without any memory being live.
 // Pinned, RSS measures live memory.
 func TestRSSFlatOverDistillCalls(t *testing.T) {
-	const calls, after = 30, 10
+	const calls, after = 100, 20
 	if os.Getenv("LDTORCH_RSS_CHILD") == "1" {
 		ds := ckptDataset(t)
 		var mid int64
