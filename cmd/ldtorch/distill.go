@@ -196,6 +196,13 @@ func (e *env) distillAction(c *cli.Context) error {
 		}
 	})}
 	ckptDir := filepath.Join(cfg.Out, "checkpoints")
+	// A fresh run must not mix its checkpoints with an earlier run's: keeping the newest
+	// three would delete its own, and its --resume hint would find the other run's.
+	if !c.IsSet("resume") && cfg.CheckpointEvery >= 0 {
+		if old, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz")); len(old) > 0 {
+			return usageErrorf("--out: %s already holds %d checkpoint(s) of an earlier run; continue it with --resume %s, or choose another --out", cfg.Out, len(old), cfg.Out)
+		}
+	}
 	if cfg.CheckpointEvery >= 0 {
 		opts = append(opts, labeldistill.WithCheckpointDir(ckptDir))
 	}

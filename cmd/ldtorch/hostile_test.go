@@ -454,12 +454,13 @@ func TestHostileNothingLost(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"corrupt data", exitUsage, tinyDistill(bad, out, "--quiet"), []string{"train-images-idx3-ubyte.gz"}},
+		{"corrupt data", exitUsage, tinyDistill(bad, out, "--quiet", "--checkpoint-every", "-1"), []string{"train-images-idx3-ubyte.gz"}},
+		{"fresh run into a folder holding another run's checkpoints", exitUsage, tinyDistill(shared, out, "--quiet"), []string{"--out", "checkpoint", "--resume"}},
 		{"outer batch 0", exitUsage, tinyDistill(shared, out, "--quiet", "--outer-batch", "0"), []string{"--outer-batch"}},
 		{"device cuda", exitUsage, tinyDistill(shared, out, "--quiet", "--device", "cuda"), []string{"--device", "CUDA"}},
 		{"resume from a folder without checkpoints", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", noCkpt), []string{"--resume"}},
 		{"resume with other settings", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", out, "--label-lr", "0.5"), []string{"--resume", "label_lr"}},
-		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308"), []string{"non-finite", "meta-step 1"}},
+		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308", "--checkpoint-every", "-1"), []string{"non-finite", "meta-step 1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
