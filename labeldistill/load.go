@@ -90,8 +90,31 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	if valSize == spec.ValidationSize {
 		valSize = 0 // the registry's rule, which also adapts to subset layouts
 	}
-	return data.Load(name, data.Options{DataDir: dir, Seed: uint64(cfg.Seed), TargetSetSize: cfg.TargetSetSize,
-		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose})
+	opt := data.Options{DataDir: dir, Seed: uint64(cfg.Seed), TargetSetSize: cfg.TargetSetSize,
+		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose}
+	raw, err := data.LoadRaw(name, opt)
+	if err != nil {
+		return nil, err
+	}
+	// Sizes that only the data can rule out, named as the settings they come from.
+	n := raw.Train.N
+	target, validation, _ := spec.SplitSizes(n)
+	if valSize > 0 {
+		if valSize >= n {
+			return nil, &FieldError{Field: "validation_size", Msg: fmt.Sprintf("%d does not leave a target set: %s has %d train images", valSize, name, n)}
+		}
+		target, validation = n-valSize, valSize
+	}
+	if cfg.TargetSetSize > target {
+		return nil, &FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
+	}
+	ds, err := data.NewDataset(raw.Spec, raw.Train, raw.Test, data.SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
+	if err != nil {
+		return nil, err
+	}
+	ds.Layout, ds.Dir, ds.Files = raw.Layout, raw.Dir, raw.Files
+	ds.Warnings = append(raw.Warnings, ds.Warnings...)
+	return ds, nil
 }
 
 func fileSHA256(path string) (string, error) {
