@@ -134,8 +134,7 @@ func TestRSSFlatOverDistillCalls(t *testing.T) {
 	}
 	ckptDataset(t) // skip here when MNIST is absent
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRSSFlatOverDistillCalls$", "-test.count=1", "-test.v")
-	// LDTORCH_HOST_ALLOCATOR=default keeps Distill from re-tuning malloc over these settings.
-	cmd.Env = append(os.Environ(), "LDTORCH_RSS_CHILD=1", "LDTORCH_HOST_ALLOCATOR=default", "MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TRIM_THRESHOLD_=131072")
+	cmd.Env = append(os.Environ(), "LDTORCH_RSS_CHILD=1", "MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TRIM_THRESHOLD_=131072")
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "MiB") {

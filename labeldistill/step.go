@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -74,14 +73,6 @@ func applyThreads(n int) error {
 	}
 	if err := torch.SetNumThreads(n); err != nil {
 		return err
-	}
-	// Keep freed activation memory in the heap: without this glibc returns every large
-	// tensor to the kernel and the next step page-faults it back (30–40 % of a meta-step's
-	// CPU). Best effort: not every C library supports it, and results do not depend on it.
-	// LDTORCH_HOST_ALLOCATOR=default leaves malloc as the environment set it (memory tests
-	// pin it to measure live memory; services may prefer glibc's defaults).
-	if os.Getenv("LDTORCH_HOST_ALLOCATOR") != "default" {
-		_ = torch.TuneHostAllocator(32<<20, 1<<30, 256<<20)
 	}
 	return nil
 }
