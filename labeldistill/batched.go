@@ -99,16 +99,7 @@ func newBatchedLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, seeds [
 		torch.Escape(sc)
 		l.scale = append(l.scale, sc)
 	}
-	switch spec.Kind {
-	case "adam":
-		adam := torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}
-		l.opt, err = torch.NewAdam(l.flat, adam)
-	case "sgd":
-		l.opt, err = torch.NewSGD(l.flat, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
-	default:
-		err = fmt.Errorf("unknown optimizer %q (known: adam, sgd)", spec.Kind)
-	}
-	if err != nil {
+	if l.opt, err = newOptimizer(spec, cfg, l.flat); err != nil {
 		return fail(err)
 	}
 	if rr {

@@ -393,27 +393,30 @@ func listCheckpoints(dir string) ([]string, error) {
 	return paths, nil
 }
 
-// prepareCheckpointDir creates dir and proves it writable (a probe file is written,
-// synced and removed), so that an unusable folder fails before any work starts.
+// prepareCheckpointDir creates dir and proves it writable, so that an unusable folder fails
+// before any work starts.
 func prepareCheckpointDir(dir string) error {
-	bad := func(err error) error {
+	if err := EnsureWritableDir(dir); err != nil {
 		return fmt.Errorf("checkpoint folder %s is not writable: %w", dir, err)
 	}
+	return nil
+}
+
+// EnsureWritableDir creates dir if needed and proves it writable: a probe file is written,
+// synced and removed. The CLI checks --out with it before any work starts.
+func EnsureWritableDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return bad(err)
+		return err
 	}
 	f, err := os.CreateTemp(dir, ".ldtorch-probe-*")
 	if err != nil {
-		return bad(err)
+		return err
 	}
 	_, werr := f.WriteString("probe\n")
 	serr := f.Sync()
 	cerr := f.Close()
 	rerr := os.Remove(f.Name())
-	if err := errors.Join(werr, serr, cerr, rerr); err != nil {
-		return bad(err)
-	}
-	return nil
+	return errors.Join(werr, serr, cerr, rerr)
 }
 
 // pruneCheckpoints removes all but the newest keep checkpoints (keep < 1: none removed) and

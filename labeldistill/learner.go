@@ -42,6 +42,26 @@ type optSpec struct {
 
 func adamSpec(lr float64) optSpec { return optSpec{Kind: "adam", LR: lr} }
 
+// newOptimizer builds spec's optimizer over params (Adam takes betas and eps from cfg). On
+// error it returns a nil interface, never a typed nil, so callers' cleanup can test for nil.
+func newOptimizer(spec optSpec, cfg Config, params []*torch.Tensor) (optimizer, error) {
+	switch spec.Kind {
+	case "adam":
+		a, err := torch.NewAdam(params, torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps})
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	case "sgd":
+		o, err := torch.NewSGD(params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
+		if err != nil {
+			return nil, err
+		}
+		return o, nil
+	}
+	return nil, fmt.Errorf("unknown optimizer %q (known: adam, sgd)", spec.Kind)
+}
+
 // newLearner initialises a model from gen (a CPU generator).
 func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
 	l := &learner{net: net, rr: rr, cfg: cfg, lr: spec.LR}
@@ -57,16 +77,7 @@ func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Gen
 		l.close()
 		return nil, err
 	}
-	switch spec.Kind {
-	case "adam":
-		adam := torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}
-		l.opt, err = torch.NewAdam(l.params, adam)
-	case "sgd":
-		l.opt, err = torch.NewSGD(l.params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
-	default:
-		err = fmt.Errorf("unknown optimizer %q (known: adam, sgd)", spec.Kind)
-	}
-	if err != nil {
+	if l.opt, err = newOptimizer(spec, cfg, l.params); err != nil {
 		l.close()
 		return nil, err
 	}

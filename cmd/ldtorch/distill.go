@@ -103,31 +103,17 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 	return resolved, src, nil
 }
 
-// checkWritable creates dir if needed and writes and removes a probe file in it.
+// checkWritable creates dir if needed and proves it writable (labeldistill.EnsureWritableDir).
 func checkWritable(dir string) error {
-	bad := func(err error) error {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return usageErrorf("--out: output folder %s is not writable: %v", dir, err)
+	err := labeldistill.EnsureWritableDir(dir)
+	if err == nil {
+		return nil
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return bad(err)
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
 	}
-	f, err := os.CreateTemp(dir, ".ldtorch-probe-*")
-	if err != nil {
-		return bad(err)
-	}
-	_, werr := f.WriteString("probe\n")
-	cerr := f.Close()
-	rerr := os.Remove(f.Name())
-	for _, err := range []error{werr, cerr, rerr} {
-		if err != nil {
-			return bad(err)
-		}
-	}
-	return nil
+	return usageErrorf("--out: output folder %s is not writable: %v", dir, err)
 }
 
 // checkRuntime verifies the libtorch runtime (the shim's ABI) and the device.
