@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ldtorch/ldtorch/internal/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
@@ -109,35 +110,9 @@ func WriteArtifact(dir string, res *Result) error {
 
 // WriteFileAtomic writes data to path through a temporary file in the same folder, synced
 // and renamed over path: readers see the old file or the new one, never a mix.
-func WriteFileAtomic(path string, data []byte) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
+func WriteFileAtomic(path string, data []byte) error {
+	if err := atomicfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			os.Remove(tmp)
-		}
-	}()
-	if err = f.Chmod(0o644); err == nil { // CreateTemp makes 0600 files
-		_, err = f.Write(data)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/internal/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
@@ -81,7 +82,7 @@ func SaveOrdered(path string, names []string, tensors []*Tensor) error {
 		}
 		arrays[i] = a
 	}
-	if err := writeAtomic(path, func(w io.Writer) error { return writeArchive(w, arrays) }); err != nil {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return writeArchive(w, arrays) }); err != nil {
 		return &Error{Op: op, Msg: path + ": " + err.Error(), err: err}
 	}
 	return nil
@@ -155,42 +156,6 @@ func verifyArchive(f *os.File, size int64) error {
 	}
 	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
 		return errors.New("archive checksum mismatch: member names or sizes are corrupt")
-	}
-	return nil
-}
-
-// writeAtomic writes path through a temporary file in the same folder: fill, fsync,
-// close, rename over path, fsync the folder.
-func writeAtomic(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
-		}
-	}()
-	if err = fill(tmp); err != nil {
-		return err
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil { // make the rename durable where supported
-		d.Sync()
-		d.Close()
 	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/ldtorch/ldtorch/internal/atomicfile"
 )
 
 // Where Fetch gets its files; variables so tests can point them elsewhere.
@@ -149,44 +151,19 @@ func extractNPMData(tgz string, spec *Spec, dest string, log func(string)) error
 	return nil
 }
 
-// writeVerified writes r to a temporary file next to path, checks its sha256 against
-// fs, fsyncs and renames it to path. A checksum mismatch leaves nothing behind.
-func writeVerified(path string, r io.Reader, fs *FileSpec) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+// writeVerified writes r atomically to path (see atomicfile.Write) if its sha256 is one
+// fs knows. A checksum mismatch leaves nothing behind.
+func writeVerified(path string, r io.Reader, fs *FileSpec) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
+		h := sha256.New()
+		if _, err := io.Copy(io.MultiWriter(w, h), r); err != nil {
+			return err
 		}
-	}()
-	h := sha256.New()
-	if _, err = io.Copy(io.MultiWriter(tmp, h), r); err != nil {
-		return err
-	}
-	sum := hex.EncodeToString(h.Sum(nil))
-	if !fs.knownSum(sum) {
-		return &ChecksumError{Dataset: "fetch", File: path, SHA256: sum, Known: fs.SHA256}
-	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = tmp.Sync(); err != nil {
-		return err
-	}
-	if err = tmp.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(filepath.Dir(path)); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+		if sum := hex.EncodeToString(h.Sum(nil)); !fs.knownSum(sum) {
+			return &ChecksumError{Dataset: "fetch", File: path, SHA256: sum, Known: fs.SHA256}
+		}
+		return nil
+	})
 }
 
 func fetchDebianFashion(ctx context.Context, dest string, log func(string)) error {

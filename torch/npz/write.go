@@ -6,8 +6,8 @@ import (
 	"archive/zip"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+
+	"github.com/ldtorch/ldtorch/internal/atomicfile"
 )
 
 // Write writes arrays as an .npz archive with stored (uncompressed) members, like
@@ -86,43 +86,21 @@ func write(w io.Writer, arrays []*Array, method uint16) error {
 	return nil
 }
 
-// writeFile writes path atomically through a temporary file in the same directory.
-func writeFile(path string, fill func(io.Writer) error) (err error) {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return &Error{File: path, Problem: "cannot create temporary file", Err: err}
-	}
-	defer func() {
-		if err != nil {
-			tmp.Close()
-			os.Remove(tmp.Name())
+// writeFile writes path atomically (see atomicfile.Write), every error an *Error naming
+// path.
+func writeFile(path string, fill func(io.Writer) error) error {
+	err := atomicfile.Write(path, fill)
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *Error: // from fill
+		e.File = path
+		return e
+	case *atomicfile.Error:
+		if e.Step == "create" {
+			return &Error{File: path, Problem: "cannot create temporary file", Err: e.Err}
 		}
-	}()
-	if err = fill(tmp); err != nil {
-		if e, ok := err.(*Error); ok {
-			e.File = path
-			return e
-		}
-		return &Error{File: path, Problem: "write failed", Err: err}
+		return &Error{File: path, Problem: e.Step + " failed", Err: e.Err}
 	}
-	if err = tmp.Chmod(0o644); err != nil {
-		return &Error{File: path, Problem: "chmod failed", Err: err}
-	}
-	if err = tmp.Sync(); err != nil {
-		return &Error{File: path, Problem: "fsync failed", Err: err}
-	}
-	if err = tmp.Close(); err != nil {
-		return &Error{File: path, Problem: "close failed", Err: err}
-	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return &Error{File: path, Problem: "rename failed", Err: err}
-	}
-	// Make the rename durable; some filesystems refuse to fsync a directory, which is
-	// not an error worth failing the write for.
-	if d, derr := os.Open(dir); derr == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return &Error{File: path, Problem: "write failed", Err: err}
 }

@@ -1,0 +1,77 @@
+// Package atomicfile replaces files atomically, for every file ldtorch writes: the new
+// content goes to a temporary file in the destination's folder, which is fsynced, closed
+// and renamed over the destination (then the folder is fsynced), so a reader or a crash
+// sees the old file or the new one, never a mix.
+package atomicfile
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Error is a failure of one of Write's own steps (not of its fill function).
+//
+// Its message is Err's: the os errors already name the file (the temporary file, or both
+// names of a rename) and the operation, and callers add the destination themselves. Step
+// lets a caller word the failure in its own terms.
+type Error struct {
+	Step string // "create" (the temporary file), "chmod", "fsync", "close" or "rename"
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Write creates or replaces path with the bytes fill writes. The temporary file is named
+// "." + base(path) + ".tmp-<random>" (checkpoint pruning recognises leftovers of
+// interrupted writes by that name) and is removed on any error, leaving path untouched.
+// The file gets mode 0644.
+//
+// An error from fill is returned unchanged, so callers can match their own error types;
+// fill can also reject what it wrote (a checksum mismatch, say) to abort the write. Any
+// other failure is an *Error.
+func Write(path string, fill func(io.Writer) error) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return &Error{Step: "create", Err: err}
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close() // a second Close after a failed one is harmless
+			os.Remove(tmp.Name())
+		}
+	}()
+	if err = fill(tmp); err != nil {
+		return err
+	}
+	if err = tmp.Chmod(0o644); err != nil { // CreateTemp makes 0600 files
+		return &Error{Step: "chmod", Err: err}
+	}
+	if err = tmp.Sync(); err != nil {
+		return &Error{Step: "fsync", Err: err}
+	}
+	if err = tmp.Close(); err != nil {
+		return &Error{Step: "close", Err: err}
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return &Error{Step: "rename", Err: err}
+	}
+	// Make the rename durable; some filesystems refuse to fsync a folder, which is not
+	// worth failing a write that has already happened.
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// WriteFile is Write for bytes held in memory.
+func WriteFile(path string, data []byte) error {
+	return Write(path, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
