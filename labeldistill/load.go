@@ -92,6 +92,7 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	}
 	opt := data.Options{DataDir: dir, Seed: uint64(cfg.Seed), TargetSetSize: cfg.TargetSetSize,
 		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose}
+	// data.Load, in its two steps, to check the sizes in between.
 	raw, err := data.LoadRaw(name, opt)
 	if err != nil {
 		return nil, err
@@ -108,13 +109,7 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	if cfg.TargetSetSize > target {
 		return nil, &FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
 	}
-	ds, err := data.NewDataset(raw.Spec, raw.Train, raw.Test, data.SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
-	if err != nil {
-		return nil, err
-	}
-	ds.Layout, ds.Dir, ds.Files = raw.Layout, raw.Dir, raw.Files
-	ds.Warnings = append(raw.Warnings, ds.Warnings...)
-	return ds, nil
+	return raw.Split(data.SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
 }
 
 func fileSHA256(path string) (string, error) {

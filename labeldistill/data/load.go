@@ -172,13 +172,7 @@ func Load(name string, opt Options) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	ds, err := NewDataset(raw.Spec, raw.Train, raw.Test, SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
-	if err != nil {
-		return nil, err
-	}
-	ds.Layout, ds.Dir, ds.Files = raw.Layout, raw.Dir, raw.Files
-	ds.Warnings = append(raw.Warnings, ds.Warnings...)
-	return ds, nil
+	return raw.Split(SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
 }
 
 // RawData is a dataset's train and test data as stored (uint8), before splitting.
@@ -189,6 +183,18 @@ type RawData struct {
 	Dir         string   // the dataset folder
 	Files       []string // the files read
 	Warnings    []string
+}
+
+// Split splits and normalises the data (NewDataset), keeping where it came from and the
+// warnings of reading it: Load is LoadRaw then Split.
+func (r *RawData) Split(opt SplitOptions) (*Dataset, error) {
+	ds, err := NewDataset(r.Spec, r.Train, r.Test, opt)
+	if err != nil {
+		return nil, err
+	}
+	ds.Layout, ds.Dir, ds.Files = r.Layout, r.Dir, r.Files
+	ds.Warnings = append(r.Warnings, ds.Warnings...)
+	return ds, nil
 }
 
 // LoadRaw locates, verifies and reads a dataset's train and test files as uint8
