@@ -101,11 +101,7 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 			if c.Err() != nil {
 				return c.Err()
 			}
-			grads, err := torch.Grad([]*torch.Tensor{loss}, l.params, torch.GradOpts{})
-			if err != nil {
-				return err
-			}
-			return l.opt.StepWith(grads)
+			return l.descend(loss)
 		}()
 		if err != nil {
 			return nil, fmt.Errorf("teacher step %d: %w", step, err)

@@ -34,11 +34,7 @@ func trainStep(l *learner, baseX, table, idx *torch.Tensor) error {
 		if c.Err() != nil {
 			return c.Err()
 		}
-		grads, err := torch.Grad([]*torch.Tensor{loss}, l.params, torch.GradOpts{})
-		if err != nil {
-			return err
-		}
-		return l.opt.StepWith(grads)
+		return l.descend(loss)
 	}
 	zb := c.T(l.features(xb, true))
 	if c.Err() != nil {

@@ -139,6 +139,16 @@ func withBias(f *torch.Tensor) (*torch.Tensor, error) {
 	return torch.Cat([]*torch.Tensor{f, ones}, 1)
 }
 
+// descend takes one optimizer step on the gradient of loss with respect to the parameters:
+// a classifier's training step once its loss is computed.
+func (l *learner) descend(loss *torch.Tensor) error {
+	grads, err := torch.Grad([]*torch.Tensor{loss}, l.params, torch.GradOpts{})
+	if err != nil {
+		return err
+	}
+	return l.opt.StepWith(grads)
+}
+
 // features returns Z = [f_θ(x), 1] (RR learners).
 func (l *learner) features(x *torch.Tensor, train bool) (*torch.Tensor, error) {
 	f, err := l.net.Features(l.params, l.buffers, x, train)
