@@ -1,6 +1,7 @@
 package data
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -15,7 +16,7 @@ func TestReadCIFAR(t *testing.T) {
 	if r.N != 5 || r.C != 3 || r.H != 32 || r.Classes != 10 {
 		t.Fatalf("got %+v", r)
 	}
-	if want := []int64{0, 1, 2, 9, 8}; !equalInts(r.Labels, want) {
+	if want := []int64{0, 1, 2, 9, 8}; !slices.Equal(r.Labels, want) {
 		t.Errorf("labels %v, want %v", r.Labels, want)
 	}
 	// image 3 (first of batch 2): R plane 0, G plane 50, B plane 100
@@ -28,21 +29,9 @@ func TestReadCIFAR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{90, 91, 92, 93}; r.Classes != 100 || !equalInts(r.Labels, want) {
+	if want := []int64{90, 91, 92, 93}; r.Classes != 100 || !slices.Equal(r.Labels, want) {
 		t.Errorf("cifar100 labels %v", r.Labels)
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCIFARBadInput(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -55,7 +56,7 @@ func TestReadImageFolder(t *testing.T) {
 	if want := []string{"cat/a.png", "cat/b.jpg", "dog/x.PNG", "dog/y.png", "dog/z.png"}; !reflect.DeepEqual(set.Files, want) {
 		t.Errorf("files %v, want %v", set.Files, want)
 	}
-	if want := []int64{0, 0, 1, 1, 1}; !equalInts(r.Labels, want) {
+	if want := []int64{0, 0, 1, 1, 1}; !slices.Equal(r.Labels, want) {
 		t.Errorf("labels %v", r.Labels)
 	}
 	checks := []struct {
@@ -81,7 +82,7 @@ func TestReadImageFolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{0, 0, 0, 1, 1}; !equalInts(set2.Raw.Labels, want) || set2.Files[0] != "dog/x.PNG" {
+	if want := []int64{0, 0, 0, 1, 1}; !slices.Equal(set2.Raw.Labels, want) || set2.Files[0] != "dog/x.PNG" {
 		t.Errorf("explicit classes: labels %v files %v", set2.Raw.Labels, set2.Files)
 	}
 	set3, _ := ReadImageFolder(root, ImageOptions{Workers: 7})
@@ -187,10 +188,10 @@ func TestReadImageTar(t *testing.T) {
 		if want := []string{"dog/0.png", "cat/1.jpg", "cat/2.png"}; !reflect.DeepEqual(tr.Files, want) {
 			t.Errorf("train files %v, want %v", tr.Files, want)
 		}
-		if want := []int64{0, 1, 1}; !equalInts(tr.Raw.Labels, want) {
+		if want := []int64{0, 1, 1}; !slices.Equal(tr.Raw.Labels, want) {
 			t.Errorf("train labels %v", tr.Raw.Labels)
 		}
-		if te.Raw.N != 2 || !equalInts(te.Raw.Labels, []int64{0, 1}) {
+		if te.Raw.N != 2 || !slices.Equal(te.Raw.Labels, []int64{0, 1}) {
 			t.Errorf("test: %v", te.Raw.Labels)
 		}
 		if got := rgbAt(tr.Raw, 1, 5, 5); !near(got, [3]int{0, 0, 255}, 3) {

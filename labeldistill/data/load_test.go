@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -68,7 +69,7 @@ func TestLoadGeneratedMNIST(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !equalFloats(ds.TargetSet.Images, ds2.TargetSet.Images) || !equalInts(ds.Validation.Labels, ds2.Validation.Labels) {
+	if !slices.Equal(ds.TargetSet.Images, ds2.TargetSet.Images) || !slices.Equal(ds.Validation.Labels, ds2.Validation.Labels) {
 		t.Error("raw and gz differ")
 	}
 	// Missing files.
@@ -80,18 +81,6 @@ func TestLoadGeneratedMNIST(t *testing.T) {
 	if _, err := Load("nope", Options{}); err == nil {
 		t.Error("unknown dataset")
 	}
-}
-
-func equalFloats(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestLoadWrongImageSize(t *testing.T) {
