@@ -370,12 +370,12 @@ func (b *Batched) lenetBody() func(ch *torch.Chain, p, _ []*torch.Tensor, x *tor
 		if ch.Err() != nil {
 			return nil
 		}
-		y = ch.T(maxPool2x2(ch, y).Relu())
+		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
 		y = b.conv(ch, y, p[2], p[3], torch.Conv2dOpts{})
 		if ch.Err() != nil {
 			return nil
 		}
-		y = ch.T(maxPool2x2(ch, y).Relu())
+		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
 		y = b.toRows(ch, y)
 		y = ch.T(ch.T(b.linear(ch, y, p[4], p[5])).Relu())
 		return ch.T(ch.T(b.linear(ch, y, p[6], p[7])).Relu())

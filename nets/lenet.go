@@ -30,9 +30,9 @@ func newLeNet(c, h, w, classes int64) (*Net, error) {
 		// ReLU after max-pooling: relu(maxpool(x)) = maxpool(relu(x)) exactly (ReLU is
 		// monotonic), values and gradients alike, with a quarter of the ReLU work.
 		y := ch.T(torch.Conv2d(x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}}))
-		y = ch.T(maxPool2x2(ch, y).Relu())
+		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
 		y = ch.T(torch.Conv2d(y, p[2], p[3], torch.Conv2dOpts{}))
-		y = ch.T(maxPool2x2(ch, y).Relu())
+		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
 		y = ch.T(y.Flatten(1, -1))
 		y = ch.T(ch.T(torch.Linear(y, p[4], p[5])).Relu())
 		return ch.T(ch.T(torch.Linear(y, p[6], p[7])).Relu())

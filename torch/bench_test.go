@@ -199,3 +199,39 @@ func BenchmarkMetaStep(b *testing.B) {
 		})
 	})
 }
+
+// BenchmarkPool2x2 compares libtorch's max_pool2d with the fused MaxPool2x2 on LeNet's
+// first activation of a meta-step's target batch (1024×6×24×24 float32): forward with a
+// recorded graph, then backward, as the LD meta-step runs them; and forward alone, as
+// scoring runs it.
+func BenchmarkPool2x2(b *testing.B) {
+	x := Must(Randn([]int64{1024, 6, 24, 24}, nil))
+	defer x.Free()
+	if err := x.SetRequiresGrad(true); err != nil {
+		b.Fatal(err)
+	}
+	impls := map[string]func(*Tensor) (*Tensor, error){
+		"max_pool2d": func(x *Tensor) (*Tensor, error) { return MaxPool2d(x, PoolOpts{Kernel: [2]int64{2, 2}}) },
+		"MaxPool2x2": MaxPool2x2,
+	}
+	for _, name := range []string{"max_pool2d", "MaxPool2x2"} {
+		pool := impls[name]
+		b.Run(name+"/fwd+bwd", func(b *testing.B) {
+			cpuLoop(b, func() {
+				sc := NewScope()
+				defer sc.Close()
+				y := Must(pool(x))
+				g := Must(Ones(y.Shape()))
+				Must(Grad([]*Tensor{y}, []*Tensor{x}, GradOpts{GradOutputs: []*Tensor{g}}))
+			})
+		})
+		b.Run(name+"/fwd-graph", func(b *testing.B) {
+			cpuLoop(b, func() { Must(pool(x)).Free() })
+		})
+		b.Run(name+"/fwd-nograd", func(b *testing.B) {
+			cpuLoop(b, func() {
+				_ = NoGrad(func() error { Must(pool(x)).Free(); return nil })
+			})
+		})
+	}
+}

@@ -87,12 +87,3 @@ func SetNumThreads(n int) error { return cerr("set_num_threads", C.ldt_set_num_t
 
 // NumThreads returns libtorch's intra-op thread count.
 func NumThreads() int { return int(C.ldt_get_num_threads()) }
-
-// TuneHostAllocator sets glibc's malloc thresholds at run time (mallopt: M_MMAP_THRESHOLD,
-// at most 32 MiB; M_TRIM_THRESHOLD; M_TOP_PAD). It affects the whole process and is never
-// called implicitly; it is an error where the C library is not glibc. Measured: no effect on
-// a meta-step (docs/BENCHMARKS.md, prediction 6), unlike the same settings given as
-// environment variables at process start (MALLOC_MMAP_THRESHOLD_ etc.), which do help.
-func TuneHostAllocator(mmapThreshold, trimThreshold, topPad int64) error {
-	return cerr("tune_host_allocator", C.ldt_tune_host_allocator(C.int64_t(mmapThreshold), C.int64_t(trimThreshold), C.int64_t(topPad)))
-}

@@ -243,6 +243,8 @@ func gcCases() []gcCase {
 			}), gg: true},
 		{name: "max_pool2d_k2_ceil", inputs: rn(116, 1, 2, 7, 7),
 			f: un(func(x *Tensor) (*Tensor, error) { return MaxPool2d(x, PoolOpts{Kernel: p2(2, 2), CeilMode: true}) })},
+		{name: "max_pool2x2", inputs: rn(150, 2, 3, 6, 6), f: un(MaxPool2x2), gg: true},
+		{name: "max_pool2x2_odd", inputs: rn(151, 1, 2, 7, 5), f: un(MaxPool2x2), gg: true},
 		{name: "avg_pool2d_k2", inputs: rn(117, 2, 3, 6, 6),
 			f: un(func(x *Tensor) (*Tensor, error) { return AvgPool2d(x, PoolOpts{Kernel: p2(2, 2)}) })},
 		{name: "avg_pool2d_k3s2p1", inputs: rn(118, 1, 2, 7, 7),

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <dlfcn.h>
 #if defined(__GLIBC__)
-#include <malloc.h>
 #endif
 
 struct ldt_generator_s {
@@ -124,25 +123,6 @@ ldt_error ldt_cuda_empty_cache(void) {
   LDT_CATCH
 }
 
-ldt_error ldt_tune_host_allocator(int64_t mmap_threshold, int64_t trim_threshold, int64_t top_pad) {
-  LDT_TRY {
-#if defined(__GLIBC__)
-    if (mmap_threshold < 0 || trim_threshold < 0 || top_pad < 0)
-      throw std::invalid_argument("allocator thresholds must not be negative");
-    // mallopt returns 1 on success, 0 for a value out of range (the mmap threshold is capped
-    // at 32 MiB on 64-bit glibc).
-    if (mallopt(M_MMAP_THRESHOLD, static_cast<int>(std::min<int64_t>(mmap_threshold, 1 << 30))) != 1)
-      throw std::invalid_argument("mmap threshold " + std::to_string(mmap_threshold) + " rejected by mallopt");
-    if (mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<int64_t>(trim_threshold, 1 << 30))) != 1)
-      throw std::invalid_argument("trim threshold rejected by mallopt");
-    if (mallopt(M_TOP_PAD, static_cast<int>(std::min<int64_t>(top_pad, 1 << 30))) != 1)
-      throw std::invalid_argument("top pad rejected by mallopt");
-#else
-    throw std::runtime_error("host allocator tuning needs glibc");
-#endif
-  }
-  LDT_CATCH
-}
 
 ldt_error ldt_manual_seed(uint64_t seed) {
   LDT_TRY { at::manual_seed(seed); }

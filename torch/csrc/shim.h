@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 2
+#define LDT_ABI_VERSION 3
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -49,11 +49,6 @@ LDT_API ldt_error ldt_generator_new(ldt_generator *out, uint64_t seed);
 LDT_API void ldt_generator_free(ldt_generator g);
 LDT_API ldt_error ldt_generator_get_state(ldt_generator g, ldt_tensor *out);
 LDT_API ldt_error ldt_generator_set_state(ldt_generator g, ldt_tensor state);
-/* glibc's malloc: keep freed blocks up to mmap_threshold bytes in the heap instead of
- * returning them to the kernel (trim_threshold, top_pad likewise), so the large activation
- * tensors of every step reuse memory instead of page-faulting fresh pages. An error where
- * the C library is not glibc. Affects the whole process; nothing calls it implicitly. */
-LDT_API ldt_error ldt_tune_host_allocator(int64_t mmap_threshold, int64_t trim_threshold, int64_t top_pad);
 /* Grad mode is thread-local in libtorch: callers pin their goroutine to one OS thread. */
 LDT_API int ldt_set_grad_enabled(int enabled); /* returns the previous mode */
 LDT_API int ldt_is_grad_enabled(void);
@@ -153,6 +148,10 @@ LDT_API ldt_error ldt_conv2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_te
                              int64_t groups);
 LDT_API ldt_error ldt_max_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
                                  const int64_t *stride, const int64_t *padding, int ceil_mode);
+/* max_pool2d with kernel 2, stride 2, no padding, floor mode: the same values, tie rule and
+ * gradients (double backward included), from a fused CPU kernel for float and double;
+ * other devices and types use max_pool2d. */
+LDT_API ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x);
 LDT_API ldt_error ldt_avg_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
                                  const int64_t *stride, const int64_t *padding, int ceil_mode,
                                  int count_include_pad);

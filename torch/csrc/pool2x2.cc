@@ -1,0 +1,216 @@
+// pool2x2.cc: a fused CPU kernel for max_pool2d with kernel 2, stride 2, no padding, the
+// only pooling LeNet uses. libtorch 1.13's CPU max_pool2d takes ≈ 17 ms (one thread) for
+// the 1024×6×24×24 activations of a meta-step, ≈ 5 ns per element for a memory-bound op
+// (docs/BENCHMARKS.md, prediction 9). The kernel here reads each input element once.
+//
+// Exactness: values, winning positions and gradients are those of max_pool2d. Each window is
+// scanned in max_pool2d's order (row-major) with its rule `v > best || isnan(v)`, so ties go
+// to the first maximum and NaN propagates; the gradient goes to the recorded position, as
+// max_pool2d_with_indices_backward sends it. Odd heights and widths drop the last row or
+// column, as floor mode does.
+//
+// Autograd: three custom functions keep double backward (label distillation's inner step
+// differentiates through the pooling of the base images):
+//   MaxPool2x2(x)       → y, with the 0..3 winner of each window saved (uint8)
+//   Scatter2x2(g, x, idx) → the gradient of MaxPool2x2/Select2x2 (g placed at the winners)
+//   Select2x2(x, idx)   → x at the winners; the gradient of Scatter2x2
+// Scatter and Select are linear and adjoint to each other, so each one's backward is the other.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cmath>
+#include <limits>
+
+#include "internal.h"
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Planes per parallel task: one 24×24 plane is ≈ 2 µs of work.
+constexpr int64_t kGrain = 64;
+
+// Whether the fused kernel applies; otherwise max_pool2d does the work (CUDA, integer or
+// half types, fewer than 4 dimensions, a plane smaller than one window).
+bool fusable(const at::Tensor &x) {
+  return x.device().is_cpu() && x.dim() == 4 && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) &&
+         x.size(2) >= 2 && x.size(3) >= 2 && x.layout() == at::kStrided;
+}
+
+// take is max_pool2d's rule for replacing the current maximum: larger, or NaN (v != v).
+template <typename scalar_t>
+inline bool take(scalar_t v, scalar_t best) {
+  return (v > best) | (v != v);
+}
+
+// pool computes y (N,C,H/2,W/2) and, when idx_out is given, the winner of each window.
+at::Tensor pool(const at::Tensor &input, at::Tensor *idx_out) {
+  auto x = input.contiguous();
+  const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), Ho = H / 2, Wo = W / 2;
+  auto y = at::empty({x.size(0), x.size(1), Ho, Wo}, x.options());
+  at::Tensor idx;
+  if (idx_out != nullptr) idx = at::empty({x.size(0), x.size(1), Ho, Wo}, x.options().dtype(at::kByte));
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "max_pool2x2", [&] {
+    const scalar_t *in = x.data_ptr<scalar_t>();
+    scalar_t *out = y.data_ptr<scalar_t>();
+    uint8_t *win = idx.defined() ? idx.data_ptr<uint8_t>() : nullptr;
+    at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; p++) {
+        const scalar_t *plane = in + p * H * W;
+        for (int64_t i = 0; i < Ho; i++) {
+          const scalar_t *r0 = plane + 2 * i * W, *r1 = r0 + W;
+          scalar_t *o = out + (p * Ho + i) * Wo;
+          uint8_t *k = win == nullptr ? nullptr : win + (p * Ho + i) * Wo;
+          // Branch-free, so that the compiler vectorises it: on real activations the
+          // winner is unpredictable, and a branch per comparison cost 9× the time. The first
+          // element needs no comparison: against −∞ it wins unless it is −∞ itself, which
+          // leaves the same value and position.
+          for (int64_t j = 0; j < Wo; j++) {
+            const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+            scalar_t best = a;
+            best = take(b, best) ? b : best;
+            best = take(c, best) ? c : best;
+            best = take(d, best) ? d : best;
+            o[j] = best;
+          }
+          if (k == nullptr) continue;
+          // The winner, recovered from the maximum: without NaN, the first element equal to
+          // it (ties go to the first); with NaN, the last NaN (each NaN replaces the last).
+          for (int64_t j = 0; j < Wo; j++) {
+            const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1], best = o[j];
+            const int ea = a == best, eb = b == best, ec = c == best;
+            const int first_equal = (1 - ea) * (1 + (1 - eb) * (1 + (1 - ec)));
+            const int nb = b != b, nc = c != c, nd = d != d;
+            const int last_nan = nd * 3 + (1 - nd) * (nc * 2 + (1 - nc) * nb);
+            const int best_nan = best != best;
+            k[j] = static_cast<uint8_t>(first_equal + best_nan * (last_nan - first_equal));
+          }
+        }
+      }
+    });
+  });
+  if (idx_out != nullptr) *idx_out = idx;
+  return y;
+}
+
+// select returns x at the recorded winners: (N,C,H,W) → (N,C,H/2,W/2).
+at::Tensor select(const at::Tensor &input, const at::Tensor &idx) {
+  auto x = input.contiguous();
+  const int64_t planes = x.size(0) * x.size(1), H = x.size(2), W = x.size(3), Ho = idx.size(2), Wo = idx.size(3);
+  auto y = at::empty(idx.sizes(), x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "select2x2", [&] {
+    const scalar_t *in = x.data_ptr<scalar_t>();
+    scalar_t *out = y.data_ptr<scalar_t>();
+    const uint8_t *win = idx.data_ptr<uint8_t>();
+    at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; p++) {
+        for (int64_t i = 0; i < Ho; i++) {
+          const scalar_t *r0 = in + p * H * W + 2 * i * W;
+          for (int64_t j = 0; j < Wo; j++) {
+            const int64_t q = (p * Ho + i) * Wo + j;
+            const uint8_t k = win[q];
+            out[q] = r0[(k >> 1) * W + 2 * j + (k & 1)];
+          }
+        }
+      }
+    });
+  });
+  return y;
+}
+
+// scatter places g (N,C,H/2,W/2) at the recorded winners of an (N,C,H,W) zero tensor.
+at::Tensor scatter(const at::Tensor &grad, const at::Tensor &idx, int64_t H, int64_t W) {
+  auto g = grad.contiguous();
+  const int64_t planes = g.size(0) * g.size(1), Ho = g.size(2), Wo = g.size(3);
+  // Zero-fill (a vectorised memset), then one indexed store per window: branch-free. Writing
+  // the four values of each window with selects compiled to branches and cost 3× more.
+  auto x = at::zeros({g.size(0), g.size(1), H, W}, g.options());
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "scatter2x2", [&] {
+    const scalar_t *in = g.data_ptr<scalar_t>();
+    scalar_t *out = x.data_ptr<scalar_t>();
+    const uint8_t *win = idx.data_ptr<uint8_t>();
+    at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t p = begin; p < end; p++) {
+        for (int64_t i = 0; i < Ho; i++) {
+          scalar_t *r0 = out + p * H * W + 2 * i * W;
+          for (int64_t j = 0; j < Wo; j++) {
+            const int64_t q = (p * Ho + i) * Wo + j;
+            const uint8_t k = win[q];
+            r0[(k >> 1) * W + 2 * j + (k & 1)] = in[q];
+          }
+        }
+      }
+    });
+  });
+  return x;
+}
+
+struct Scatter2x2;
+
+struct Select2x2 : public torch::autograd::Function<Select2x2> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &idx) {
+    ctx->save_for_backward({idx});
+    ctx->saved_data["x"] = x;  // only for its shape and options (see Scatter2x2)
+    return select(x, idx);
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads);
+};
+
+// Scatter2x2 takes the pooled input x only for its shape, as max_pool2d's backward does:
+// its result then has a gradient function whenever x requires one, and its derivative
+// with respect to x is zeros (PyTorch's derivative of max_pool2d_with_indices_backward),
+// so gradient-of-gradient calls behave exactly as with max_pool2d.
+struct Scatter2x2 : public torch::autograd::Function<Scatter2x2> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &g, const at::Tensor &x, const at::Tensor &idx) {
+    ctx->save_for_backward({idx});
+    ctx->saved_data["x_sizes"] = x.sizes();
+    return scatter(g, idx, x.size(2), x.size(3));
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    auto idx = ctx->get_saved_variables()[0];
+    auto sizes = ctx->saved_data["x_sizes"].toIntVector();
+    auto zeros = at::zeros(sizes, grads[0].options());
+    return {Select2x2::apply(grads[0], idx), zeros, at::Tensor()};
+  }
+};
+
+variable_list Select2x2::backward(AutogradContext *ctx, variable_list grads) {
+  auto idx = ctx->get_saved_variables()[0];
+  return {Scatter2x2::apply(grads[0], ctx->saved_data["x"].toTensor(), idx), at::Tensor()};
+}
+
+struct MaxPool2x2 : public torch::autograd::Function<MaxPool2x2> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x) {
+    at::Tensor idx;
+    auto y = pool(x, &idx);
+    ctx->save_for_backward({x, idx});
+    return y;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    return {Scatter2x2::apply(grads[0], saved[0], saved[1])};
+  }
+};
+
+}  // namespace
+
+extern "C" {
+
+ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x) {
+  LDT_TRY {
+    auto &in = ldt::T(x);
+    if (!fusable(in)) {
+      const int64_t two[2] = {2, 2};
+      ldt::set_out(out, at::max_pool2d(in, at::IntArrayRef(two, 2)));
+    } else if (at::GradMode::is_enabled() && in.requires_grad()) {
+      ldt::set_out(out, MaxPool2x2::apply(in));
+    } else {
+      ldt::set_out(out, pool(in, nullptr));
+    }
+  }
+  LDT_CATCH
+}
+
+}  // extern "C"
