@@ -24,7 +24,7 @@ func (e *env) benchCommand() *cli.Command {
 		UsageText: "ldtorch bench --dataset mnist --method ld --base 100 [--steps 20 --warmup 3] [--device cuda] [--threads N]",
 		Description: "Loads the data of the configuration (same flags, variables and --config as distill), runs --warmup " +
 			"untimed and --steps timed meta-steps, times evaluation-model training steps, and prints the medians " +
-			"and the environment (threads, BLAS, device, libtorch) as one JSON line on stdout.",
+			"and the environment (threads, BLAS, device, libtorch, malloc) as one JSON line on stdout.",
 		Flags:  flags,
 		Action: e.benchAction,
 	}
@@ -59,7 +59,10 @@ func (e *env) benchAction(c *cli.Context) error {
 		}
 		return distillError(err, src)
 	}
-	b, err := json.Marshal(res)
+	b, err := json.Marshal(struct {
+		*labeldistill.BenchResult
+		Malloc string `json:"malloc"` // the process's allocator settings (malloc.go)
+	}{res, mallocSummary()})
 	if err != nil {
 		return err
 	}

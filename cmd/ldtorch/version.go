@@ -27,6 +27,7 @@ type versionInfo struct {
 	CUDA         bool   `json:"cuda_available"`
 	CUDADevices  int    `json:"cuda_devices"`
 	Threads      int    `json:"threads"`
+	Malloc       string `json:"malloc"`
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	Go           string `json:"go_version"`
@@ -55,6 +56,7 @@ func (e *env) versionAction(c *cli.Context) error {
 	v := versionInfo{
 		Version: version, Libtorch: ti.TorchVersion, ShimABI: ti.ABIVersion, WantABI: torch.ABIVersion,
 		Build: ti.Build, CUDA: ti.CUDA, CUDADevices: ti.CUDADevices, Threads: ti.Threads,
+		Malloc:     mallocSummary(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Go: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
 	}
@@ -95,6 +97,7 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "CUDA        not available\n")
 		}
 		fmt.Fprintf(e.stdout, "threads     %d (libtorch intra-op)\n", v.Threads)
+		fmt.Fprintf(e.stdout, "malloc      %s\n", v.Malloc)
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)
 	}

@@ -311,7 +311,8 @@ def main():
             ecpu.append(dc)
 
     res = {
-        "impl": "pytorch-mirror",
+        # "-tuned" when started with glibc malloc variables set (compare.sh runs both ways).
+        "impl": "pytorch-mirror" + ("-tuned" if any(k.startswith("MALLOC_") for k in os.environ) else ""),
         "method": args.method,
         "meta_step_median_s": float(np.median(times)),
         "meta_step_p90_s": float(np.percentile(times, 90)),
