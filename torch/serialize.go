@@ -42,7 +42,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/internal/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 

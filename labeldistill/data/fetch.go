@@ -18,7 +18,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/internal/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // Where Fetch gets its files; variables so tests can point them elsewhere.
