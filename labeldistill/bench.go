@@ -6,6 +6,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -49,33 +50,14 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench: steps must be ≥ 1 and warmup ≥ 0, got %d and %d", steps, warmup)
 	}
-	var o runOptions
-	for _, f := range opts {
-		f(&o)
-	}
-	if cfg, err = cfg.Resolved(); err != nil {
-		return nil, err
-	}
-	dev, err := torch.ParseDevice(cfg.Device)
+	runtime.LockOSThread() // libtorch's grad mode and thread settings are per OS thread
+	defer runtime.UnlockOSThread()
+	r, err := newBenchRun(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := applyThreads(cfg.Threads); err != nil {
-		return nil, err
-	}
-	ds := o.dataset
-	if ds == nil {
-		if ds, err = LoadDataset(cfg); err != nil {
-			return nil, err
-		}
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
 	defer r.close()
-	if err := r.setup(); err != nil {
-		return nil, err
-	}
+	cfg, ds, dev := r.cfg, r.ds, r.dev
 	nTarget := ds.TargetSet.N()
 	var times, cpu []float64
 	order := r.rng.Perm(nTarget)
@@ -106,6 +88,114 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
 		LibtorchVersion: torch.Version(),
+	}, nil
+}
+
+// newBenchRun resolves cfg, loads its data (unless a dataset option supplies it) and sets a
+// run up on its device, as Distill does, without starting it.
+func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
+	var o runOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	if err := applyThreads(cfg.Threads); err != nil {
+		return nil, err
+	}
+	ds := o.dataset
+	if ds == nil {
+		if ds, err = LoadDataset(cfg); err != nil {
+			return nil, err
+		}
+	}
+	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
+	if err := r.setup(); err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// EvalBenchResult compares the two ways of running the final evaluation (ALGORITHM.md §7):
+// cfg.EvalModels fresh models trained for Steps steps on the base examples (with the
+// uniform initial labels) and scored on the test split, one after another and batched.
+type EvalBenchResult struct {
+	Models int    `json:"eval_models"`
+	Steps  int    `json:"eval_steps"`
+	Mode   string `json:"eval_batched_mode"` // nets.BodyMode of the batched path on this device
+	// Wall and driving-thread CPU seconds of the whole evaluation, scoring included.
+	SequentialS   float64 `json:"eval_sequential_s"`
+	BatchedS      float64 `json:"eval_batched_s"`
+	SequentialCPU float64 `json:"eval_sequential_cpu_s"`
+	BatchedCPU    float64 `json:"eval_batched_cpu_s"`
+	Speedup       float64 `json:"eval_batched_speedup"` // sequential wall time / batched wall time
+	// Largest |accuracy difference| between a model's two runs, in percentage points: the
+	// paths train the same models (0 on the CPU; float rounding in grouped mode).
+	MaxAccDiff float64 `json:"eval_batched_max_acc_diff"`
+}
+
+// BenchEvaluation times the final evaluation of cfg (cfg.EvalModels models, steps steps
+// each) sequentially and batched, after one untimed batched warm-up with two models.
+func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOption) (res *EvalBenchResult, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
+		}
+	}()
+	if steps < 1 {
+		return nil, fmt.Errorf("bench: evaluation steps must be ≥ 1, got %d", steps)
+	}
+	runtime.LockOSThread() // libtorch's grad mode and thread settings are per OS thread
+	defer runtime.UnlockOSThread()
+	r, err := newBenchRun(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	table, err := r.labels.Y.Detach()
+	if err != nil {
+		return nil, err
+	}
+	defer table.Free()
+	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table,
+		batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
+	if _, err := tr.evaluateModelsBatched(ctx, min(steps, 5), 2, r.seed, "bench-warmup", r.test.x, r.test.y); err != nil {
+		return nil, err
+	}
+	timed := func(eval func() ([]float64, error)) (accs []float64, wall, cpu float64, err error) {
+		t0, c0 := time.Now(), threadCPU()
+		if accs, err = eval(); err == nil {
+			err = torch.Synchronize(r.dev)
+		}
+		return accs, time.Since(t0).Seconds(), threadCPU() - c0, err
+	}
+	models := r.cfg.EvalModels
+	seq, seqWall, seqCPU, err := timed(func() ([]float64, error) {
+		return tr.evaluateModels(ctx, steps, models, r.seed, "bench", r.test.x, r.test.y)
+	})
+	if err != nil {
+		return nil, err
+	}
+	bat, batWall, batCPU, err := timed(func() ([]float64, error) {
+		return tr.evaluateModelsBatched(ctx, steps, models, r.seed, "bench", r.test.x, r.test.y)
+	})
+	if err != nil {
+		return nil, err
+	}
+	diff := 0.0
+	for i := range seq {
+		diff = max(diff, math.Abs(seq[i]-bat[i]))
+	}
+	return &EvalBenchResult{
+		Models: models, Steps: steps, Mode: batchedMode(r.dev).String(), SequentialS: seqWall, BatchedS: batWall,
+		SequentialCPU: seqCPU, BatchedCPU: batCPU, Speedup: seqWall / batWall, MaxAccDiff: diff,
 	}, nil
 }
 

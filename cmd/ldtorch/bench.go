@@ -17,13 +17,16 @@ func (e *env) benchCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "steps", Value: 20, Usage: "timed meta-`STEPS`", EnvVars: []string{envName("steps")}, Category: catRun},
 		&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed warm-up meta-`STEPS` first", EnvVars: []string{envName("warmup")}, Category: catRun},
+		&cli.IntFlag{Name: "batched-eval-steps", Usage: "also time the final evaluation (--eval-models fresh models, `STEPS` steps each, scored on the test split) sequentially and batched (0: skip)",
+			EnvVars: []string{envName("batched-eval-steps")}, Category: catRun},
 	}, runConfigFlags()...)
 	return &cli.Command{
 		Name:      "bench",
 		Usage:     "time meta-steps and evaluation steps of a configuration (one JSON line)",
 		UsageText: "ldtorch bench --dataset mnist --method ld --base 100 [--steps 20 --warmup 3] [--device cuda] [--threads N]",
 		Description: "Loads the data of the configuration (same flags, variables and --config as distill), runs --warmup " +
-			"untimed and --steps timed meta-steps, times evaluation-model training steps, and prints the medians " +
+			"untimed and --steps timed meta-steps, times evaluation-model training steps (and, with --batched-eval-steps, " +
+			"the whole final evaluation run sequentially and batched), and prints the medians " +
 			"and the environment (threads, BLAS, device, libtorch, malloc) as one JSON line on stdout.",
 		Flags:  flags,
 		Action: e.benchAction,
@@ -34,12 +37,15 @@ func (e *env) benchAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (bench takes only flags)", c.Args().First())
 	}
-	steps, warmup := c.Int("steps"), c.Int("warmup")
+	steps, warmup, evalSteps := c.Int("steps"), c.Int("warmup"), c.Int("batched-eval-steps")
 	if steps < 1 || steps > maxIntFlag {
 		return usageErrorf("--steps: must be at least 1, got %d", steps)
 	}
 	if warmup < 0 || warmup > maxIntFlag {
 		return usageErrorf("--warmup: must be 0 or more, got %d", warmup)
+	}
+	if evalSteps < 0 || evalSteps > maxIntFlag {
+		return usageErrorf("--batched-eval-steps: must be 0 or more, got %d", evalSteps)
 	}
 	cfg, src, err := e.resolveConfig(c)
 	if err != nil {
@@ -48,8 +54,7 @@ func (e *env) benchAction(c *cli.Context) error {
 	if _, err := checkRuntime(cfg.Device); err != nil {
 		return err
 	}
-	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup)
-	if err != nil {
+	fail := func(err error) error {
 		if c.Context.Err() != nil {
 			return &exitError{code: exitInterrupted, msg: "interrupted"}
 		}
@@ -59,10 +64,21 @@ func (e *env) benchAction(c *cli.Context) error {
 		}
 		return distillError(err, src)
 	}
+	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup)
+	if err != nil {
+		return fail(err)
+	}
+	var evalRes *labeldistill.EvalBenchResult
+	if evalSteps > 0 {
+		if evalRes, err = labeldistill.BenchEvaluation(c.Context, cfg, evalSteps); err != nil {
+			return fail(err)
+		}
+	}
 	b, err := json.Marshal(struct {
 		*labeldistill.BenchResult
-		Malloc string `json:"malloc"` // the process's allocator settings (malloc.go)
-	}{res, mallocSummary()})
+		*labeldistill.EvalBenchResult `json:",omitempty"`
+		Malloc                        string `json:"malloc"` // the process's allocator settings (malloc.go)
+	}{res, evalRes, mallocSummary()})
 	if err != nil {
 		return err
 	}

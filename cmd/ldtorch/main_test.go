@@ -389,6 +389,24 @@ func TestBench(t *testing.T) {
 	if ms, _ := res["meta_step_median_s"].(float64); ms <= 0 || res["steps"] != 3.0 || res["method"] != "ld" {
 		t.Errorf("bench: %v", res)
 	}
+	if _, ok := res["eval_batched_speedup"]; ok {
+		t.Errorf("bench without --batched-eval-steps reports an evaluation comparison: %v", res)
+	}
+
+	// The evaluation comparison: both paths train the same models (equal accuracies on CPU).
+	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--method", "rr", "--base", "20", "--target-set-size", "1000",
+		"--outer-batch", "128", "--steps", "1", "--warmup", "0", "--batched-eval-steps", "5", "--eval-models", "3")
+	if r.code != 0 {
+		t.Fatalf("bench --batched-eval-steps: exit %d: %s", r.code, r.stderr)
+	}
+	res = nil
+	if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+		t.Fatalf("bench output is not JSON: %v: %q", err, r.stdout)
+	}
+	if sp, _ := res["eval_batched_speedup"].(float64); sp <= 0 || res["eval_models"] != 3.0 || res["eval_steps"] != 5.0 ||
+		res["eval_batched_max_acc_diff"] != 0.0 || res["eval_batched_mode"] != "per-model" {
+		t.Errorf("bench --batched-eval-steps: %v", res)
+	}
 }
 
 // TestInterrupt sends SIGINT during the meta-loop: exit 130, one message, no artifact.
