@@ -11,8 +11,9 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -234,13 +235,15 @@ func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu 
 	return wall, cpu, nil
 }
 
-// threadCPU is the CPU time (s) of the calling OS thread (Bench runs locked to one).
+// threadCPU is the CPU time (s) of the calling OS thread (Bench runs locked to one), from
+// CLOCK_THREAD_CPUTIME_ID: exact to the call, where getrusage(RUSAGE_THREAD) lags by up to
+// a scheduler tick (4 ms here, more than an evaluation step takes).
 func threadCPU() float64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0
 	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+	return float64(ts.Nano()) / 1e9
 }
 
 // quantile returns the q-quantile (nearest rank) of xs.

@@ -15,9 +15,10 @@ package torch
 import (
 	"runtime"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // benchSetup pins the goroutine (libtorch's grad mode and OpenMP team are per thread).
@@ -39,14 +40,14 @@ func cpuLoop(b *testing.B, body func()) {
 	b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
 }
 
-// threadCPU is the calling OS thread's user+system CPU time (getrusage RUSAGE_THREAD).
+// threadCPU is the calling OS thread's CPU time (CLOCK_THREAD_CPUTIME_ID: exact, where
+// getrusage(RUSAGE_THREAD) lags by up to a scheduler tick).
 func threadCPU() time.Duration {
-	const rusageThread = 1 // RUSAGE_THREAD (Linux)
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		return 0
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return time.Duration(ts.Nano())
 }
 
 // BenchmarkCallIsGradEnabled: a bare cgo call into the shim (no handle, no error).
