@@ -35,4 +35,11 @@
 // than the paper's 10, 20, 50, ≥ 100 is interpolated (AutoInnerBatch). EMNIST images are used
 // as stored (transposed relative to MNIST), like the reference, unless
 // Config.EMNISTTranspose is set. Reported standard deviations are population ones (MeanStd).
+//
+// Speed in a long-lived Go program: the package changes no process-wide setting, but glibc's
+// allocator returns the activation memory of every meta-step to the kernel unless the
+// process starts with MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432
+// MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=268435456 in its environment, which
+// halves the time of an LD meta-step (the ldtorch command sets them for itself; see its
+// malloc.go and docs/BENCHMARKS.md).
 package labeldistill
