@@ -199,11 +199,7 @@ func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) erro
 		if c.Err() != nil {
 			return c.Err()
 		}
-		grads, err := torch.Grad([]*torch.Tensor{loss}, l.flat, torch.GradOpts{})
-		if err != nil {
-			return err
-		}
-		return l.opt.StepWith(grads)
+		return descend(loss, l.flat, l.opt, nil, nil)
 	}
 	// RR, §5 steps 1–3 and 5 per model: W_l from the model's features, W ← (1−α)W + αW_l,
 	// then soft-CE of s·Z·W; θ and s get gradients through the features and the solve.
@@ -240,16 +236,7 @@ func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) erro
 	if c.Err() != nil {
 		return c.Err()
 	}
-	inputs := append(append([]*torch.Tensor{}, l.flat...), l.scale...)
-	grads, err := torch.Grad([]*torch.Tensor{featLoss}, inputs, torch.GradOpts{})
-	if err != nil {
-		return err
-	}
-	n := len(l.flat)
-	if err := l.opt.StepWith(grads[:n]); err != nil {
-		return err
-	}
-	if err := l.sOpt.StepWith(grads[n:]); err != nil {
+	if err := descend(featLoss, l.flat, l.opt, l.scale, l.sOpt); err != nil {
 		return err
 	}
 	return torch.NoGrad(func() error {

@@ -142,11 +142,26 @@ func withBias(f *torch.Tensor) (*torch.Tensor, error) {
 // descend takes one optimizer step on the gradient of loss with respect to the parameters:
 // a classifier's training step once its loss is computed.
 func (l *learner) descend(loss *torch.Tensor) error {
-	grads, err := torch.Grad([]*torch.Tensor{loss}, l.params, torch.GradOpts{})
+	return descend(loss, l.params, l.opt, nil, nil)
+}
+
+// descend differentiates loss once with respect to params and scales together, then steps
+// opt on the parameters' gradients and, when scales are given, sOpt on the scales' (RR's s):
+// the training step shared by sequential and batched learners, LD and RR.
+func descend(loss *torch.Tensor, params []*torch.Tensor, opt optimizer, scales []*torch.Tensor, sOpt *torch.Adam) error {
+	inputs := append(append([]*torch.Tensor{}, params...), scales...)
+	grads, err := torch.Grad([]*torch.Tensor{loss}, inputs, torch.GradOpts{})
 	if err != nil {
 		return err
 	}
-	return l.opt.StepWith(grads)
+	n := len(params)
+	if err := opt.StepWith(grads[:n]); err != nil {
+		return err
+	}
+	if len(scales) == 0 {
+		return nil
+	}
+	return sOpt.StepWith(grads[n:])
 }
 
 // features returns Z = [f_θ(x), 1] (RR learners).

@@ -86,16 +86,7 @@ func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, c *torch.Chain) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	inputs := append(append([]*torch.Tensor{}, l.params...), l.scale)
-	grads, err := torch.Grad([]*torch.Tensor{featLoss}, inputs, torch.GradOpts{})
-	if err != nil {
-		return err
-	}
-	n := len(l.params)
-	if err := l.opt.StepWith(grads[:n]); err != nil {
-		return err
-	}
-	if err := l.sOpt.StepWith(grads[n:]); err != nil {
+	if err := descend(featLoss, l.params, l.opt, []*torch.Tensor{l.scale}, l.sOpt); err != nil {
 		return err
 	}
 	return torch.NoGrad(func() error { return l.w.Copy_(w) })
