@@ -92,8 +92,8 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 	}, nil
 }
 
-// newBenchRun resolves cfg, loads its data (unless a dataset option supplies it) and sets a
-// run up on its device, as Distill does, without starting it.
+// newBenchRun resolves cfg, takes its inputs as Distill does (runInputs) and sets a run up on
+// its device, without starting it.
 func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
 	var o runOptions
 	for _, f := range opts {
@@ -103,18 +103,9 @@ func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	dev, err := torch.ParseDevice(cfg.Device)
+	dev, ds, err := o.runInputs(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if err := applyThreads(cfg.Threads); err != nil {
-		return nil, err
-	}
-	ds := o.dataset
-	if ds == nil {
-		if ds, err = LoadDataset(cfg); err != nil {
-			return nil, err
-		}
 	}
 	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
 	if err := r.setup(); err != nil {

@@ -150,30 +150,9 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 			return nil, err
 		}
 	}
-	if _, err := torch.RuntimeInfo(); err != nil {
-		return nil, err
-	}
-	dev, err := torch.ParseDevice(cfg.Device)
+	dev, ds, err := o.runInputs(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
-		return nil, fmt.Errorf("device: %s requested but CUDA is not available in this libtorch", cfg.Device)
-	}
-	if err := applyThreads(cfg.Threads); err != nil {
-		return nil, err
-	}
-	ds := o.dataset
-	if ds == nil {
-		if ds, err = LoadDataset(cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := ds.check(); err != nil {
-		return nil, err
-	}
-	if ds.Base.N() != cfg.BaseExamples {
-		return nil, fmt.Errorf("base_examples: config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
 	}
 	// libtorch's grad mode and OpenMP teams are per OS thread: keep this run on one.
 	runtime.LockOSThread()
@@ -208,6 +187,39 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	}
 	res.WallSeconds = r.wallSeconds()
 	return res, nil
+}
+
+// runInputs is what every run of a resolved cfg needs before it starts (Distill and the
+// benchmarks alike): a usable runtime and device, the thread count applied, and the dataset
+// (o.dataset, else loaded), checked against cfg.
+func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
+	var none torch.Device
+	if _, err := torch.RuntimeInfo(); err != nil {
+		return none, nil, err
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	if err != nil {
+		return none, nil, err
+	}
+	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
+		return none, nil, fmt.Errorf("device: %s requested but CUDA is not available in this libtorch", cfg.Device)
+	}
+	if err := applyThreads(cfg.Threads); err != nil {
+		return none, nil, err
+	}
+	ds := o.dataset
+	if ds == nil {
+		if ds, err = LoadDataset(cfg); err != nil {
+			return none, nil, err
+		}
+	}
+	if err := ds.check(); err != nil {
+		return none, nil, err
+	}
+	if ds.Base.N() != cfg.BaseExamples {
+		return none, nil, fmt.Errorf("base_examples: config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
+	}
+	return dev, ds, nil
 }
 
 // resolveResumeDir returns the checkpoint folder of a --resume argument: dir itself when it
