@@ -8,12 +8,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"errors"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -44,30 +41,7 @@ func hostileRun(t *testing.T, limit time.Duration, args ...string) result {
 // hostileRunEnv is hostileRun with extra environment variables ("NAME=value").
 func hostileRunEnv(t *testing.T, limit time.Duration, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), limit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LDTORCH_") && !strings.HasPrefix(kv, "OMP_NUM_THREADS=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir(), "OMP_NUM_THREADS=1")
-	cmd.Env = append(cmd.Env, env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
-		t.Fatalf("ldtorch %v: still running after %v (killed)\nstderr: %s", args, limit, stderr.String())
-	}
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running ldtorch %v: %v", args, err)
-	}
-	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+	return runBinary(t, limit, append([]string{"OMP_NUM_THREADS=1"}, env...), args...)
 }
 
 // wantOneLine checks a failed run: exit code want (any non-zero, non-crash code when want is

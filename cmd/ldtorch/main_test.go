@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
@@ -53,17 +55,34 @@ type result struct {
 // ("NAME=value"); LDTORCH_DATA points at an empty folder so nothing reads ~/.cache.
 func ldtorch(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runBinary(t, 0, env, args...)
+}
+
+// runBinary is ldtorch with a time limit (none when limit is 0): a run still going after
+// limit is killed and fails the test.
+func runBinary(t *testing.T, limit time.Duration, env []string, args ...string) result {
+	t.Helper()
+	ctx := context.Background()
+	if limit > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, limit)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, binary, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LDTORCH_") {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	// Later entries win over earlier ones with the same name (os/exec keeps the last).
 	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir())
 	cmd.Env = append(cmd.Env, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("ldtorch %v: still running after %v (killed)\nstderr: %s", args, limit, stderr.String())
+	}
 	code := 0
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
