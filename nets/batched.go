@@ -31,6 +31,7 @@ package nets
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -167,7 +168,7 @@ func (b *Batched) check(p, buf [][]*torch.Tensor, x *torch.Tensor, head bool) (b
 			return false, fmt.Errorf("nets: batched %s: model %d needs %d parameters, got %d", net.Arch, i, n, len(p[i]))
 		}
 		for j := 0; j < n; j++ {
-			if !sameShape(p[i][j], specs[j].Shape) {
+			if !slices.Equal(p[i][j].Shape(), specs[j].Shape) {
 				return false, fmt.Errorf("nets: batched %s: model %d: %s must have shape %v, got %v", net.Arch, i, specs[j].Name, specs[j].Shape, p[i][j].Shape())
 			}
 		}
@@ -175,7 +176,7 @@ func (b *Batched) check(p, buf [][]*torch.Tensor, x *torch.Tensor, head bool) (b
 			return false, fmt.Errorf("nets: batched %s: model %d needs %d buffers, got %d", net.Arch, i, len(net.Buffers), len(buf[i]))
 		}
 		for j, s := range net.Buffers {
-			if !sameShape(buf[i][j], s.Shape) {
+			if !slices.Equal(buf[i][j].Shape(), s.Shape) {
 				return false, fmt.Errorf("nets: batched %s: model %d: %s must have shape %v, got %v", net.Arch, i, s.Name, s.Shape, buf[i][j].Shape())
 			}
 		}
@@ -189,19 +190,6 @@ func (b *Batched) check(p, buf [][]*torch.Tensor, x *torch.Tensor, head bool) (b
 			net.Arch, b.M, in[0], in[1], in[2], in[0], in[1], in[2], s)
 	}
 	return perModel, nil
-}
-
-func sameShape(t *torch.Tensor, shape []int64) bool {
-	s := t.Shape()
-	if len(s) != len(shape) {
-		return false
-	}
-	for i := range s {
-		if s[i] != shape[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // perModel is BodyPerModel: model m's own Net on x[m] (or on the shared x). Each model

@@ -211,12 +211,14 @@ func BenchmarkPool2x2(b *testing.B) {
 	if err := x.SetRequiresGrad(true); err != nil {
 		b.Fatal(err)
 	}
-	impls := map[string]func(*Tensor) (*Tensor, error){
-		"max_pool2d": func(x *Tensor) (*Tensor, error) { return MaxPool2d(x, PoolOpts{Kernel: [2]int64{2, 2}}) },
-		"MaxPool2x2": MaxPool2x2,
-	}
-	for _, name := range []string{"max_pool2d", "MaxPool2x2"} {
-		pool := impls[name]
+	for _, impl := range []struct {
+		name string
+		pool func(*Tensor) (*Tensor, error)
+	}{
+		{"max_pool2d", func(x *Tensor) (*Tensor, error) { return MaxPool2d(x, PoolOpts{Kernel: [2]int64{2, 2}}) }},
+		{"MaxPool2x2", MaxPool2x2},
+	} {
+		name, pool := impl.name, impl.pool
 		b.Run(name+"/fwd+bwd", func(b *testing.B) {
 			cpuLoop(b, func() {
 				sc := NewScope()
