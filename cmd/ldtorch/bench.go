@@ -64,13 +64,26 @@ func (e *env) benchAction(c *cli.Context) error {
 		}
 		return distillError(err, src)
 	}
-	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup)
+	// With the evaluation comparison too, both benchmarks share one loaded dataset.
+	var opts []labeldistill.RunOption
+	if evalSteps > 0 {
+		resolved, err := cfg.Resolved()
+		if err != nil {
+			return fail(err)
+		}
+		ds, err := labeldistill.LoadDataset(resolved)
+		if err != nil {
+			return fail(err)
+		}
+		opts = append(opts, labeldistill.WithDataset(ds))
+	}
+	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup, opts...)
 	if err != nil {
 		return fail(err)
 	}
 	var evalRes *labeldistill.EvalBenchResult
 	if evalSteps > 0 {
-		if evalRes, err = labeldistill.BenchEvaluation(c.Context, cfg, evalSteps); err != nil {
+		if evalRes, err = labeldistill.BenchEvaluation(c.Context, cfg, evalSteps, opts...); err != nil {
 			return fail(err)
 		}
 	}
