@@ -1,6 +1,6 @@
 package labeldistill
 
-// baselines.go: the baselines of ALGORITHM.md §8 on the same base examples and seed: true
+// baselines.go: the baselines of docs/ALGORITHM.md §8 on the same base examples and seed: true
 // one-hot labels, label smoothing, their RR versions when the method is RR, and (ldtorch)
 // a teacher's soft labels. Each picks its number of training steps by validation.
 

@@ -1,6 +1,6 @@
 package labeldistill
 
-// batched.go: the evaluation models of ALGORITHM.md §7 (and the baselines' final models)
+// batched.go: the evaluation models of docs/ALGORITHM.md §7 (and the baselines' final models)
 // trained together (nets.Batched) instead of one after another. Model i still draws its
 // initial parameters from its own generator (seed_i) and its own minibatches from its own
 // PCG stream, exactly as trainer.train would; one step gathers every model's minibatch

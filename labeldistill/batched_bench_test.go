@@ -7,7 +7,7 @@ package labeldistill
 // model-steps/s (models × steps per wall-clock second, scoring included) and
 // cpu-ms/model-step (process CPU time, steadier than wall time on a loaded machine). Real
 // MNIST when ../shared has it, random images otherwise. The benchmarks pin libtorch to one
-// thread (as the reference figures of ALGORITHM.md §10; *Threads2: two). Run OpenBLAS
+// thread (as the reference figures of docs/ALGORITHM.md §10; *Threads2: two). Run OpenBLAS
 // single-threaded too, or its spinning threads inflate the CPU time:
 //
 //	OPENBLAS_NUM_THREADS=1 go test ./labeldistill -run '^$' \

@@ -115,7 +115,7 @@ func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
 	return r, nil
 }
 
-// EvalBenchResult compares the two ways of running the final evaluation (ALGORITHM.md §7):
+// EvalBenchResult compares the two ways of running the final evaluation (docs/ALGORITHM.md §7):
 // cfg.EvalModels fresh models trained for Steps steps on the base examples (with the
 // uniform initial labels) and scored on the test split, one after another and batched.
 type EvalBenchResult struct {

@@ -20,8 +20,8 @@ import (
 
 // Method names (Config.Method).
 const (
-	MethodLD = "ld" // second-order label distillation, ALGORITHM.md §4
-	MethodRR = "rr" // ridge-regression label distillation ("LD RR"), ALGORITHM.md §5
+	MethodLD = "ld" // second-order label distillation, docs/ALGORITHM.md §4
+	MethodRR = "rr" // ridge-regression label distillation ("LD RR"), docs/ALGORITHM.md §5
 )
 
 // Architecture names (Config.Arch, Config.EvalArch).
@@ -31,13 +31,13 @@ const (
 	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18"; evaluation only
 )
 
-// Base-example selection modes (Config.BaseSelection), ALGORITHM.md §1.
+// Base-example selection modes (Config.BaseSelection), docs/ALGORITHM.md §1.
 const (
 	SelectBalanced   = "balanced"
 	SelectUnbalanced = "unbalanced"
 )
 
-// Baseline names (Config.Baselines), ALGORITHM.md §8. Under method "rr" every baseline
+// Baseline names (Config.Baselines), docs/ALGORITHM.md §8. Under method "rr" every baseline
 // trains the RR model of §5 ("Baseline RR"); under "ld" the plain network.
 const (
 	BaselineTrue    = "true"    // one-hot true classes (within-dataset only)
@@ -54,7 +54,7 @@ type DatasetFacts struct {
 	Classes int    // C
 	Colour  bool   // 3×32×32 (true) or 1×28×28 greyscale (false)
 	// Target reports whether the dataset can be a distillation target, i.e. has the
-	// train → (target set, validation) / test split of ALGORITHM.md §1. CUB is source-only
+	// train → (target set, validation) / test split of docs/ALGORITHM.md §1. CUB is source-only
 	// (the paper and the reference use it only as cub → cifar10 base examples).
 	Target bool
 	// ValidationSize is the default size of the validation part of the train split (§1).
@@ -81,7 +81,7 @@ var datasetTable = []DatasetFacts{
 }
 
 // datasetAliases maps accepted alternative spellings to canonical names. "emnist" is the
-// name ALGORITHM.md and the reference use for EMNIST "letters".
+// name docs/ALGORITHM.md and the reference use for EMNIST "letters".
 var datasetAliases = map[string]string{
 	"emnist": "emnist-letters",
 }
@@ -239,7 +239,7 @@ type Config struct {
 	EMNISTTranspose bool `json:"emnist_transpose"`
 }
 
-// DefaultConfig returns the defaults of ALGORITHM.md, with auto fields left at 0 / "" /
+// DefaultConfig returns the defaults of docs/ALGORITHM.md, with auto fields left at 0 / "" /
 // nil (call Resolved to fill them).
 func DefaultConfig() Config {
 	return Config{
@@ -295,7 +295,7 @@ func canonicalDataset(name string) string {
 	return name
 }
 
-// AutoInnerBatch is the default N_i for n base examples (ALGORITHM.md §7): 10, 10, 25 for
+// AutoInnerBatch is the default N_i for n base examples (docs/ALGORITHM.md §7): 10, 10, 25 for
 // N = 10, 20, 50, 50 for N ≥ 100 and min(N, 100) for cifar100. For other N: N when N ≤ 10
 // and max(10, N/2) when 10 < N < 100, which reproduces the paper's three values.
 func AutoInnerBatch(dataset string, n int) int {
@@ -313,7 +313,7 @@ func AutoInnerBatch(dataset string, n int) int {
 	}
 }
 
-// AutoEpochs is the default number of epochs (ALGORITHM.md §7).
+// AutoEpochs is the default number of epochs (docs/ALGORITHM.md §7).
 func AutoEpochs(dataset string, n int) int {
 	switch canonicalDataset(dataset) {
 	case "k49":
@@ -330,7 +330,7 @@ func AutoEpochs(dataset string, n int) int {
 	return 400
 }
 
-// AutoResetWindow is the default G = N_m = N_w (ALGORITHM.md §6). As in the reference,
+// AutoResetWindow is the default G = N_m = N_w (docs/ALGORITHM.md §6). As in the reference,
 // cifar100 and k49 get 100 whatever N; other datasets get 200 when N > 100, else 50.
 func AutoResetWindow(dataset string, n int) int {
 	switch canonicalDataset(dataset) {
@@ -343,7 +343,7 @@ func AutoResetWindow(dataset string, n int) int {
 	return 50
 }
 
-// AutoBaselineMaxSteps is the default longest baseline training (ALGORITHM.md §8).
+// AutoBaselineMaxSteps is the default longest baseline training (docs/ALGORITHM.md §8).
 func AutoBaselineMaxSteps(n int) int {
 	if n > 100 {
 		return 1700
@@ -352,7 +352,7 @@ func AutoBaselineMaxSteps(n int) int {
 }
 
 // Resolved returns a copy with every auto (0 / "" / null) value filled from the dataset and
-// N (no ALGORITHM.md default depends on the method; under "rr" the same values apply),
+// N (no docs/ALGORITHM.md default depends on the method; under "rr" the same values apply),
 // dataset names canonicalised, and then validated. The returned config is
 // what a run records; Resolved of a resolved config is the same config.
 func (c Config) Resolved() (Config, error) {

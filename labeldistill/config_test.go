@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// TestDefaultsMatchAlgorithm pins every constant of ALGORITHM.md to its default.
+// TestDefaultsMatchAlgorithm pins every constant of docs/ALGORITHM.md to its default.
 func TestDefaultsMatchAlgorithm(t *testing.T) {
 	c := DefaultConfig()
 	want := Config{
@@ -46,7 +46,7 @@ func TestDefaultsMatchAlgorithm(t *testing.T) {
 		Out:                "out",
 	}
 	if d := DiffDetails(c, want); len(d) != 0 {
-		t.Fatalf("defaults differ from ALGORITHM.md:\n%s", strings.Join(d, "\n"))
+		t.Fatalf("defaults differ from docs/ALGORITHM.md:\n%s", strings.Join(d, "\n"))
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatalf("default config invalid: %v", err)

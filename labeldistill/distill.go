@@ -1,7 +1,7 @@
 package labeldistill
 
 // distill.go: Distill, the outer loop of label distillation (the paper's Algorithm 1 with
-// ALGORITHM.md's details): meta-steps over epochs of the target set, model resets and T,
+// docs/ALGORITHM.md's details): meta-steps over epochs of the target set, model resets and T,
 // validation every k epochs with the best labels kept, the final evaluation of M fresh
 // models, and the baselines.
 

@@ -1,7 +1,7 @@
 package labeldistill
 
 // e2e_test.go: Distill end to end on real MNIST (small): LD and RR learn labels that train
-// better models than the uniform table, with the bookkeeping of ALGORITHM.md §6–§7
+// better models than the uniform table, with the bookkeeping of docs/ALGORITHM.md §6–§7
 // (meta-steps, validation records, the kept labels); cancellation, a base-size mismatch,
 // bit-identical reruns, and the baselines of §8.
 

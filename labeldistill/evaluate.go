@@ -1,7 +1,7 @@
 package labeldistill
 
 // evaluate.go: training fresh models on fixed (images, labels) for T steps and scoring
-// them (ALGORITHM.md §7), used for validation, the final test, baselines and `ldtorch
+// them (docs/ALGORITHM.md §7), used for validation, the final test, baselines and `ldtorch
 // evaluate`. Evaluation records no autograd graph beyond what each training step needs.
 
 import (

@@ -1,6 +1,6 @@
 package labeldistill
 
-// evaluate_test.go: training and scoring fresh models (ALGORITHM.md §7): chunked accuracy
+// evaluate_test.go: training and scoring fresh models (docs/ALGORITHM.md §7): chunked accuracy
 // against a direct count, the trainer's probes, determinism and cancellation, that models
 // trained on true one-hot labels fit them (LD and RR), and evaluateModels' seeding.
 

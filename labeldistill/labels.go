@@ -1,6 +1,6 @@
 package labeldistill
 
-// labels.go: the learned label table Ỹ (ALGORITHM.md §3): uniform start, its own Adam that
+// labels.go: the learned label table Ỹ (docs/ALGORITHM.md §3): uniform start, its own Adam that
 // is never reset, and the clamp-and-renormalise projection after every step.
 
 import (

@@ -1,6 +1,6 @@
 package labeldistill
 
-// labels_test.go: the label table of ALGORITHM.md §3: the exact uniform start, the
+// labels_test.go: the label table of docs/ALGORITHM.md §3: the exact uniform start, the
 // clamp-and-renormalise projection (with ldtorch's all-zero-row guard), the first Adam
 // steps, and an Adam that survives model resets.
 

@@ -101,7 +101,7 @@ func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Gen
 	return l, nil
 }
 
-// reset re-initialises θ and its Adam (and for RR s, its Adam, and W = 0): ALGORITHM.md
+// reset re-initialises θ and its Adam (and for RR s, its Adam, and W = 0): docs/ALGORITHM.md
 // §5 step 7 and the model reset of §6.
 func (l *learner) reset(gen *torch.Generator) error {
 	if err := nets.Reinit(l.params, l.specs, gen); err != nil {

@@ -1,4 +1,4 @@
-// The reset rule and the number of training steps T (ALGORITHM.md §6), pure Go: a moving
+// The reset rule and the number of training steps T (docs/ALGORITHM.md §6), pure Go: a moving
 // window of the last G top-1 errors decides when the distillation model has overfitted and
 // must be re-initialised, and records how many steps it took to get there.
 
@@ -12,7 +12,7 @@ import (
 	"math/big"
 )
 
-// ResetTracker implements the reset rule of ALGORITHM.md §6 with G = N_m = N_w = window.
+// ResetTracker implements the reset rule of docs/ALGORITHM.md §6 with G = N_m = N_w = window.
 // Call Observe once per meta-step, after that step's updates, with the step's top-1 error
 // (percent); when it returns true, re-initialise the model (§4/§5). The statistics carry
 // across epochs. The zero value is not usable; use NewResetTracker. The tracker's whole
@@ -119,7 +119,7 @@ func (r *ResetTracker) Observe(errPercent float64) (reset bool) {
 	return false
 }
 
-// T is the number of steps to train fresh models for (ALGORITHM.md §6): int(mean of the
+// T is the number of steps to train fresh models for (docs/ALGORITHM.md §6): int(mean of the
 // last meanOfLast recorded T_i) (fewer when fewer were recorded); before any reset, the
 // number of steps observed so far in the run (0 before the first step).
 func (r *ResetTracker) T() int {

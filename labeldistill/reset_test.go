@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// bruteResets computes the reset rule of ALGORITHM.md §6 from its definition, independently
+// bruteResets computes the reset rule of docs/ALGORITHM.md §6 from its definition, independently
 // of ResetTracker: within the segment since the last reset, with S_i the exact sum of the
 // errors of steps i−G+1 … i (i ≥ G, steps counted from 1 within the segment) and b(k) the
 // FIRST step attaining min(S_G … S_k), the model is reset at the first k with

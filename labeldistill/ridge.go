@@ -1,6 +1,6 @@
 package labeldistill
 
-// ridge.go: one LD RR meta-iteration (ALGORITHM.md §5): the ridge-regression closed form in
+// ridge.go: one LD RR meta-iteration (docs/ALGORITHM.md §5): the ridge-regression closed form in
 // its Woodbury form, the pseudo-gradient step on the global W, and the learned scale s.
 
 import (

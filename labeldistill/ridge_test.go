@@ -1,6 +1,6 @@
 package labeldistill
 
-// ridge_test.go: the ridge solve of LD RR (ALGORITHM.md §5 step 2) against Go float64
+// ridge_test.go: the ridge solve of LD RR (docs/ALGORITHM.md §5 step 2) against Go float64
 // references in both the dual (explicit inverse) and the primal form, its gradients against
 // finite differences, and one and two rrSteps against an independent recomputation: the
 // pseudo-gradient update of W, the label gradient, the feature/scale step (with the

@@ -1,11 +1,11 @@
-// Schedules: the baseline step grid and its choice (ALGORITHM.md §8), and the epoch, step
+// Schedules: the baseline step grid and its choice (docs/ALGORITHM.md §8), and the epoch, step
 // and validation accounting of the outer loop (§7).
 
 package labeldistill
 
 import "math"
 
-// BaselineStepGrid returns the step counts at which the baseline search of ALGORITHM.md §8
+// BaselineStepGrid returns the step counts at which the baseline search of docs/ALGORITHM.md §8
 // measures validation error while training one model continuously for maxSteps steps:
 //
 //	10, 25, 50, 75, 100, 150, 200, …  (every 50 from 100 on)  … up to maxSteps,
@@ -17,7 +17,7 @@ import "math"
 //
 // The reference code uses this grid for N ≤ 100 (its ITER % 50 == 49 or ITER ∈ {9, 24, 74})
 // but a sparser, off-by-one grid for N > 100: {10, 25, 75, 101, 201, 301, 501, 701, 1001,
-// 1201, 1501, 1701}. ldtorch uses the uniform grid for every N, as ALGORITHM.md states;
+// 1201, 1501, 1701}. ldtorch uses the uniform grid for every N, as docs/ALGORITHM.md states;
 // set Config.BaselineSteps to reproduce the reference's.
 func BaselineStepGrid(maxSteps int) []int {
 	if maxSteps <= 0 {
@@ -39,7 +39,7 @@ func BaselineStepGrid(maxSteps int) []int {
 }
 
 // BestSteps returns the grid entry with the lowest validation error, the earliest one on
-// ties (ALGORITHM.md §8; the reference keeps a new best only when strictly lower). NaN
+// ties (docs/ALGORITHM.md §8; the reference keeps a new best only when strictly lower). NaN
 // errors never win. It returns 0 when grid is empty or every error is NaN, and panics when
 // the slices differ in length.
 func BestSteps(grid []int, valErr []float64) int {
@@ -60,7 +60,7 @@ func BestSteps(grid []int, valErr []float64) int {
 }
 
 // StepsPerEpoch is the number of meta-steps in one pass over a target set of
-// targetSetSize examples in batches of outerBatch, the last batch partial (ALGORITHM.md §7):
+// targetSetSize examples in batches of outerBatch, the last batch partial (docs/ALGORITHM.md §7):
 // ceil(targetSetSize / outerBatch), e.g. 49 for MNIST (50000 / 1024) and 44 for CIFAR-10
 // (45000 / 1024). It returns 0 when either argument is not positive.
 func StepsPerEpoch(targetSetSize, outerBatch int) int {
@@ -71,7 +71,7 @@ func StepsPerEpoch(targetSetSize, outerBatch int) int {
 }
 
 // ValidationDue reports whether the labels are validated after epoch, the 1-based number of
-// the epoch just completed out of epochs: after epochs every, 2·every, … (ALGORITHM.md §7)
+// the epoch just completed out of epochs: after epochs every, 2·every, … (docs/ALGORITHM.md §7)
 // and always after the last epoch, whatever the epoch count (§9: the reference crashes when
 // fewer than 5 epochs leave it nothing validated). every ≤ 0 validates after the last
 // epoch only.

@@ -1,6 +1,6 @@
 package labeldistill
 
-// secondorder.go: one second-order LD meta-iteration (ALGORITHM.md §4).
+// secondorder.go: one second-order LD meta-iteration (docs/ALGORITHM.md §4).
 
 import (
 	"github.com/ldtorch/ldtorch/torch"

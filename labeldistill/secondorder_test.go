@@ -1,6 +1,6 @@
 package labeldistill
 
-// secondorder_test.go: the second-order LD meta-gradient (ALGORITHM.md §4). In float64, the
+// secondorder_test.go: the second-order LD meta-gradient (docs/ALGORITHM.md §4). In float64, the
 // label gradient of "outer CE after one inner SGD step" against central differences of the
 // whole procedure, and ldStep itself run on a float64 learner (its label gradient read back
 // from the label Adam's first moment, its θ step from the model Adam's). Then the real

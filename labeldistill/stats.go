@@ -1,5 +1,5 @@
 // Summary statistics for reports: mean ± standard deviation over evaluation models
-// (ALGORITHM.md §7, §10) and a moving average for progress logs.
+// (docs/ALGORITHM.md §7, §10) and a moving average for progress logs.
 
 package labeldistill
 
@@ -8,7 +8,7 @@ import "math"
 // MeanStd returns the mean and the POPULATION standard deviation of xs,
 // sqrt(Σ(x − mean)² / n) (divide by n, not n − 1). This is numpy's np.std default
 // (ddof = 0), which the reference code and hence the paper's "± std" over 20 models use;
-// ALGORITHM.md §10 states the convention. Empty input gives (NaN, NaN); one value gives
+// docs/ALGORITHM.md §10 states the convention. Empty input gives (NaN, NaN); one value gives
 // (x, 0). Two passes keep it accurate when the spread is small relative to the mean.
 func MeanStd(xs []float64) (mean, std float64) {
 	if len(xs) == 0 {

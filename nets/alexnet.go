@@ -1,6 +1,6 @@
 package nets
 
-// alexnet.go: AlexCifarNet (ALGORITHM.md §2): conv 5×5 3→64 pad 2, ReLU, max-pool 3/2/1,
+// alexnet.go: AlexCifarNet (docs/ALGORITHM.md §2): conv 5×5 3→64 pad 2, ReLU, max-pool 3/2/1,
 // LRN(4, 0.001/9, 0.75, 1); conv 5×5 64→64 pad 2, ReLU, LRN, max-pool 3/2/1 (LRN and pool
 // swap order); flatten 4096; fc 384, ReLU; fc 192, ReLU; then the head fc 192→C.
 

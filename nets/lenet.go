@@ -1,6 +1,6 @@
 package nets
 
-// lenet.go: LeNet (ALGORITHM.md §2): conv 5×5 →6 (padding 2 for 28×28 input, 0 for 32×32),
+// lenet.go: LeNet (docs/ALGORITHM.md §2): conv 5×5 →6 (padding 2 for 28×28 input, 0 for 32×32),
 // ReLU, max-pool 2; conv 5×5 6→16, ReLU, max-pool 2; flatten 400; fc 120, ReLU; fc 84,
 // ReLU; then the head fc 84→C. 61,706 parameters for MNIST.
 

@@ -67,9 +67,9 @@ func TestParamCounts(t *testing.T) {
 		{"resnet", 3, 32, 32, 10, resnetCount(3, 10), 47, 30, 64, 10},
 		{"resnet", 1, 28, 28, 10, resnetCount(1, 10), 47, 30, 64, 10},
 	}
-	// The figures quoted by ALGORITHM.md §2 and hand sums of the layer formulas.
+	// The figures quoted by docs/ALGORITHM.md §2 and hand sums of the layer formulas.
 	if got := lenetCount(1, 10); got != 61706 {
-		t.Fatalf("hand count of MNIST LeNet = %d, want 61706 (ALGORITHM.md §2)", got)
+		t.Fatalf("hand count of MNIST LeNet = %d, want 61706 (docs/ALGORITHM.md §2)", got)
 	}
 	if got := lenetCount(3, 10); got != 62006 {
 		t.Fatalf("hand count of 3-channel LeNet = %d, want 62006", got)

@@ -1,6 +1,6 @@
 package nets
 
-// resnet.go: the authors' CIFAR "ResNet-18" (ALGORITHM.md §2; used for test-time
+// resnet.go: the authors' CIFAR "ResNet-18" (docs/ALGORITHM.md §2; used for test-time
 // architecture transfer): conv1 3×3 (no bias) + BN + ReLU, three stages of 16/32/64
 // channels with two post-activation BasicBlocks each, 1×1 stride-2 conv + BN shortcuts,
 // global average pooling → 64 features, then the head fc 64→C. Convolutions start from

@@ -48,7 +48,7 @@ func (e *env) distillCommand() *cli.Command {
 		Usage: "learn labels for N base examples and evaluate them against baselines",
 		UsageText: "ldtorch distill --dataset mnist --method ld --base 100 --epochs 400 --out DIR [flags]\n" +
 			"ldtorch distill --config run.json --out DIR",
-		Description: "Distils labels (ALGORITHM.md), validates them every --validate-every epochs keeping the best, " +
+		Description: "Distils labels (docs/ALGORITHM.md), validates them every --validate-every epochs keeping the best, " +
 			"trains --eval-models fresh models on them for the test accuracy, runs the --baselines, and writes " +
 			"DIR/distilled.npz and DIR/report.json. Flag values win over LDTORCH_<FLAG> variables, which win over " +
 			"--config, which wins over the defaults; 0 / empty values documented as auto are derived from the " +

@@ -60,7 +60,7 @@
 //	cub             3×32×32  200      as cifar10               5994 → 5395 + 599
 //
 // All greyscale sets use MNIST's statistics and colour sets CIFAR-10's, as the authors'
-// code does (ALGORITHM.md §1). ALGORITHM.md's table gives 60000 → 50000/10000 for
+// code does (docs/ALGORITHM.md §1). docs/ALGORITHM.md's table gives 60000 → 50000/10000 for
 // EMNIST too, which does not fit the 124800 EMNIST-letters train images; the validation
 // fraction 1/6 is kept instead. CUB's split keeps CIFAR's validation fraction 1/10.
 //

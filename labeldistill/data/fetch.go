@@ -196,7 +196,7 @@ func fetchDebianFashion(ctx context.Context, dest string, log func(string)) erro
 }
 
 // FindSharedDatasets looks for the shared datasets folder (shared/datasets beside the
-// repository, see ../shared/README.md) in start and its parents.
+// repository) in start and its parents.
 func FindSharedDatasets(start string) (string, error) {
 	d, err := filepath.Abs(start)
 	if err != nil {

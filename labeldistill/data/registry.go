@@ -85,7 +85,7 @@ type Spec struct {
 	Obtain string
 }
 
-// Normalisation constants of ALGORITHM.md §1.
+// Normalisation constants of docs/ALGORITHM.md §1.
 var (
 	greyMean   = []float64{0.1307}
 	greyStd    = []float64{0.3081}
@@ -169,7 +169,7 @@ var registry = []*Spec{
 		Obtain: "download the IDX .gz files from https://github.com/rois-codh/kmnist, or link ../shared/datasets (7011-image train subset) with FromShared",
 	},
 	{
-		// Only ever a source of base examples (cross-dataset). ALGORITHM.md's
+		// Only ever a source of base examples (cross-dataset). docs/ALGORITHM.md's
 		// 60000 → 50000/10000 row does not fit its 124800 train images; the validation
 		// fraction 1/6 is kept instead: 124800 → 104000/20800.
 		Name: "emnist-letters", Classes: 26, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,

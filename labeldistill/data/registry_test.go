@@ -41,7 +41,7 @@ func TestRegistryConsistent(t *testing.T) {
 	if _, err := Lookup("imagenet"); err == nil || !strings.Contains(err.Error(), "known: mnist") {
 		t.Errorf("Lookup unknown: %v", err)
 	}
-	// ALGORITHM.md §1 constants.
+	// docs/ALGORITHM.md §1 constants.
 	m, _ := Lookup("k49")
 	if m.Mean[0] != 0.1307 || m.Std[0] != 0.3081 {
 		t.Error("greyscale normalisation")

@@ -204,7 +204,7 @@ func gather(r *RawSet, idx []int, lut [][256]float32, role string) *Split {
 	return s
 }
 
-// BaseMode selects how base examples are drawn (ALGORITHM.md §1).
+// BaseMode selects how base examples are drawn (docs/ALGORITHM.md §1).
 type BaseMode string
 
 const (

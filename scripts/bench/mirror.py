@@ -3,16 +3,16 @@
 
 It reproduces what the authors' reference code (label_distillation_or2.py and
 label_distillation_rr.py) computes per step on MNIST with LeNet, N = 100 base examples,
-N_i = 50, N_o = 1024 (docs: /work/shared/docs/ALGORITHM.md sections 4 and 5), including the
+N_i = 50, N_o = 1024 (docs: docs/ALGORITHM.md sections 4 and 5), including the
 work the reference does and ldtorch does not:
 
   LD  the 1024-image target loss is backpropagated into every model parameter as well as
       into the labels (label_loss.backward(retain_graph=True)); the parameter gradients are
-      then zeroed before the model's own step, so they are wasted work (ALGORITHM.md §9).
+      then zeroed before the model's own step, so they are wasted work (docs/ALGORITHM.md §9).
   RR  the 1024 target images go through the feature extractor *with* a graph and
       label_loss.backward() reaches θ and s too (a full backward); the base batch is then
       forwarded a second time for the feature loss; the ridge solve uses an explicit
-      torch.inverse as the reference does (ALGORITHM.md recommends a solve instead).
+      torch.inverse as the reference does (docs/ALGORITHM.md recommends a solve instead).
 
 Run with Debian's python (torch 1.13, numpy):
 
@@ -59,7 +59,7 @@ def load_mnist(data_dir, seed, n_base, n_classes=10):
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(x.shape[0], generator=g)
     tr, va = perm[:50000], perm[50000:]
-    # balanced base examples from the target-set part (ldtorch's choice, ALGORITHM.md §1)
+    # balanced base examples from the target-set part (ldtorch's choice, docs/ALGORITHM.md §1)
     per_class = n_base // n_classes
     counts = [0] * n_classes
     base = []
