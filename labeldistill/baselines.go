@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"time"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -20,6 +21,7 @@ func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) 
 			continue
 		}
 		r.report(Progress{Phase: "baseline", Message: name})
+		start := time.Now()
 		table, err := r.baselineTable(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
@@ -34,6 +36,9 @@ func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) 
 			key += "_rr"
 		}
 		out[key] = res
+		if err := r.recordPhase("baseline", key, res.Mean, res.Std, time.Since(start)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
 }

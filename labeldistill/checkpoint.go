@@ -472,6 +472,10 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	if r.lastCkpt == pos {
 		return nil
 	}
+	// The history up to this position must survive whatever follows the checkpoint.
+	if err := r.history.sync(); err != nil {
+		return err
+	}
 	s := torch.NewScope()
 	defer s.Close()
 	step := r.step

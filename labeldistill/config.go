@@ -234,6 +234,14 @@ type Config struct {
 	// after every validation (every ValidateEvery epochs and after the last one);
 	// < 0: never. Not a resume conflict (see ResumeConflicts).
 	CheckpointEvery int `json:"checkpoint_every"`
+	// HistoryEvery: write a meta-step line to the run history (metrics.jsonl) every this
+	// many meta-steps. 0 = auto: 1 on CPU, 10 on CUDA, where reading a step's loss, error and
+	// gradient norm back from the device costs a synchronisation. Not a resume conflict.
+	HistoryEvery int `json:"history_every"`
+	// GradVarWindow: meta-steps per window of the label meta-gradient statistics in the
+	// history (per-element variance over the window's steps). 0 = auto: 50; < 0: none.
+	// Not a resume conflict.
+	GradVarWindow int `json:"grad_var_window"`
 	// EMNISTTranspose: transpose EMNIST images to MNIST orientation. Default false: use
 	// them as stored, like the reference (it matches the paper's numbers) (§1).
 	EMNISTTranspose bool `json:"emnist_transpose"`
@@ -401,6 +409,15 @@ func (c Config) withDefaults() Config {
 	}
 	if r.EvalBatch == 0 {
 		r.EvalBatch = r.InnerBatch
+	}
+	if r.HistoryEvery == 0 {
+		r.HistoryEvery = 1
+		if strings.HasPrefix(r.Device, "cuda") {
+			r.HistoryEvery = 10
+		}
+	}
+	if r.GradVarWindow == 0 {
+		r.GradVarWindow = 50
 	}
 	if r.Epochs == 0 {
 		r.Epochs = AutoEpochs(r.Dataset, n)
@@ -684,6 +701,9 @@ func (c Config) check() error {
 	if c.Out == "" {
 		bad("out", "must not be empty")
 	}
+	if c.HistoryEvery < 0 {
+		bad("history_every", "must be 0 (auto) or positive, got %d", c.HistoryEvery)
+	}
 	return errors.Join(errs...)
 }
 
@@ -884,6 +904,8 @@ var operationalFields = map[string]bool{
 	"data_dir":         true,
 	"out":              true,
 	"checkpoint_every": true,
+	"history_every":    true,
+	"grad_var_window":  true,
 }
 
 // ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,

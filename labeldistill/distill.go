@@ -43,6 +43,7 @@ type runOptions struct {
 	resumeDir     string
 	keep          int
 	keepSet       bool
+	historyPath   string
 }
 
 // RunOption configures one Distill call.
@@ -175,11 +176,20 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 			return nil, err
 		}
 	}
+	if o.historyPath != "" {
+		if err := r.openHistory(o.historyPath, resumeDir != ""); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.distill(ctx); err != nil {
 		return nil, err
 	}
 	res = r.result()
+	testStart := time.Now()
 	if err := r.finalTest(ctx, res); err != nil {
+		return nil, err
+	}
+	if err := r.recordPhase("test", "", res.TestMean, res.TestStd, time.Since(testStart)); err != nil {
 		return nil, err
 	}
 	if res.Baselines, err = r.baselines(ctx); err != nil {
@@ -258,7 +268,9 @@ type run struct {
 	validations              []ValidationRecord
 	step                     int
 	distillSeconds, lastLoss float64
+	lastError                float64 // top-1 error (%) of the latest meta-step's target batch
 	lastValAcc               float64
+	history                  *historyWriter // nil: no history
 
 	// Position in the meta-loop: epoch in progress (1-based; Epochs+1 when done), batches
 	// of it done, and its permutation of the target set.
@@ -329,6 +341,7 @@ func (r *run) close() {
 		r.model.close()
 	}
 	r.gen.Close()
+	r.history.close()
 }
 
 func (r *run) report(p Progress) {
@@ -367,6 +380,9 @@ func (r *run) distill(ctx context.Context) error {
 				}
 				return fmt.Errorf("meta-step %d (epoch %d): %w", r.step+1, epoch, err)
 			}
+			if err := r.recordStep(epoch, r.lastError); err != nil {
+				return err
+			}
 			if every > 0 && r.step%every == 0 && b+1 < perEpoch {
 				r.nextBatch++ // the checkpoint's position is after this step
 				err := r.writeCheckpoint("periodic")
@@ -382,10 +398,14 @@ func (r *run) distill(ctx context.Context) error {
 			if err := ctx.Err(); err != nil {
 				return r.cancelled(err)
 			}
+			valStart := time.Now()
 			if err := r.validate(ctx, epoch); err != nil {
 				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 					return r.cancelled(err)
 				}
+				return err
+			}
+			if err := r.recordValidation(r.validations[len(r.validations)-1], time.Since(valStart)); err != nil {
 				return err
 			}
 			validated = true
@@ -453,7 +473,7 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 		return err
 	}
 	r.step++
-	r.lastLoss = st.LabelLoss
+	r.lastLoss, r.lastError = st.LabelLoss, st.Error
 	if r.tracker.Observe(st.Error) {
 		if err := r.model.reset(r.gen); err != nil {
 			return fmt.Errorf("model reset: %w", err)

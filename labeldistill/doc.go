@@ -17,3 +17,6 @@
 // halves the time of an LD meta-step (the ldtorch command sets them for itself; see its
 // malloc.go and docs/BENCHMARKS.md).
 package labeldistill
+
+// Version is ldtorch's version, recorded in artifacts and histories.
+const Version = "0.1.0"

@@ -13,6 +13,8 @@ import (
 type Labels struct {
 	Y   *torch.Tensor // (N, C) float32, requires grad; rows sum to 1
 	opt *torch.Adam
+	// grads, when set, records every meta-gradient Step receives (gradstats.go).
+	grads *gradAccumulator
 }
 
 // NewLabels starts every entry at exactly 1/C.
@@ -32,6 +34,11 @@ func NewLabels(n, classes int, cfg Config, dev torch.Device) (*Labels, error) {
 
 // Step applies one Adam step with the gradient g of the label loss, then projects.
 func (l *Labels) Step(g *torch.Tensor) error {
+	if l.grads != nil {
+		if err := l.grads.add(g); err != nil {
+			return fmt.Errorf("label gradient statistics: %w", err)
+		}
+	}
 	if err := l.opt.StepWith([]*torch.Tensor{g}); err != nil {
 		return fmt.Errorf("label step: %w", err)
 	}
@@ -40,6 +47,7 @@ func (l *Labels) Step(g *torch.Tensor) error {
 
 // Close frees the table and its optimizer state.
 func (l *Labels) Close() {
+	l.grads.close()
 	l.opt.Close()
 	l.Y.Free()
 }

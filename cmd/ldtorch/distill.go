@@ -192,6 +192,7 @@ func (e *env) distillAction(c *cli.Context) error {
 	if cfg.CheckpointEvery >= 0 {
 		opts = append(opts, labeldistill.WithCheckpointDir(ckptDir))
 	}
+	opts = append(opts, labeldistill.WithHistory(filepath.Join(cfg.Out, labeldistill.HistoryFile)))
 	if c.IsSet("resume") {
 		if c.String("resume") == "" {
 			return usageErrorf("--resume needs a folder")

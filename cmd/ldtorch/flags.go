@@ -59,6 +59,8 @@ var configHelp = map[string][2]string{
 	"reset_mean_of_last":  {"T is the mean of the last `K` reset step counts", catSchedule},
 	"validate_every":      {"validate the labels every `K` epochs (and after the last one)", catSchedule},
 	"checkpoint_every":    {"meta-steps between checkpoints (0: at every validation, negative: never)", catSchedule},
+	"history_every":       {"meta-steps between lines of the run history metrics.jsonl (auto: 1 on CPU, 10 on CUDA)", catSchedule},
+	"grad_var_window":     {"meta-steps per window of the label meta-gradient variance in the history (auto: 50, negative: none)", catSchedule},
 	"eval_models":         {"`M`, fresh models trained on the labels for the reported test accuracy", catEval},
 	"eval_lr":             {"Adam learning `RATE` of fresh validation, test and baseline models", catEval},
 	"eval_batch":          {"base examples per step of fresh models (auto: --inner-batch)", catEval},

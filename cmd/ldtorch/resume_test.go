@@ -11,9 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
 )
 
 // resumeArgs is a small real-MNIST run (6 epochs of 8 meta-steps, checkpoint every 2).
@@ -103,6 +106,20 @@ wait:
 	}
 	if wa, ka := testAccuracies(t, whole), testAccuracies(t, killed); !reflect.DeepEqual(wa, ka) {
 		t.Fatalf("test accuracies %v, uninterrupted %v", ka, wa)
+	}
+	// The history of the killed and resumed run holds every meta-step exactly once.
+	recs, err := labeldistill.ReadHistory(filepath.Join(killed, labeldistill.HistoryFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []int
+	for _, r := range recs {
+		if r.Kind == labeldistill.HistoryStep {
+			steps = append(steps, r.Step)
+		}
+	}
+	if len(steps) != 48 || steps[0] != 1 || steps[47] != 48 || !slices.IsSorted(steps) {
+		t.Fatalf("resumed history: step lines %v, want 1..48 once each", steps)
 	}
 	t.Logf("killed with checkpoints %v; resumed run identical", m)
 

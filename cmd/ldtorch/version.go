@@ -11,11 +11,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // version is ldtorch's version.
-const version = "0.1.0"
+const version = labeldistill.Version
 
 // versionInfo is `ldtorch version --json`.
 type versionInfo struct {

@@ -1,0 +1,388 @@
+package labeldistill
+
+// history.go: the run history, OUT/metrics.jsonl, written as the run goes (WithHistory).
+//
+// Schema (HistorySchema = 1): one JSON object per line, told apart by "kind":
+//
+//	start       once, first: schema, ldtorch version, method, dataset, source, base_examples,
+//	            seed, epochs, steps_per_epoch, total_steps, history_every, grad_var_window
+//	step        every history_every meta-steps: step, epoch, label_loss (the target batch's
+//	            CE), error (its top-1 error, %), moving_error (%, the reset window's mean;
+//	            null until the window has filled), resets (so far), steps_T (T), grad_norm (‖∇_Ỹ L‖₂ of this step), seconds,
+//	            distill_seconds, and at the end of each grad_var_window steps grad_var (see
+//	            GradVariance) over that window's steps
+//	validation  after each validation: step, epoch, steps_T, accuracy (%), best (kept as
+//	            the best labels so far), duration (s), seconds
+//	resume      when a run continues from a checkpoint: step, seconds
+//	phase       after the meta-loop: name ("test", then "baseline"), baseline (its key),
+//	            mean, std (%), duration (s), seconds
+//
+// "seconds" is the wall time since the run started, the runs it resumes included. Lines
+// are appended with one write each (a killed run leaves at most one partial last line) and
+// synced before every checkpoint. On resume the file is cut back to the checkpoint: step
+// lines up to its step, its validations, no phase lines, so the continued run adds each
+// later line exactly once. The grad_var window in progress at a resume restarts there
+// (its count says how many steps it covers).
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// HistoryFile is the run history's name inside an output folder.
+const HistoryFile = "metrics.jsonl"
+
+// HistorySchema is the version of metrics.jsonl's schema.
+const HistorySchema = 1
+
+// History line kinds.
+const (
+	HistoryStart      = "start"
+	HistoryStep       = "step"
+	HistoryValidation = "validation"
+	HistoryResume     = "resume"
+	HistoryPhase      = "phase"
+)
+
+// HistoryRecord is one line of metrics.jsonl: the union of every kind's fields (a field a
+// kind does not have reads as zero).
+type HistoryRecord struct {
+	Kind    string  `json:"kind"`
+	Step    int     `json:"step"`
+	Seconds float64 `json:"seconds"`
+
+	// start
+	Schema        int    `json:"schema,omitempty"`
+	Version       string `json:"ldtorch_version,omitempty"`
+	Method        string `json:"method,omitempty"`
+	Dataset       string `json:"dataset,omitempty"`
+	Source        string `json:"source,omitempty"`
+	BaseExamples  int    `json:"base_examples,omitempty"`
+	Seed          int64  `json:"seed,omitempty"`
+	Epochs        int    `json:"epochs,omitempty"`
+	StepsPerEpoch int    `json:"steps_per_epoch,omitempty"`
+	TotalSteps    int    `json:"total_steps,omitempty"`
+	HistoryEvery  int    `json:"history_every,omitempty"`
+	GradVarWindow int    `json:"grad_var_window,omitempty"`
+
+	// step (Epoch and T also validation)
+	Epoch          int           `json:"epoch,omitempty"`
+	LabelLoss      float64       `json:"label_loss"`
+	Error          float64       `json:"error"`
+	MovingError    *float64      `json:"moving_error"` // null until the reset window has filled
+	Resets         int           `json:"resets"`
+	T              int           `json:"steps_T,omitempty"`
+	GradNorm       float64       `json:"grad_norm"`
+	DistillSeconds float64       `json:"distill_seconds"`
+	GradVar        *GradVariance `json:"grad_var,omitempty"`
+
+	// validation
+	Accuracy float64 `json:"accuracy"`
+	Best     bool    `json:"best"`
+	Duration float64 `json:"duration"`
+
+	// phase
+	Name     string  `json:"name,omitempty"`
+	Baseline string  `json:"baseline,omitempty"`
+	Mean     float64 `json:"mean"`
+	Std      float64 `json:"std"`
+}
+
+// The lines as written: each kind with exactly its fields.
+type (
+	startLine struct {
+		Kind          string  `json:"kind"`
+		Step          int     `json:"step"`
+		Seconds       float64 `json:"seconds"`
+		Schema        int     `json:"schema"`
+		Version       string  `json:"ldtorch_version"`
+		Method        string  `json:"method"`
+		Dataset       string  `json:"dataset"`
+		Source        string  `json:"source"`
+		BaseExamples  int     `json:"base_examples"`
+		Seed          int64   `json:"seed"`
+		Epochs        int     `json:"epochs"`
+		StepsPerEpoch int     `json:"steps_per_epoch"`
+		TotalSteps    int     `json:"total_steps"`
+		HistoryEvery  int     `json:"history_every"`
+		GradVarWindow int     `json:"grad_var_window"`
+	}
+	stepLine struct {
+		Kind           string        `json:"kind"`
+		Step           int           `json:"step"`
+		Epoch          int           `json:"epoch"`
+		LabelLoss      float64       `json:"label_loss"`
+		Error          float64       `json:"error"`
+		MovingError    *float64      `json:"moving_error"`
+		Resets         int           `json:"resets"`
+		T              int           `json:"steps_T"`
+		GradNorm       float64       `json:"grad_norm"`
+		Seconds        float64       `json:"seconds"`
+		DistillSeconds float64       `json:"distill_seconds"`
+		GradVar        *GradVariance `json:"grad_var,omitempty"`
+	}
+	validationLine struct {
+		Kind     string  `json:"kind"`
+		Step     int     `json:"step"`
+		Epoch    int     `json:"epoch"`
+		T        int     `json:"steps_T"`
+		Accuracy float64 `json:"accuracy"`
+		Best     bool    `json:"best"`
+		Duration float64 `json:"duration"`
+		Seconds  float64 `json:"seconds"`
+	}
+	resumeLine struct {
+		Kind    string  `json:"kind"`
+		Step    int     `json:"step"`
+		Seconds float64 `json:"seconds"`
+	}
+	phaseLine struct {
+		Kind     string  `json:"kind"`
+		Step     int     `json:"step"`
+		Name     string  `json:"name"`
+		Baseline string  `json:"baseline,omitempty"`
+		Mean     float64 `json:"mean"`
+		Std      float64 `json:"std"`
+		Duration float64 `json:"duration"`
+		Seconds  float64 `json:"seconds"`
+	}
+)
+
+// WithHistory writes the run history to path (conventionally OUT/metrics.jsonl; see
+// history.go for the schema). A fresh run replaces the file; a resumed run cuts it back to
+// its checkpoint and continues it.
+func WithHistory(path string) RunOption { return func(o *runOptions) { o.historyPath = path } }
+
+// historyWriter appends lines to metrics.jsonl.
+type historyWriter struct {
+	f    *os.File
+	path string
+}
+
+// openHistory starts the history of a fresh run (truncating any file at path) or, when
+// the run was resumed, cuts the file back to the run's restored position.
+func (r *run) openHistory(path string, resumed bool) error {
+	var keep []byte
+	if resumed {
+		old, err := os.ReadFile(path)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("history: %w", err)
+		}
+		keep = r.historyUpTo(old)
+		if err := WriteFileAtomic(path, keep); err != nil {
+			return fmt.Errorf("history: %w", err)
+		}
+	}
+	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
+	if !resumed {
+		flags |= os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	r.history = &historyWriter{f: f, path: path}
+	if r.labels.grads, err = newGradAccumulator(r.labels.Y.Shape(), r.dev); err != nil {
+		return err
+	}
+	if len(keep) == 0 {
+		if err := r.history.write(r.startLine()); err != nil {
+			return err
+		}
+	}
+	if resumed {
+		return r.history.write(resumeLine{Kind: HistoryResume, Step: r.step, Seconds: r.wallSeconds()})
+	}
+	return nil
+}
+
+func (r *run) startLine() startLine {
+	perEpoch := StepsPerEpoch(r.ds.TargetSet.N(), r.cfg.OuterBatch)
+	c := r.cfg
+	return startLine{Kind: HistoryStart, Schema: HistorySchema, Version: Version, Method: c.Method, Dataset: c.Dataset,
+		Source: c.Source, BaseExamples: c.BaseExamples, Seed: c.Seed, Epochs: c.Epochs, StepsPerEpoch: perEpoch,
+		TotalSteps: perEpoch * c.Epochs, HistoryEvery: c.HistoryEvery, GradVarWindow: c.GradVarWindow}
+}
+
+// historyUpTo keeps the lines of an earlier history that describe the run up to its
+// restored position: the start line, step and resume lines up to r.step, and one line per
+// restored validation (the file's own when present, else rebuilt from the checkpoint).
+// Phase lines and a partial last line are dropped.
+func (r *run) historyUpTo(old []byte) []byte {
+	var out bytes.Buffer
+	fileVal := map[[2]int][]byte{}
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(old))
+	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	complete := len(old) > 0 && old[len(old)-1] == '\n'
+	if !complete && len(lines) > 0 {
+		lines = lines[:len(lines)-1]
+	}
+	var kept [][]byte
+	for _, line := range lines {
+		var rec HistoryRecord
+		if json.Unmarshal(line, &rec) != nil {
+			continue
+		}
+		switch rec.Kind {
+		case HistoryStart:
+			if len(kept) == 0 {
+				kept = append(kept, line)
+			}
+		case HistoryStep, HistoryResume:
+			if rec.Step <= r.step {
+				kept = append(kept, line)
+			}
+		case HistoryValidation:
+			fileVal[[2]int{rec.Epoch, rec.Step}] = line
+		}
+	}
+	// Validations go back between the step lines around them (validation at step s
+	// follows step s's line).
+	vi := 0
+	emitValidationsBefore := func(step int) {
+		for ; vi < len(r.validations) && r.validations[vi].Step < step; vi++ {
+			v := r.validations[vi]
+			line, ok := fileVal[[2]int{v.Epoch, v.Step}]
+			if !ok {
+				line, _ = json.Marshal(validationLine{Kind: HistoryValidation, Step: v.Step, Epoch: v.Epoch, T: v.T,
+					Accuracy: v.Accuracy, Best: v == r.bestRecord})
+			}
+			out.Write(line)
+			out.WriteByte('\n')
+		}
+	}
+	for _, line := range kept {
+		var rec HistoryRecord
+		_ = json.Unmarshal(line, &rec)
+		if rec.Kind != HistoryStart {
+			emitValidationsBefore(rec.Step)
+		}
+		out.Write(line)
+		out.WriteByte('\n')
+	}
+	emitValidationsBefore(r.step + 1)
+	return out.Bytes()
+}
+
+// write appends one line with a single write.
+func (h *historyWriter) write(v any) error {
+	if h == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("history: %w", err)
+	}
+	if _, err := h.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("history %s: %w", h.path, err)
+	}
+	return nil
+}
+
+// sync makes the lines written so far durable (before each checkpoint).
+func (h *historyWriter) sync() error {
+	if h == nil {
+		return nil
+	}
+	if err := h.f.Sync(); err != nil {
+		return fmt.Errorf("history %s: %w", h.path, err)
+	}
+	return nil
+}
+
+func (h *historyWriter) close() {
+	if h != nil {
+		h.f.Close()
+	}
+}
+
+// recordStep writes the step line when one is due (every HistoryEvery steps; the
+// statistics window's end adds grad_var). The label loss and error are what the meta-step
+// already read; the gradient norm and window statistics are read here, once per line.
+func (r *run) recordStep(epoch int, stepError float64) error {
+	if r.history == nil {
+		return nil
+	}
+	every, window := r.cfg.HistoryEvery, r.cfg.GradVarWindow
+	lineDue := every > 0 && r.step%every == 0
+	windowDue := window > 0 && r.step%window == 0
+	if !lineDue && !windowDue {
+		return nil
+	}
+	line := stepLine{Kind: HistoryStep, Step: r.step, Epoch: epoch, LabelLoss: r.lastLoss, Error: stepError,
+		MovingError: finiteOrNil(r.tracker.MovingError()), Resets: len(r.tracker.Resets()), T: r.T(),
+		Seconds: r.wallSeconds(), DistillSeconds: r.distillSeconds}
+	var err error
+	if line.GradNorm, err = r.labels.grads.lastNorm(); err != nil {
+		return err
+	}
+	if windowDue {
+		gv, err := r.labels.grads.variance()
+		if err != nil {
+			return err
+		}
+		line.GradVar = &gv
+	}
+	return r.history.write(line)
+}
+
+func finiteOrNil(v float64) *float64 {
+	if !finite(v) {
+		return nil
+	}
+	return &v
+}
+
+func (r *run) recordValidation(rec ValidationRecord, duration time.Duration) error {
+	return r.history.write(validationLine{Kind: HistoryValidation, Step: rec.Step, Epoch: rec.Epoch, T: rec.T,
+		Accuracy: rec.Accuracy, Best: rec == r.bestRecord, Duration: duration.Seconds(), Seconds: r.wallSeconds()})
+}
+
+func (r *run) recordPhase(name, baseline string, mean, std float64, duration time.Duration) error {
+	return r.history.write(phaseLine{Kind: HistoryPhase, Step: r.step, Name: name, Baseline: baseline, Mean: mean,
+		Std: std, Duration: duration.Seconds(), Seconds: r.wallSeconds()})
+}
+
+// ReadHistory parses a metrics.jsonl file. A partial last line (a run killed mid-write) is
+// ignored; any other malformed line is an error naming it.
+func ReadHistory(path string) ([]HistoryRecord, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	lines := strings.Split(string(data), "\n")
+	var out []HistoryRecord
+	for i, line := range lines {
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		var rec HistoryRecord
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			if i == len(lines)-1 { // no newline after it: cut short
+				break
+			}
+			return nil, fmt.Errorf("%s: line %d: %v", path, i+1, err)
+		}
+		if rec.Kind == "" {
+			return nil, fmt.Errorf("%s: line %d has no \"kind\"", path, i+1)
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
