@@ -189,9 +189,18 @@ type Config struct {
 	// NormStd: per-channel normalisation std (§1). Empty = auto: [0.3081] for greyscale,
 	// [63.0, 62.1, 66.7]/255 for colour.
 	NormStd []float64 `json:"norm_std"`
-	// Seed: the one seed of the run (split permutation, base examples, inits, batches;
-	// §1, §8 "same seed"). Default 1234, the reference's default.
+	// Seed: the seed of the run (initialisations, batches, evaluation models; and, unless
+	// BaseSeed is set, the split permutation and the base examples; §1, §8 "same seed").
+	// Default 1234, the reference's default.
 	Seed int64 `json:"seed"`
+	// BaseSeed: the seed of the data choices alone: the train → target set / validation
+	// split and the base examples (§1). null (auto) = Seed. Fixing it while Seed varies
+	// repeats the distillation on the same base examples (the paper's repeatability table).
+	BaseSeed *int64 `json:"base_seed"`
+	// BaseIndices: distil exactly these base examples, given as positions in the source's
+	// train file (an artifact's base_indices); they must lie in the target-set part of the
+	// split under BaseSeed. null (default) = chosen by BaseSelection with BaseSeed.
+	BaseIndices []int64 `json:"base_indices"`
 	// Arch: the network used during distillation (§2): "lenet" or "alexnet". "" = auto:
 	// lenet for greyscale targets, alexnet for colour targets.
 	Arch string `json:"arch"`
@@ -280,6 +289,15 @@ func DefaultConfig() Config {
 		DataDir:            "",
 		Out:                "out",
 	}
+}
+
+// BaseSelectionSeed is the seed of the split and the base examples: BaseSeed, or Seed when
+// BaseSeed is null.
+func (c Config) BaseSelectionSeed() int64 {
+	if c.BaseSeed != nil {
+		return *c.BaseSeed
+	}
+	return c.Seed
 }
 
 // NumClasses returns C, the number of target classes, or 0 for an unknown dataset.
@@ -387,6 +405,16 @@ func (c Config) withDefaults() Config {
 	r.NormStd = append([]float64(nil), c.NormStd...)
 	r.Baselines = append([]string(nil), c.Baselines...)
 	r.BaselineSteps = append([]int(nil), c.BaselineSteps...)
+	if c.BaseIndices != nil {
+		r.BaseIndices = append([]int64{}, c.BaseIndices...)
+	}
+	if c.BaseSeed == nil {
+		seed := c.Seed
+		r.BaseSeed = &seed
+	} else {
+		seed := *c.BaseSeed
+		r.BaseSeed = &seed
+	}
 	if c.Baselines != nil && len(r.Baselines) == 0 {
 		r.Baselines = []string{} // explicit "none": keep it distinct from auto
 	}
@@ -639,7 +667,8 @@ func (c Config) check() error {
 
 	switch c.BaseSelection {
 	case SelectBalanced:
-		if cross {
+		if c.BaseIndices != nil { // given examples: no per-class count to check
+		} else if cross {
 			bad("base_selection", "cross-dataset distillation (source %s, dataset %s) requires unbalanced, got balanced",
 				c.Source, c.Dataset)
 		} else if targetOK && target.Target && n > 0 && n%target.Classes != 0 {
@@ -649,6 +678,20 @@ func (c Config) check() error {
 	case SelectUnbalanced:
 	default:
 		bad("base_selection", "unknown selection %q (want balanced or unbalanced)", c.BaseSelection)
+	}
+
+	if c.BaseIndices != nil {
+		if n > 0 && len(c.BaseIndices) != n {
+			bad("base_indices", "lists %d base examples but base_examples is %d", len(c.BaseIndices), n)
+		}
+		dup := map[int64]bool{}
+		for _, v := range c.BaseIndices {
+			if v < 0 || dup[v] {
+				bad("base_indices", "must be distinct non-negative file positions, got %d%s", v, pick(v < 0, "", " twice"))
+				break
+			}
+			dup[v] = true
+		}
 	}
 
 	seen := map[string]bool{}
@@ -912,6 +955,13 @@ var operationalFields = map[string]bool{
 // checkpoint_every): a non-empty result means a checkpoint must not be resumed under b.
 // (Device changes can alter floating-point results; they are allowed deliberately.)
 func ResumeConflicts(checkpointed, current Config) []string {
+	// Checkpoints written before base_seed existed record none: theirs was the seed.
+	for _, c := range []*Config{&checkpointed, &current} {
+		if c.BaseSeed == nil {
+			seed := c.Seed
+			c.BaseSeed = &seed
+		}
+	}
 	var out []string
 	for _, n := range Diff(checkpointed, current) {
 		if !operationalFields[n] {

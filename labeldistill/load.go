@@ -4,21 +4,28 @@ package labeldistill
 // target (and source) dataset, split it, select the base examples, record checksums.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"unicode"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
 // LoadDataset reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their
 // checksums against the registry, splits the target's train set into target set and
-// validation with cfg.Seed, and selects the base examples: balanced from the target set
-// within a dataset, the first N of a seeded shuffle of the source's target-set part across
-// datasets.
+// validation with the base seed (cfg.BaseSeed, default cfg.Seed), and selects the base
+// examples with the same seed: balanced from the target set within a dataset, the first N
+// of a seeded shuffle of the source's target-set part across datasets, or exactly
+// cfg.BaseIndices when given. The base examples are chosen from the whole target set
+// before cfg.TargetSetSize keeps a prefix of it, so the target-set size never changes them.
 func LoadDataset(cfg Config) (*Dataset, error) {
 	target, err := loadOne(cfg, cfg.Dataset)
 	if err != nil {
@@ -33,10 +40,19 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 	if cfg.BaseSelection == SelectUnbalanced {
 		mode = data.Unbalanced
 	}
-	base, err := data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.Seed))
-	if err != nil {
+	var base *data.Base
+	if cfg.BaseIndices != nil {
+		idx := make([]int, len(cfg.BaseIndices))
+		for i, v := range cfg.BaseIndices {
+			idx[i] = int(v)
+		}
+		if base, err = data.SelectBaseAt(src.TargetSet, idx); err != nil {
+			return nil, fmt.Errorf("base_indices: %w", err)
+		}
+	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
 		return nil, fmt.Errorf("base_examples: %w", err)
 	}
+	target.TargetSet = target.TargetSet.Prefix(cfg.TargetSetSize)
 	ts := target.TargetSet
 	if src.TargetSet.C != ts.C || src.TargetSet.H != ts.H || src.TargetSet.W != ts.W {
 		return nil, fmt.Errorf("source: %s images are %d×%d×%d but %s images are %d×%d×%d", cfg.Source,
@@ -77,6 +93,9 @@ func LoadTestSplit(cfg Config) (*Split, error) {
 	return &Split{Images: ds.Test.Images, Labels: ds.Test.Labels}, nil
 }
 
+// loadOne reads and splits one dataset with the base seed. The target set is kept whole
+// (LoadDataset applies cfg.TargetSetSize after choosing the base examples); the size is
+// only checked here, against the target dataset.
 func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	dir, err := data.DataDir(cfg.DataDir)
 	if err != nil {
@@ -90,7 +109,7 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	if valSize == spec.ValidationSize {
 		valSize = 0 // the registry's rule, which also adapts to subset layouts
 	}
-	opt := data.Options{DataDir: dir, Seed: uint64(cfg.Seed), TargetSetSize: cfg.TargetSetSize,
+	opt := data.Options{DataDir: dir, Seed: uint64(cfg.BaseSelectionSeed()),
 		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose}
 	// data.Load, in its two steps, to check the sizes in between.
 	raw, err := data.LoadRaw(name, opt)
@@ -106,10 +125,10 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 		}
 		target, validation = n-valSize, valSize
 	}
-	if cfg.TargetSetSize > target {
+	if name == canonicalDataset(cfg.Dataset) && cfg.TargetSetSize > target {
 		return nil, &FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
 	}
-	return raw.Split(data.SplitOptions{Seed: opt.Seed, TargetSetSize: opt.TargetSetSize, ValidationSize: opt.ValidationSize})
+	return raw.Split(data.SplitOptions{Seed: opt.Seed, ValidationSize: opt.ValidationSize})
 }
 
 func fileSHA256(path string) (string, error) {
@@ -123,4 +142,57 @@ func fileSHA256(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ReadBaseIndices reads base-example indices (positions in the source's train file) from
+// an .npy file (one integer array), an .npz archive holding base_indices (an artifact's
+// distilled.npz), or a text file of integers separated by spaces, commas or new lines
+// ('#' starts a comment).
+func ReadBaseIndices(path string) ([]int64, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if bytes.HasPrefix(raw, []byte("\x93NUMPY")) || bytes.HasPrefix(raw, []byte("PK\x03\x04")) {
+		arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		arr := arc.Get("base_indices")
+		if arr == nil && len(arc.Arrays) == 1 {
+			arr = arc.Arrays[0]
+		}
+		if arr == nil {
+			return nil, fmt.Errorf("%s: no base_indices array (found %s)", path, strings.Join(arc.Names(), ", "))
+		}
+		if len(arr.Shape) != 1 {
+			return nil, fmt.Errorf("%s: base indices must be a 1-d array, got shape %v", path, arr.Shape)
+		}
+		switch v := arr.Data.(type) {
+		case []int64:
+			return v, nil
+		case []int32:
+			out := make([]int64, len(v))
+			for i, x := range v {
+				out[i] = int64(x)
+			}
+			return out, nil
+		}
+		return nil, fmt.Errorf("%s: base indices must be int32 or int64, got %s", path, arr.DType)
+	}
+	var out []int64
+	for ln, line := range strings.Split(string(raw), "\n") {
+		line, _, _ = strings.Cut(line, "#")
+		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+			v, err := strconv.ParseInt(f, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s: line %d: %q is not an integer index", path, ln+1, f)
+			}
+			out = append(out, v)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%s: no indices", path)
+	}
+	return out, nil
 }

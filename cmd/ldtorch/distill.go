@@ -88,6 +88,10 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 	if err := applyConfigFlags(c, &cfg); err != nil {
 		return cfg, src, err
 	}
+	// Given base indices say how many base examples there are, unless N is set too.
+	if cfg.BaseIndices != nil && !c.IsSet("base") && !src.configKeys["base_examples"] {
+		cfg.BaseExamples = len(cfg.BaseIndices)
+	}
 	// Unless given, read data where `ldtorch data fetch` puts it.
 	if !c.IsSet("data-dir") && !src.configKeys["data_dir"] {
 		dir, err := data.DataDir("")

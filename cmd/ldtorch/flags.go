@@ -70,7 +70,9 @@ var configHelp = map[string][2]string{
 	"validation_size":     {"size of the validation part of the train split (auto: 10000 greyscale, 5000 colour, 23237 k49)", catData},
 	"norm_mean":           {"per-channel normalisation mean `M1[,M2,M3]` (default: the dataset's)", catData},
 	"norm_std":            {"per-channel normalisation std `S1[,S2,S3]` (default: the dataset's)", catData},
-	"seed":                {"the run's one `SEED` (splits, base examples, initialisations, batches)", catRun},
+	"seed":                {"the run's `SEED` (initialisations, batches; also the split and base examples unless --base-seed)", catRun},
+	"base_seed":           {"`SEED` of the train/validation split and the base examples alone (default: --seed)", catData},
+	"base_indices":        {"distil the base examples listed in `FILE` (positions in the source's train file: .npy, an artifact's distilled.npz, or text)", catData},
 	"base_selection":      {"base-example selection: balanced or unbalanced (default: balanced within a dataset, unbalanced across)", catData},
 	"baselines":           {"comma-separated `LIST` of true, smooth, teacher, or none (default: all within a dataset, teacher across)", catBaselines},
 	"label_smoothing":     {"`ε` of the smooth baseline", catBaselines},
@@ -93,6 +95,8 @@ var defaultTexts = map[string]string{
 	"target_set_size":  "0",
 	"checkpoint_every": "0",
 	"data_dir":         "",
+	"base_seed":        "--seed",
+	"base_indices":     "",
 }
 
 // configFlag is the flag of one Config field.
@@ -164,6 +168,8 @@ func (f configFlag) cliFlag(def labeldistill.Config) cli.Flag {
 		return &cli.Float64Flag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env, DefaultText: defText}
 	case reflect.Bool:
 		return &cli.BoolFlag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env}
+	case reflect.Pointer: // *int64: null means auto
+		return &cli.Int64Flag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env, DefaultText: defText}
 	}
 	// Lists and pairs: comma-separated text.
 	return &cli.StringFlag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env, DefaultText: defText}
@@ -224,7 +230,22 @@ func applyConfigFlags(c *cli.Context, cfg *labeldistill.Config) error {
 			fv.SetFloat(c.Float64(f.name))
 		case reflect.Bool:
 			fv.SetBool(c.Bool(f.name))
+		case reflect.Pointer: // *int64
+			n := c.Int64(f.name)
+			fv.Set(reflect.ValueOf(&n))
 		default:
+			if f.key == "base_indices" { // a file, not a list on the command line
+				path := strings.TrimSpace(c.String(f.name))
+				if path == "" {
+					return bad("needs a file name")
+				}
+				idx, err := labeldistill.ReadBaseIndices(path)
+				if err != nil {
+					return bad("%v", err)
+				}
+				fv.Set(reflect.ValueOf(idx))
+				continue
+			}
 			parsed, err := parseList(c.String(f.name), f.typ)
 			if err != nil {
 				return bad("%v", err)

@@ -214,6 +214,8 @@ const (
 	// Unbalanced takes the first N of a seeded shuffle; source classes are ignored
 	// (cross-dataset distillation).
 	Unbalanced BaseMode = "unbalanced"
+	// Given: the examples were named by their file indices (SelectBaseAt).
+	Given BaseMode = "given"
 )
 
 // Base is a set of chosen base examples.
@@ -293,4 +295,56 @@ func SelectBase(s *Split, mode BaseMode, n int, seed uint64) (*Base, error) {
 // Base draws base examples from the dataset's target set (see SelectBase).
 func (d *Dataset) Base(mode BaseMode, n int, seed uint64) (*Base, error) {
 	return SelectBase(d.TargetSet, mode, n, seed)
+}
+
+// SelectBaseAt takes the given base examples from a target-set split: fileIdx are positions
+// in the source file (Split.Index values, as Base.Source and an artifact's base_indices
+// record them), kept in the given order. An index that is not in the split (out of range, or
+// in the validation part under this split's seed) is an error naming it.
+func SelectBaseAt(s *Split, fileIdx []int) (*Base, error) {
+	if s.Role != SplitTarget {
+		return nil, fmt.Errorf("data: base examples must come from the target set, not the %q split", s.Role)
+	}
+	if len(fileIdx) == 0 {
+		return nil, fmt.Errorf("data: no base indices given")
+	}
+	pos := make(map[int]int, s.N)
+	for i, f := range s.Index {
+		pos[f] = i
+	}
+	seen := make(map[int]bool, len(fileIdx))
+	chosen := make([]int, len(fileIdx))
+	for k, f := range fileIdx {
+		if seen[f] {
+			return nil, fmt.Errorf("data: base index %d is listed twice", f)
+		}
+		seen[f] = true
+		i, ok := pos[f]
+		if !ok {
+			return nil, fmt.Errorf("data: base index %d (entry %d) is not in the target-set part of the train split (out of range, or in the validation part under this base seed)", f, k)
+		}
+		chosen[k] = i
+	}
+	n, chw := len(chosen), s.ImageSize()
+	b := &Base{Mode: Given, Indices: chosen, Source: append([]int(nil), fileIdx...),
+		Images: make([]float32, n*chw), Labels: make([]int64, n), N: n, C: s.C, H: s.H, W: s.W}
+	for k, i := range chosen {
+		b.Labels[k] = s.Labels[i]
+		copy(b.Images[k*chw:], s.Image(i))
+	}
+	return b, nil
+}
+
+// Prefix returns the first n examples of a split (the split itself when n is 0 or covers
+// it): for the target set, the same subset SplitOptions.TargetSetSize = n keeps.
+func (s *Split) Prefix(n int) *Split {
+	if n <= 0 || n >= s.N {
+		return s
+	}
+	p := *s
+	p.N = n
+	p.Images = s.Images[:n*s.ImageSize()]
+	p.Labels = s.Labels[:n]
+	p.Index = s.Index[:n]
+	return &p
 }
