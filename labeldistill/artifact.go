@@ -71,6 +71,7 @@ type Report struct {
 	TestAccuracyStd  float64                   `json:"test_accuracy_std"`
 	StdConvention    string                    `json:"std_convention"`
 	TestAccuracies   []float64                 `json:"test_accuracies"`
+	TestDiverged     int                       `json:"test_diverged_models,omitempty"`
 	Baselines        map[string]BaselineResult `json:"baselines"`
 	WallSeconds      float64                   `json:"wall_seconds"`
 	DistillSeconds   float64                   `json:"distill_seconds"`
@@ -81,6 +82,7 @@ type Report struct {
 	BestValidation   ValidationRecord          `json:"best_validation"`
 	LibtorchVersion  string                    `json:"libtorch_version"`
 	DataSHA256       map[string]string         `json:"data_sha256"`
+	ResumeChanges    []string                  `json:"resume_changes,omitempty"` // settings changed at the last resume
 	Config           Config                    `json:"config"`
 	// BaseClasses: each base example's true class in the source dataset's label space
 	// (also distilled.npz's base_classes).
@@ -134,10 +136,10 @@ func NewReport(res *Result) *Report {
 		TrainingRecipe: recipe(c, res.T),
 		Method:         c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed,
 		Epochs: c.Epochs, Steps: res.T, TestAccuracyMean: res.TestMean, TestAccuracyStd: res.TestStd,
-		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, Baselines: res.Baselines,
+		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, TestDiverged: res.TestDiverged, Baselines: res.Baselines,
 		WallSeconds: res.WallSeconds, DistillSeconds: res.DistillSeconds, SecondsPerStep: res.SecondsPerStep,
 		MetaSteps: res.MetaSteps, Resets: resets, Validations: res.Validations, BestValidation: res.BestValidation,
-		LibtorchVersion: res.TorchVersion, DataSHA256: res.DataSHA256, Config: c,
+		LibtorchVersion: res.TorchVersion, DataSHA256: res.DataSHA256, ResumeChanges: res.ResumeChanges, Config: c,
 	}
 }
 

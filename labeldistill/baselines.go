@@ -150,9 +150,15 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	l.close()
 	res.Steps = BestSteps(grid, valErr)
 	tr.net = r.evalNet
+	tr.progress = func(done, total int) {
+		r.report(Progress{Phase: "baseline", Step: r.step, Message: name, Done: done, Total: total})
+	}
 	accs, err := tr.evaluateModelsBatched(ctx, res.Steps, r.cfg.EvalModels, r.seed, "baseline-test-"+name, r.test.x, r.test.y)
 	if err != nil {
 		return res, err
+	}
+	if accs, res.Diverged = keepFinite(accs); len(accs) == 0 {
+		return res, &DivergedError{Purpose: "baseline " + name, Models: r.cfg.EvalModels, Steps: res.Steps, Field: "eval_lr", LR: r.cfg.EvalLR}
 	}
 	res.Accuracies = accs
 	res.Mean, res.Std = MeanStd(accs)

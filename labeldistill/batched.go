@@ -16,6 +16,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/ldtorch/ldtorch/nets"
@@ -283,7 +284,7 @@ const scoreChunk = 256
 // model (nets.BodyPerModel, one model's activations alive at a time) or evalChunk/M
 // images for all models at once (nets.BodyGrouped), so the activations stay the size of
 // the sequential path's or smaller.
-func (l *batchedLearner) accuracies(x, y *torch.Tensor) ([]float64, error) {
+func (l *batchedLearner) accuracies(ctx context.Context, x, y *torch.Tensor) ([]float64, error) {
 	m := int(l.bn.M)
 	n := x.Shape()[0]
 	sub := int64(scoreChunk)
@@ -294,6 +295,9 @@ func (l *batchedLearner) accuracies(x, y *torch.Tensor) ([]float64, error) {
 	wrong := make([]float64, m)
 	err := torch.NoGrad(func() error {
 		for start := int64(0); start < n; start += evalChunk {
+			if err := ctx.Err(); err != nil { // scoring many models takes seconds
+				return err
+			}
 			size := min(evalChunk, n-start)
 			clear(wrong)
 			for off := int64(0); off < size; off += sub {
@@ -367,11 +371,10 @@ func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint
 	batch := min(tr.batch, n)
 	idx := make([]int64, len(seeds)*batch)
 	for step := 1; step <= steps; step++ {
-		if step%50 == 0 {
-			if err := ctx.Err(); err != nil {
-				l.close()
-				return nil, err
-			}
+		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
+		if err := ctx.Err(); err != nil {
+			l.close()
+			return nil, err
 		}
 		// Model i's indices: sampleIndices(rngs[i], n, batch) of the sequential path.
 		for i, rng := range rngs {
@@ -387,6 +390,9 @@ func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("training step %d: %w", step, err)
+		}
+		if tr.onStep != nil {
+			tr.onStep(step)
 		}
 	}
 	return l, nil
@@ -406,19 +412,30 @@ func (tr *trainer) evaluateModelsBatchedMode(ctx context.Context, steps, models 
 		return tr.evaluateModels(ctx, steps, models, seed, purpose, x, y)
 	}
 	accs := make([]float64, 0, models)
+	defer tr.reportSteps(steps * ((models + batchedMaxModels - 1) / batchedMaxModels))()
 	for first := 0; first < models; first += batchedMaxModels {
 		seeds := make([]uint64, min(batchedMaxModels, models-first))
 		for i := range seeds {
 			seeds[i] = subSeed(seed, purpose, first+i)
 		}
+		tr.stepBase = first / batchedMaxModels * steps
 		l, err := tr.trainBatchedMode(ctx, steps, seeds, mode)
 		if err != nil {
 			return nil, err
 		}
-		a, err := l.accuracies(x, y)
+		a, err := l.accuracies(ctx, x, y)
+		var diverged []bool
+		if err == nil {
+			diverged, err = l.divergedEach()
+		}
 		l.close()
 		if err != nil {
 			return nil, err
+		}
+		for i, d := range diverged {
+			if d {
+				a[i] = math.NaN() // keepFinite counts and drops it
+			}
 		}
 		accs = append(accs, a...)
 	}

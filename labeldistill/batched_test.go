@@ -204,8 +204,8 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 	defer b32.close()
 	b64 := tNeed[*batchedLearner](t)(tr64.trainBatchedMode(ctx, bc.steps, seeds, bc.mode))
 	defer b64.close()
-	acc32 := tNeed[[]float64](t)(b32.accuracies(x, y))
-	acc64 := tNeed[[]float64](t)(b64.accuracies(x64, y))
+	acc32 := tNeed[[]float64](t)(b32.accuracies(ctx, x, y))
+	acc64 := tNeed[[]float64](t)(b64.accuracies(ctx, x64, y))
 	oneExample := 100 / float64(bc.nTest)
 	var worst64, worstMax32, worstNorm32, worstRatio, worstAcc float64
 	for i, seed := range seeds {

@@ -644,11 +644,44 @@ func (r *run) resume(dir string) error {
 		if err := r.restore(c); err != nil {
 			return fmt.Errorf("resume from %s: %w", p, err)
 		}
+		// The allowed changes (more epochs, threads, device, ...) are recorded.
+		r.resumeChanges = DiffDetails(c.Meta.Config, r.cfg)
+		changed := ""
+		if len(r.resumeChanges) > 0 {
+			changed = " (changed: " + strings.Join(r.resumeChanges, "; ") + ")"
+		}
 		r.report(Progress{Phase: "resume", Epoch: min(r.epoch, r.cfg.Epochs), Epochs: r.cfg.Epochs,
-			Message: fmt.Sprintf("resumed from %s at meta-step %d", p, r.step)})
+			Message: fmt.Sprintf("resumed from %s at meta-step %d%s", p, r.step, changed)})
 		return nil
 	}
 	return fmt.Errorf("resume: no valid checkpoint in %s: %s", dir, strings.Join(problems, "; "))
+}
+
+// CheckpointConfig returns the configuration of the newest valid checkpoint in dir (a
+// checkpoint folder, or an output folder holding checkpoints/), the checkpoint's path and
+// the folder the checkpoints are in: what `--resume DIR` alone continues with. Invalid
+// checkpoints are skipped like on resume; with none valid the error is resume's.
+func CheckpointConfig(dir string) (cfg Config, path, ckptDir string, err error) {
+	if ckptDir, err = resolveResumeDir(dir); err != nil {
+		return cfg, "", "", err
+	}
+	paths, err := listCheckpoints(ckptDir)
+	if err != nil {
+		return cfg, "", "", fmt.Errorf("resume: %w", err)
+	}
+	if len(paths) == 0 {
+		return cfg, "", "", fmt.Errorf("resume: no checkpoint (%s*%s) in %s", checkpointPrefix, checkpointSuffix, ckptDir)
+	}
+	var problems []string
+	for _, p := range paths {
+		c, err := readCheckpoint(p)
+		if err != nil {
+			problems = append(problems, err.Error())
+			continue
+		}
+		return c.Meta.Config, p, ckptDir, nil
+	}
+	return cfg, "", "", fmt.Errorf("resume: no valid checkpoint in %s: %s", ckptDir, strings.Join(problems, "; "))
 }
 
 func isDir(p string) bool {

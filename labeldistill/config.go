@@ -607,6 +607,9 @@ func (c Config) check() error {
 	positiveInt("reset_mean_of_last", c.ResetMeanOfLast)
 	positiveInt("validate_every", c.ValidateEvery)
 	positiveInt("eval_models", c.EvalModels)
+	if c.EvalModels > MaxEvalModels {
+		bad("eval_models", "at most %d, got %d (each model trains for T steps and is scored on the test set)", MaxEvalModels, c.EvalModels)
+	}
 	if c.TargetSetSize < 0 {
 		bad("target_set_size", "must be 0 (all) or positive, got %d", c.TargetSetSize)
 	}
@@ -952,8 +955,9 @@ var operationalFields = map[string]bool{
 }
 
 // ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,
-// checkpoint_every): a non-empty result means a checkpoint must not be resumed under b.
-// (Device changes can alter floating-point results; they are allowed deliberately.)
+// checkpoint_every) and without a larger epochs (a run, finished or not, may be extended):
+// a non-empty result means a checkpoint must not be resumed under current. (Device changes
+// can alter floating-point results; they are allowed deliberately.)
 func ResumeConflicts(checkpointed, current Config) []string {
 	// Checkpoints written before base_seed existed record none: theirs was the seed.
 	for _, c := range []*Config{&checkpointed, &current} {
@@ -964,12 +968,17 @@ func ResumeConflicts(checkpointed, current Config) []string {
 	}
 	var out []string
 	for _, n := range Diff(checkpointed, current) {
-		if !operationalFields[n] {
-			out = append(out, n)
+		if operationalFields[n] || (n == "epochs" && current.Epochs > checkpointed.Epochs) {
+			continue
 		}
+		out = append(out, n)
 	}
 	return out
 }
+
+// MaxEvalModels bounds eval_models (and Evaluate's Models): the paper uses 20; thousands
+// would run for hours and add nothing to the mean.
+const MaxEvalModels = 1000
 
 // MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
 // only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many

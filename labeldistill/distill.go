@@ -34,6 +34,9 @@ type Progress struct {
 	// ValidationAccuracy is the latest validation accuracy (%), NaN before the first.
 	ValidationAccuracy float64
 	Message            string
+	// Done and Total count the training steps of the phase's evaluation models (test,
+	// baseline), all models together; both 0 in the other phases.
+	Done, Total int
 }
 
 type runOptions struct {
@@ -82,6 +85,9 @@ type ValidationRecord struct {
 	Step     int     `json:"step"`
 	T        int     `json:"steps_T"`
 	Accuracy float64 `json:"accuracy"`
+	// Diverged: the validation model's parameters went non-finite; Accuracy is 0 and these
+	// labels are never kept.
+	Diverged bool `json:"diverged,omitempty"`
 }
 
 // BaselineResult is one baseline's outcome.
@@ -91,6 +97,9 @@ type BaselineResult struct {
 	Steps            int             `json:"steps"`
 	Accuracies       []float64       `json:"accuracies"`
 	ValidationErrors map[int]float64 `json:"validation_errors"`
+	// Diverged counts the test models whose parameters went non-finite; they are left out
+	// of Accuracies, Mean and Std.
+	Diverged int `json:"diverged_models,omitempty"`
 }
 
 // Result is what a distillation run produced.
@@ -111,7 +120,9 @@ type Result struct {
 	BestValidation ValidationRecord
 	TestAccuracies []float64
 	TestMean       float64
-	TestStd        float64 // population standard deviation over the M models
+	TestStd        float64  // population standard deviation over the M models
+	TestDiverged   int      // test models whose parameters went non-finite (left out of the above)
+	ResumeChanges  []string // settings changed when the run was last resumed ("epochs: 6 -> 8")
 	Baselines      map[string]BaselineResult
 	WallSeconds    float64
 	DistillSeconds float64 // the meta-loop alone (no validation)
@@ -187,6 +198,9 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	if err := r.distill(ctx); err != nil {
 		return nil, err
 	}
+	if r.best == nil {
+		return nil, &DivergedError{Purpose: "validation", Models: len(r.validations), Steps: r.T(), Field: "eval_lr", LR: r.cfg.EvalLR}
+	}
 	res = r.result()
 	testStart := time.Now()
 	if err := r.finalTest(ctx, res); err != nil {
@@ -256,6 +270,8 @@ type run struct {
 	dev      torch.Device
 	progress func(Progress)
 	seed     uint64
+	// resumeChanges are the settings changed at the resume (DiffDetails), for the report.
+	resumeChanges []string
 
 	net, evalNet             *nets.Net
 	base                     deviceSplit
@@ -527,14 +543,24 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
 	}
 	acc, err := accuracy(l, r.validation.x, r.validation.y)
+	var diverged bool
+	if err == nil {
+		diverged, err = l.diverged()
+	}
 	l.close()
 	if err != nil {
 		return err
 	}
 	rec := ValidationRecord{Epoch: epoch, Step: r.step, T: T, Accuracy: acc}
+	if diverged {
+		// Its accuracy (one class predicted everywhere) says nothing about the labels.
+		rec.Accuracy, rec.Diverged, acc = 0, true, math.NaN()
+		r.report(Progress{Phase: "validate", Epoch: epoch, Epochs: r.cfg.Epochs,
+			Message: fmt.Sprintf("warning: the validation model after epoch %d diverged (non-finite parameters after %d steps; eval_lr %g): these labels are not kept", epoch, T, r.cfg.EvalLR)})
+	}
 	r.validations = append(r.validations, rec)
 	r.lastValAcc = acc
-	if r.best == nil || acc >= r.bestRecord.Accuracy {
+	if !diverged && (r.best == nil || acc >= r.bestRecord.Accuracy) {
 		if r.best, err = table.Float32s(); err != nil {
 			return err
 		}
@@ -562,6 +588,7 @@ func (r *run) result() *Result {
 		SecondsPerStep: r.distillSeconds / float64(max(1, r.step)),
 		TorchVersion:   torch.Version(),
 		DataSHA256:     r.ds.Files,
+		ResumeChanges:  r.resumeChanges,
 	}
 }
 
@@ -576,10 +603,15 @@ func (r *run) finalTest(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
+	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev,
+		progress: func(done, total int) { r.report(Progress{Phase: "test", Step: r.step, Done: done, Total: total}) }}
 	accs, err := tr.evaluateModelsBatched(ctx, res.T, r.cfg.EvalModels, r.seed, "test", r.test.x, r.test.y)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
+	}
+	accs, res.TestDiverged = keepFinite(accs)
+	if len(accs) == 0 {
+		return &DivergedError{Purpose: "final test", Models: r.cfg.EvalModels, Steps: res.T, Field: "eval_lr", LR: r.cfg.EvalLR}
 	}
 	res.TestAccuracies = accs
 	res.TestMean, res.TestStd = MeanStd(accs)

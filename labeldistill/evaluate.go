@@ -7,6 +7,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 
@@ -58,6 +59,22 @@ type trainer struct {
 	batch int
 	opt   optSpec
 	dev   torch.Device
+	// progress, when set, hears how many training steps of an evaluation (all its models)
+	// are done; onStep and stepBase carry it into the training loops.
+	progress func(done, total int)
+	onStep   func(step int)
+	stepBase int
+}
+
+// reportSteps sets onStep to report progress over total steps (when progress is set) and
+// returns the function that unsets it.
+func (tr *trainer) reportSteps(total int) func() {
+	if tr.progress == nil {
+		return func() {}
+	}
+	tr.stepBase = 0
+	tr.onStep = func(step int) { tr.progress(tr.stepBase+step, total) }
+	return func() { tr.onStep = nil }
 }
 
 // train returns a new model trained for steps from a fresh initialisation drawn with seed.
@@ -77,11 +94,10 @@ func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []
 	batch := min(tr.batch, n)
 	next := 0
 	for step := 1; step <= steps; step++ {
-		if step%50 == 0 {
-			if err := ctx.Err(); err != nil {
-				l.close()
-				return nil, err
-			}
+		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
+		if err := ctx.Err(); err != nil {
+			l.close()
+			return nil, err
 		}
 		idx, err := sampleIndices(rng, n, batch, tr.dev)
 		if err == nil {
@@ -91,6 +107,9 @@ func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("training step %d: %w", step, err)
+		}
+		if tr.onStep != nil {
+			tr.onStep(step)
 		}
 		for next < len(probeAt) && probeAt[next] == step {
 			if err := probe(step, l); err != nil {
@@ -135,15 +154,24 @@ func accuracy(l *learner, x, y *torch.Tensor) (float64, error) {
 // (%) on (x, y). Model i starts from seed subSeed(seed, purpose, i).
 func (tr *trainer) evaluateModels(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
 	accs := make([]float64, 0, models)
+	defer tr.reportSteps(steps * models)()
 	for i := 0; i < models; i++ {
+		tr.stepBase = i * steps
 		l, err := tr.train(ctx, steps, subSeed(seed, purpose, i), nil, nil)
 		if err != nil {
 			return nil, err
 		}
 		acc, err := accuracy(l, x, y)
+		var diverged bool
+		if err == nil {
+			diverged, err = l.diverged()
+		}
 		l.close()
 		if err != nil {
 			return nil, err
+		}
+		if diverged {
+			acc = math.NaN() // keepFinite counts and drops it
 		}
 		accs = append(accs, acc)
 	}
@@ -179,6 +207,8 @@ type EvalConfig struct {
 	RR        bool    // train the RR head (features, ridge W, scale) instead of a linear classifier
 	Seed      int64   // 0 = the artifact's seed
 	Device    string  // "" = cpu
+	// Progress, when set, hears how many training steps of all the models are done.
+	Progress func(done, total int)
 }
 
 // EvalResult is Evaluate's outcome.
@@ -191,6 +221,9 @@ type EvalResult struct {
 	Accuracies []float64 `json:"test_accuracies"`
 	Mean       float64   `json:"test_accuracy_mean"`
 	Std        float64   `json:"test_accuracy_std"` // population
+	// Diverged counts the models whose parameters went non-finite; they are left out of
+	// Accuracies, Mean and Std.
+	Diverged int `json:"diverged_models"`
 }
 
 // Evaluate trains ec.Models fresh models on the artifact's images and labels and scores
@@ -232,8 +265,8 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	switch {
 	case ec.Steps < 1:
 		return nil, fmt.Errorf("steps: must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
-	case ec.Models < 1:
-		return nil, fmt.Errorf("models: must be at least 1, got %d", ec.Models)
+	case ec.Models < 1 || ec.Models > MaxEvalModels:
+		return nil, fmt.Errorf("models: must be between 1 and %d, got %d", MaxEvalModels, ec.Models)
 	case ec.Batch < 1:
 		return nil, fmt.Errorf("batch: must be at least 1, got %d", ec.Batch)
 	case !finite(ec.LR) || ec.LR <= 0:
@@ -275,12 +308,16 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	}
 	defer table.Free()
 	tr := &trainer{net: net, rr: ec.RR, cfg: cfg, baseX: base.x, table: table, batch: ec.Batch,
-		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev}
+		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev, progress: ec.Progress}
 	accs, err := tr.evaluateModelsBatched(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
 	if err != nil {
 		return nil, err
 	}
-	res = &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: ec.RR, Accuracies: accs}
+	accs, diverged := keepFinite(accs)
+	if len(accs) == 0 {
+		return nil, &DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
+	}
+	res = &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: ec.RR, Accuracies: accs, Diverged: diverged}
 	res.Mean, res.Std = MeanStd(accs)
 	return res, nil
 }

@@ -14,7 +14,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -40,7 +42,9 @@ func runConfigFlags() []cli.Flag {
 func (e *env) distillCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the resolved configuration as JSON and exit", Category: catRun},
-		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder); give the same settings", Category: catRun},
+		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder) with its own settings; " +
+			"flags given beside it must agree, except more --epochs (extends the run, also a finished one), --threads, --device, --data-dir, --out, --checkpoint-every and --quiet", Category: catRun},
+		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 	}, runConfigFlags()...)
 	return &cli.Command{
@@ -62,6 +66,24 @@ func (e *env) distillCommand() *cli.Command {
 func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, error) {
 	src := &valueSource{args: e.args, isSet: c.IsSet, configKeys: map[string]bool{}}
 	cfg := labeldistill.DefaultConfig()
+	// --resume DIR starts from the checkpoint's own settings; what is given beside it
+	// (file, variables, flags) is applied over them and checked by the resume.
+	resuming := c.IsSet("resume")
+	if resuming {
+		dir := c.String("resume")
+		if dir == "" {
+			return cfg, src, usageErrorf("--resume needs a folder")
+		}
+		ck, _, ckptDir, err := labeldistill.CheckpointConfig(dir)
+		if err != nil {
+			return cfg, src, usageErrorf("--resume: %s", strings.TrimPrefix(err.Error(), "resume: "))
+		}
+		cfg = ck
+		cfg.Out = filepath.Clean(dir) // the resumed run's output folder
+		if filepath.Clean(ckptDir) == filepath.Clean(dir) && filepath.Base(ckptDir) == "checkpoints" {
+			cfg.Out = filepath.Dir(ckptDir)
+		}
+	}
 	if path := c.String("config"); c.IsSet("config") {
 		if path == "" {
 			return cfg, src, usageErrorf("--config needs a file name")
@@ -75,7 +97,6 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 			}
 			return cfg, src, usageErrorf("--config: %v", err)
 		}
-		cfg = loaded
 		if raw, err := os.ReadFile(path); err == nil {
 			var keys map[string]json.RawMessage
 			if json.Unmarshal(raw, &keys) == nil {
@@ -83,6 +104,11 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 					src.configKeys[k] = true
 				}
 			}
+		}
+		if resuming {
+			copyConfigKeys(&cfg, loaded, src.configKeys)
+		} else {
+			cfg = loaded
 		}
 	}
 	if err := applyConfigFlags(c, &cfg); err != nil {
@@ -93,7 +119,7 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 		cfg.BaseExamples = len(cfg.BaseIndices)
 	}
 	// Unless given, read data where `ldtorch data fetch` puts it.
-	if !c.IsSet("data-dir") && !src.configKeys["data_dir"] {
+	if !c.IsSet("data-dir") && !src.configKeys["data_dir"] && !resuming {
 		dir, err := data.DataDir("")
 		if err != nil {
 			return cfg, src, usageErrorf("--data-dir: %v", err)
@@ -157,16 +183,52 @@ func (e *env) distillAction(c *cli.Context) error {
 		_, err = e.stdout.Write(b)
 		return err
 	}
-	if err := checkWritable(cfg.Out); err != nil {
-		return err
-	}
-	replacing := false
-	if _, err := os.Stat(filepath.Join(cfg.Out, labeldistill.ReportFile)); err == nil {
-		replacing = true
-	}
 	info, err := checkRuntime(cfg.Device)
 	if err != nil {
 		return err
+	}
+	if err := checkWritable(cfg.Out); err != nil {
+		return err
+	}
+	// One run per folder: the lock is held until this process ends (the kernel drops it
+	// when the process dies, so a killed run leaves no stale lock).
+	unlock, err := lockOut(cfg.Out)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	resuming, overwrite := c.IsSet("resume"), c.Bool("overwrite")
+	if resuming && overwrite {
+		return usageErrorf("--overwrite starts a fresh run and --resume continues one: give one of them")
+	}
+	ckptDir := filepath.Join(cfg.Out, "checkpoints")
+	oldCkpts, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz"))
+	replacing := fileExists(filepath.Join(cfg.Out, labeldistill.DistilledFile)) || fileExists(filepath.Join(cfg.Out, labeldistill.ReportFile))
+	// A fresh run must not mix with an earlier run in the same folder: keeping the newest
+	// three checkpoints would delete its own, --resume would find the other run's, and the
+	// artifact would be replaced without being asked to.
+	if !resuming && !overwrite && (replacing || len(oldCkpts) > 0) {
+		held := []string{}
+		if replacing {
+			held = append(held, "an artifact ("+labeldistill.DistilledFile+", "+labeldistill.ReportFile+")")
+		}
+		if len(oldCkpts) > 0 {
+			held = append(held, fmt.Sprintf("%d checkpoint(s)", len(oldCkpts)))
+		}
+		how := fmt.Sprintf("continue or extend it with --resume %s (more --epochs to extend)", cfg.Out)
+		if len(oldCkpts) == 0 {
+			how = "no checkpoints to continue from"
+		}
+		return usageErrorf("--out: %s already holds an earlier run: %s; %s, start over with --overwrite (the old artifact stays until the new one is written), or choose another --out",
+			cfg.Out, strings.Join(held, " and "), how)
+	}
+	removeOldCkpts := func() {
+		for _, p := range oldCkpts {
+			os.Remove(p)
+		}
+	}
+	if overwrite && cfg.CheckpointEvery >= 0 {
+		removeOldCkpts() // the new run's checkpoints must not mix with them
 	}
 	pr := newProgress(e.stderr, e.stderrTTY, c.Bool("quiet"))
 	source := ""
@@ -185,44 +247,104 @@ func (e *env) distillAction(c *cli.Context) error {
 			pr.update(p)
 		}
 	})}
-	ckptDir := filepath.Join(cfg.Out, "checkpoints")
-	// A fresh run must not mix its checkpoints with an earlier run's: keeping the newest
-	// three would delete its own, and its --resume hint would find the other run's.
-	if !c.IsSet("resume") && cfg.CheckpointEvery >= 0 {
-		if old, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz")); len(old) > 0 {
-			return usageErrorf("--out: %s already holds %d checkpoint(s) of an earlier run; continue it with --resume %s, or choose another --out", cfg.Out, len(old), cfg.Out)
-		}
-	}
 	if cfg.CheckpointEvery >= 0 {
 		opts = append(opts, labeldistill.WithCheckpointDir(ckptDir))
 	}
 	opts = append(opts, labeldistill.WithHistory(filepath.Join(cfg.Out, labeldistill.HistoryFile)))
-	if c.IsSet("resume") {
-		if c.String("resume") == "" {
-			return usageErrorf("--resume needs a folder")
-		}
+	if resuming {
 		opts = append(opts, labeldistill.WithResume(c.String("resume")))
 	}
 	res, err := labeldistill.Distill(ctx, cfg, opts...)
 	pr.done()
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err() // the signal came after the last check: still no artifact
+	}
 	if err != nil {
+		os.Remove(ckptDir) // only when empty: a run that failed early leaves no empty folder
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
-			if cfg.CheckpointEvery >= 0 {
-				msg += fmt.Sprintf("; continue with --resume %s and the same settings", cfg.Out)
+			if m, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz")); len(m) > 0 {
+				msg += fmt.Sprintf("; continue with: ldtorch distill --resume %s", cfg.Out)
 			}
 			return &exitError{code: exitInterrupted, msg: msg}
 		}
 		if rest, ok := strings.CutPrefix(err.Error(), "resume: "); ok {
 			return usageErrorf("--resume: %s", rest)
 		}
+		var de *labeldistill.DivergedError
+		if errors.As(err, &de) {
+			return failuref("%s", divergedMessage(de))
+		}
 		return distillError(err, src)
 	}
 	if err := labeldistill.WriteArtifact(cfg.Out, res); err != nil {
 		return failuref("%v", err)
 	}
+	if overwrite && cfg.CheckpointEvery < 0 {
+		removeOldCkpts() // they belong to the run the new artifact replaced
+	}
 	printSummary(e.stdout, res, cfg.Out)
 	return nil
+}
+
+// divergedMessage names the flag of a DivergedError's setting.
+func divergedMessage(de *labeldistill.DivergedError) string {
+	return fmt.Sprintf("%s: all %d evaluation model(s) diverged (non-finite parameters after %d training steps): --%s %g is too large; try a smaller one",
+		de.Purpose, de.Models, de.Steps, strings.ReplaceAll(de.Field, "_", "-"), de.LR)
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// copyConfigKeys copies the fields of src named by keys (json names) into dst.
+func copyConfigKeys(dst *labeldistill.Config, src labeldistill.Config, keys map[string]bool) {
+	d, sv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
+	for _, f := range configFlags() {
+		if keys[f.key] {
+			d.Field(f.field).Set(sv.Field(f.field))
+		}
+	}
+}
+
+// lockFile is the lock of an output folder, held by the run writing into it.
+const lockFile = ".ldtorch.lock"
+
+// lockOut takes an exclusive flock on dir's lock file, writing this process's PID into
+// it, and returns the function that releases it. A folder locked by another process is a
+// usage error naming the folder and that process.
+func lockOut(dir string) (func(), error) {
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, usageErrorf("--out: cannot create the lock file %s: %v", path, unwrapPath(err))
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			holder := "another ldtorch process"
+			b, _ := io.ReadAll(io.LimitReader(f, 32))
+			if pid := strings.TrimSpace(string(b)); pid != "" {
+				holder = "ldtorch process " + pid
+			}
+			return nil, usageErrorf("--out: %s is in use by another run (%s holds %s); wait for it to end, or choose another --out", dir, holder, path)
+		}
+		return nil, failuref("--out: cannot lock %s: %v", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+	}
+	return func() { f.Close() }, nil
+}
+
+// unwrapPath returns the cause of a *fs.PathError (the path is named by the caller).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // distillError classifies an error of Distill: problems with a setting (errors that start
@@ -305,6 +427,15 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 		fmt.Fprintf(tw, "%s\t%6.2f%% ± %.2f\t%d\t%d\n", baselineName(k), b.Mean, b.Std, len(b.Accuracies), b.Steps)
 	}
 	tw.Flush()
+	if res.TestDiverged > 0 {
+		fmt.Fprintf(w, "warning: %d of %d distilled-label test models diverged (non-finite parameters; --eval-lr %g) and are left out of the accuracy above\n",
+			res.TestDiverged, cfg.EvalModels, cfg.EvalLR)
+	}
+	for _, k := range keys {
+		if d := res.Baselines[k].Diverged; d > 0 {
+			fmt.Fprintf(w, "warning: %d of %d %s test models diverged and are left out of its accuracy\n", d, cfg.EvalModels, baselineName(k))
+		}
+	}
 	fmt.Fprintln(w)
 	for _, k := range keys {
 		b := res.Baselines[k]

@@ -195,12 +195,20 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		steps = strconv.Itoa(art.Report.Steps)
 	}
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
+	ec.Progress = pr.evalSteps
 	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
 		max(ec.Models, 1), arch, ec.Optimizer, map[bool]string{true: ", RR head"}[ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
 	res, err := labeldistill.Evaluate(c.Context, art, test, ec)
+	if err == nil && c.Context.Err() != nil {
+		err = c.Context.Err()
+	}
 	if err != nil {
 		if c.Context.Err() != nil {
 			return &exitError{code: exitInterrupted, msg: "interrupted"}
+		}
+		var de *labeldistill.DivergedError
+		if errors.As(err, &de) {
+			return failuref("%s", divergedMessage(de))
 		}
 		for _, k := range []string{"steps", "models", "batch", "lr", "device"} {
 			if strings.HasPrefix(err.Error(), k+": ") {
@@ -223,6 +231,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: %s%s, %s lr %g, %d steps, %d models\n", dir, res.Arch, rr, res.Optimizer, res.LR, res.Steps, len(res.Accuracies))
 	fmt.Fprintf(e.stdout, "test accuracy %.2f%% ± %.2f (population std over %d models)\n", res.Mean, res.Std, len(res.Accuracies))
+	if res.Diverged > 0 {
+		fmt.Fprintf(e.stdout, "warning: %d of %d models diverged (non-finite parameters; --lr %g) and are left out of the accuracy above\n", res.Diverged, res.Diverged+len(res.Accuracies), res.LR)
+	}
 	if r := art.Report; r != nil && r.Steps == res.Steps && res.Arch == r.Config.EvalArch && res.Optimizer == "adam" && res.LR == r.Config.EvalLR {
 		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestAccuracyMean, r.TestAccuracyStd, len(r.TestAccuracies))
 	}

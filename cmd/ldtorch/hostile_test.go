@@ -1,4 +1,4 @@
-// Hostile and broken inputs end to end through the ldtorch binary: corrupt data files, a
+// Hostile and broken inputs end to end through the ldtorch command line: corrupt data files, a
 // tampered distilled.npz or report.json, tampered checkpoints, absurd flag values and config
 // files. Each must end with one clear line on stderr and a non-zero exit code, and must not
 // lose anything: an artifact and checkpoints already in --out stay byte-identical. The runs
@@ -31,17 +31,17 @@ func tinyDistill(dataDir, out string, extra ...string) []string {
 		"--threads", "1", "--out", out}, extra...)
 }
 
-// hostileRun runs the binary like ldtorch (clean LDTORCH_* environment, OMP_NUM_THREADS=1)
-// but kills it after limit: a hostile value must fail fast, not hang the test.
+// hostileRun runs the CLI in-process like ldtorch but cancels it after limit: a hostile
+// value must fail fast, not hang the test.
 func hostileRun(t *testing.T, limit time.Duration, args ...string) result {
 	t.Helper()
-	return hostileRunEnv(t, limit, nil, args...)
+	return runCLI(t, limit, nil, args...)
 }
 
 // hostileRunEnv is hostileRun with extra environment variables ("NAME=value").
 func hostileRunEnv(t *testing.T, limit time.Duration, env []string, args ...string) result {
 	t.Helper()
-	return runBinary(t, limit, append([]string{"OMP_NUM_THREADS=1"}, env...), args...)
+	return runCLI(t, limit, env, args...)
 }
 
 // wantOneLine checks a failed run: exit code want (any non-zero, non-crash code when want is
@@ -75,7 +75,7 @@ func snapshot(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
 	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil || d.IsDir() || d.Name() == lockFile { // the lock file holds the last run's PID
 			return err
 		}
 		b, err := os.ReadFile(path)
@@ -428,13 +428,14 @@ func TestHostileNothingLost(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"corrupt data", exitUsage, tinyDistill(bad, out, "--quiet", "--checkpoint-every", "-1"), []string{"train-images-idx3-ubyte.gz"}},
-		{"fresh run into a folder holding another run's checkpoints", exitUsage, tinyDistill(shared, out, "--quiet"), []string{"--out", "checkpoint", "--resume"}},
+		{"corrupt data", exitUsage, tinyDistill(bad, out, "--quiet", "--checkpoint-every", "-1", "--overwrite"), []string{"train-images-idx3-ubyte.gz"}},
+		{"fresh run into a folder holding another run", exitUsage, tinyDistill(shared, out, "--quiet"), []string{"--out", out, "checkpoint", "--resume " + out, "--overwrite"}},
+		{"fresh run without checkpoints into a folder holding another run", exitUsage, tinyDistill(shared, out, "--quiet", "--checkpoint-every", "-1"), []string{"--out", out, "artifact", "--overwrite"}},
 		{"outer batch 0", exitUsage, tinyDistill(shared, out, "--quiet", "--outer-batch", "0"), []string{"--outer-batch"}},
 		{"device cuda", exitUsage, tinyDistill(shared, out, "--quiet", "--device", "cuda"), []string{"--device", "CUDA"}},
 		{"resume from a folder without checkpoints", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", noCkpt), []string{"--resume"}},
 		{"resume with other settings", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", out, "--label-lr", "0.5"), []string{"--resume", "label_lr"}},
-		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308", "--checkpoint-every", "-1"), []string{"non-finite", "meta-step 1"}},
+		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308", "--checkpoint-every", "-1", "--overwrite"), []string{"non-finite", "meta-step 1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -499,7 +500,6 @@ func TestHostileValues(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			r := hostileRunEnv(t, time.Minute, c.env, c.args...)
 			wantOneLine(t, r, c.code, c.want...)
 			noArtifact(t, out)

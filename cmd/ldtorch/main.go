@@ -7,7 +7,10 @@
 //	1    a runtime failure (libtorch, I/O, non-finite values, internal errors)
 //	2    a usage problem: bad flags or values, impossible combinations, bad config files,
 //	     missing, malformed or unverified data, unusable output folders
-//	130  interrupted (SIGINT / SIGTERM); nothing half-written is left behind
+//	130  interrupted (SIGINT, SIGTERM or SIGHUP); nothing half-written is left behind
+//
+// Output written to stdout is checked: a write that fails (a full disk, /dev/full, a closed
+// stdout) fails the command with exit 1, so a result is never lost silently.
 package main
 
 import (
@@ -43,8 +46,58 @@ func main() {
 		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
 		os.Exit(exitUsage)
 	}
-	os.Exit(run(os.Args, os.Stdout, os.Stderr))
+	stdout := io.Writer(os.Stdout)
+	if stdoutClosed() {
+		stdout = failingWriter{errors.New("stdout is closed")}
+	}
+	code := run(os.Args, stdout, os.Stderr)
+	// Closing stdout reports a write the kernel could not complete earlier.
+	if err := os.Stdout.Close(); err != nil && code == exitOK && stdout == io.Writer(os.Stdout) {
+		fmt.Fprintf(os.Stderr, "ldtorch: writing to stdout: %v\n", err)
+		code = exitFailure
+	}
+	os.Exit(code)
 }
+
+// stdoutClosed reports whether file descriptor 1 was closed when the process started (as
+// with `ldtorch version >&-`). Descriptor 1 is then taken by /dev/null, so that no file
+// the command opens can land on it and receive the output meant for stdout.
+func stdoutClosed() bool {
+	var st syscall.Stat_t
+	if err := syscall.Fstat(1, &st); err != syscall.EBADF {
+		return false
+	}
+	if fd, err := syscall.Open(os.DevNull, syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil && fd != 1 {
+		syscall.Dup3(fd, 1, 0)
+		syscall.Close(fd)
+	}
+	return true
+}
+
+// failingWriter fails every write with err.
+type failingWriter struct{ err error }
+
+func (w failingWriter) Write([]byte) (int, error) { return 0, w.err }
+
+// checkedWriter remembers the first write error of w.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+// interruptSignals stop a run the same way: SIGHUP (a dropped SSH session) like Ctrl-C.
+var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
 // exitError is an error with its exit code; its message is printed as is.
 type exitError struct {
@@ -72,8 +125,15 @@ type env struct {
 }
 
 // run runs the command line and returns the exit code.
-func run(args []string, stdout, stderr io.Writer) (code int) {
-	e := &env{stdout: stdout, stderr: stderr}
+func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run under a parent context (the tests' time limit): cancelling it acts like
+// an interrupting signal.
+func runContext(parent context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	out := &checkedWriter{w: stdout}
+	e := &env{stdout: out, stderr: stderr}
 	if f, ok := stderr.(*os.File); ok {
 		e.stderrTTY = term.IsTerminal(int(f.Fd()))
 	}
@@ -87,7 +147,7 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 		}
 	}()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(parent, interruptSignals...)
 	defer stop()
 	go func() {
 		<-ctx.Done()
@@ -98,6 +158,9 @@ func run(args []string, stdout, stderr io.Writer) (code int) {
 	args = reorderArgs(app.Commands, args)
 	e.args, e.command = leafArgs(app.Commands, args)
 	err := app.RunContext(ctx, args)
+	if err == nil && out.err != nil {
+		err = failuref("writing to stdout: %v", out.err)
+	}
 	if err == nil {
 		return exitOK
 	}

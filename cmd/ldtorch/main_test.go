@@ -1,4 +1,4 @@
-// Tests of the ldtorch binary, run as a subprocess: exit codes and one-line messages for bad
+// Tests of the ldtorch command line: exit codes and one-line messages for bad
 // input, configuration precedence, the data commands and an end-to-end distill + evaluate
 // on real MNIST (skipped when ../shared/datasets is absent).
 
@@ -16,34 +16,71 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
-// binary is the ldtorch binary built by TestMain.
-var binary string
+// Most tests call the CLI in-process (runContext, the binary's own entry point, with
+// buffers for stdout and stderr): a call costs no process start and no libtorch load. A few
+// start the built binary: exit codes as the shell sees them, signals, SIGKILL and the
+// allocator re-exec.
+
+// binaryPath is the ldtorch binary, built on first use by builtBinary.
+var (
+	binaryPath  string
+	binaryOnce  sync.Once
+	binaryError error
+	testTmp     string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(testMain(m))
 }
 
 func testMain(m *testing.M) int {
-	tmp, err := os.MkdirTemp("", "ldtorch-cmd-test-")
+	var err error
+	testTmp, err = os.MkdirTemp("", "ldtorch-cmd-test-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(tmp)
-	binary = filepath.Join(tmp, "ldtorch")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building ldtorch:", err)
+	defer os.RemoveAll(testTmp)
+	// In-process calls see a clean LDTORCH_* environment, with LDTORCH_DATA at an empty
+	// folder so nothing reads ~/.cache; one libtorch thread (the machine is shared).
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "LDTORCH_") {
+			os.Unsetenv(k)
+		}
+	}
+	empty := filepath.Join(testTmp, "no-data")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	os.Setenv("LDTORCH_DATA", empty)
+	os.Setenv("OMP_NUM_THREADS", "1")
 	return m.Run()
+}
+
+// builtBinary builds the ldtorch binary once and returns its path.
+func builtBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		binaryPath = filepath.Join(testTmp, "ldtorch")
+		build := exec.Command("go", "build", "-o", binaryPath, ".")
+		var out bytes.Buffer
+		build.Stdout, build.Stderr = &out, &out
+		if err := build.Run(); err != nil {
+			binaryError = fmt.Errorf("building ldtorch: %v\n%s", err, out.String())
+		}
+	})
+	if binaryError != nil {
+		t.Fatal(binaryError)
+	}
+	return binaryPath
 }
 
 type result struct {
@@ -51,24 +88,63 @@ type result struct {
 	stdout, stderr string
 }
 
-// ldtorch runs the binary with a clean LDTORCH_* environment plus extra variables
-// ("NAME=value"); LDTORCH_DATA points at an empty folder so nothing reads ~/.cache.
+// ldtorch runs the CLI in-process with extra environment variables ("NAME=value"), set
+// for the call only (so tests that pass variables must not run in parallel).
 func ldtorch(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	return runBinary(t, 0, env, args...)
+	return runCLI(t, 0, env, args...)
 }
 
-// runBinary is ldtorch with a time limit (none when limit is 0): a run still going after
-// limit is killed and fails the test.
-func runBinary(t *testing.T, limit time.Duration, env []string, args ...string) result {
+// runCLI is ldtorch with a time limit (none when limit is 0): a call still going after
+// limit is cancelled (as by a signal) and fails the test.
+func runCLI(t *testing.T, limit time.Duration, env []string, args ...string) result {
 	t.Helper()
+	restore := setEnv(t, env)
+	defer restore()
 	ctx := context.Background()
 	if limit > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, limit)
 		defer cancel()
 	}
-	cmd := exec.CommandContext(ctx, binary, args...)
+	var stdout, stderr bytes.Buffer
+	code := runContext(ctx, append([]string{"ldtorch"}, args...), &stdout, &stderr)
+	if ctx.Err() != nil {
+		t.Fatalf("ldtorch %v: still running after %v (cancelled)\nstderr: %s", args, limit, stderr.String())
+	}
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// setEnv sets variables ("NAME=value") and returns the function that restores them.
+func setEnv(t *testing.T, env []string) func() {
+	t.Helper()
+	type old struct {
+		name, value string
+		set         bool
+	}
+	var olds []old
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		ov, set := os.LookupEnv(k)
+		olds = append(olds, old{k, ov, set})
+		os.Setenv(k, v)
+	}
+	return func() {
+		for i := len(olds) - 1; i >= 0; i-- {
+			if o := olds[i]; o.set {
+				os.Setenv(o.name, o.value)
+			} else {
+				os.Unsetenv(o.name)
+			}
+		}
+	}
+}
+
+// binaryCommand is the built binary with args, a clean LDTORCH_* environment (LDTORCH_DATA
+// at an empty folder) plus env.
+func binaryCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(builtBinary(t), args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "LDTORCH_") {
 			cmd.Env = append(cmd.Env, kv)
@@ -77,10 +153,31 @@ func runBinary(t *testing.T, limit time.Duration, env []string, args ...string) 
 	// Later entries win over earlier ones with the same name (os/exec keeps the last).
 	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir())
 	cmd.Env = append(cmd.Env, env...)
+	return cmd
+}
+
+// runBinary runs the built binary (binaryCommand) with a time limit (none when limit is 0):
+// a run still going after limit is killed and fails the test.
+func runBinary(t *testing.T, limit time.Duration, env []string, args ...string) result {
+	t.Helper()
+	cmd := binaryCommand(t, env, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if ctx.Err() != nil {
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var timeout <-chan time.Time
+	if limit > 0 {
+		timeout = time.After(limit)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-timeout:
+		cmd.Process.Kill()
+		<-done
 		t.Fatalf("ldtorch %v: still running after %v (killed)\nstderr: %s", args, limit, stderr.String())
 	}
 	code := 0
@@ -193,7 +290,6 @@ func TestUsageErrors(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			t.Parallel()
 			r := ldtorch(t, c.env, c.args...)
 			msg := strings.TrimSuffix(r.stderr, "\n")
 			if r.code != exitUsage {
@@ -432,9 +528,8 @@ func TestBench(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	shared := sharedDatasets(t)
 	out := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command(binary, "distill", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
+	cmd := binaryCommand(t, nil, "distill", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
 		"--outer-batch", "128", "--epochs", "1000", "--validate-every", "1", "--baselines", "none", "--out", out)
-	cmd.Env = append(os.Environ(), "LDTORCH_DATA="+t.TempDir())
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

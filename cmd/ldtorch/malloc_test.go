@@ -12,7 +12,7 @@ import (
 func TestMallocReexec(t *testing.T) {
 	malloc := func(env ...string) string {
 		t.Helper()
-		r := ldtorch(t, env, "version", "--json")
+		r := runBinary(t, 0, env, "version", "--json")
 		var v versionInfo
 		if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
 			t.Fatalf("version --json with %v: exit %d, %v: %q %q", env, r.code, err, r.stdout, r.stderr)
@@ -28,7 +28,7 @@ func TestMallocReexec(t *testing.T) {
 	if got := malloc("LDTORCH_MALLOC=off"); !strings.HasPrefix(got, "glibc defaults") {
 		t.Errorf("LDTORCH_MALLOC=off: malloc %q", got)
 	}
-	r := ldtorch(t, []string{"LDTORCH_MALLOC=fast"}, "version")
+	r := runBinary(t, 0, []string{"LDTORCH_MALLOC=fast"}, "version")
 	if r.code != exitUsage || !strings.Contains(r.stderr, "LDTORCH_MALLOC") {
 		t.Errorf("LDTORCH_MALLOC=fast: exit %d, stderr %q; want 2 naming the variable", r.code, r.stderr)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -56,10 +57,15 @@ func pct(v float64) string {
 
 // update receives one report from Distill.
 func (pr *progress) update(p labeldistill.Progress) {
+	pr.step = max(pr.step, p.Step)
+	if strings.HasPrefix(p.Message, "warning") { // shown even with --quiet
+		pr.finishBar()
+		pr.line(p.Message)
+		return
+	}
 	if pr.quiet {
 		return
 	}
-	pr.step = p.Step
 	switch p.Phase {
 	case "distill", "validate":
 		if pr.tty {
@@ -71,6 +77,20 @@ func (pr *progress) update(p labeldistill.Progress) {
 		}
 	default: // "test", "baseline" and anything later
 		pr.finishBar()
+		if p.Total > 0 {
+			// Training steps of the phase's evaluation models: a line when the phase
+			// starts, then every plainEvery, and at its end.
+			key := p.Phase + " " + p.Message
+			if key != pr.phase || p.Done == p.Total || time.Since(pr.last) >= plainEvery {
+				what := "final test"
+				if p.Phase == "baseline" {
+					what = "baseline " + p.Message + " test"
+				}
+				pr.line(fmt.Sprintf("%s: training step %d/%d of its models (%.0f%%)", what, p.Done, p.Total, 100*float64(p.Done)/float64(p.Total)))
+			}
+			pr.phase = key
+			return
+		}
 		msg := p.Phase
 		switch p.Phase {
 		case "test":
@@ -85,6 +105,15 @@ func (pr *progress) update(p labeldistill.Progress) {
 		pr.line(msg)
 	}
 	pr.phase = p.Phase
+}
+
+// evalSteps shows the progress of `ldtorch evaluate`: training steps of all its models,
+// a line every plainEvery and at the end.
+func (pr *progress) evalSteps(done, total int) {
+	if pr.quiet || (done != total && time.Since(pr.last) < plainEvery) {
+		return
+	}
+	pr.line(fmt.Sprintf("training step %d/%d of the models (%.0f%%)", done, total, 100*float64(done)/float64(total)))
 }
 
 func (pr *progress) barUpdate(p labeldistill.Progress) {

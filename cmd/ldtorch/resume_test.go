@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -54,8 +53,7 @@ func TestResumeAfterKill9(t *testing.T) {
 		t.Fatalf("uninterrupted run: exit %d\n%s", r.code, r.stderr)
 	}
 
-	cmd := exec.Command(binary, resumeArgs(shared, killed)...)
-	cmd.Env = append(os.Environ(), "LDTORCH_DATA="+t.TempDir())
+	cmd := binaryCommand(t, nil, resumeArgs(shared, killed)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
