@@ -30,16 +30,16 @@ func newAlexCifarNet(c, h, w, classes int64) (*Net, error) {
 	n := &Net{Arch: "alexnet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: 192, Body: body}
 	pool := torch.PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}
 	conv := torch.Conv2dOpts{Padding: [2]int64{2, 2}}
-	n.body = func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-		y := ch.T(torch.Conv2d(x, p[0], p[1], conv))
+	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
+		y := l.conv(ch, x, p[0], p[1], conv)
 		y = ch.T(ch.T(torch.MaxPool2d(y, pool)).Relu()) // = pool(relu(y)) exactly, less work
-		y = ch.T(torch.LocalResponseNorm(y, lrnSize, lrnAlpha, lrnBeta, lrnK))
-		y = ch.T(torch.Conv2d(y, p[2], p[3], conv))
-		y = ch.T(torch.LocalResponseNorm(ch.T(y.Relu()), lrnSize, lrnAlpha, lrnBeta, lrnK))
+		y = l.lrn(ch, y)
+		y = l.conv(ch, y, p[2], p[3], conv)
+		y = l.lrn(ch, ch.T(y.Relu()))
 		y = ch.T(torch.MaxPool2d(y, pool))
-		y = ch.T(y.Flatten(1, -1))
-		y = ch.T(ch.T(torch.Linear(y, p[4], p[5])).Relu())
-		return ch.T(ch.T(torch.Linear(y, p[6], p[7])).Relu())
+		y = l.rows(ch, y)
+		y = ch.T(l.linear(ch, y, p[4], p[5]).Relu())
+		return ch.T(l.linear(ch, y, p[6], p[7]).Relu())
 	}
 	return n, nil
 }

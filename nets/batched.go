@@ -11,19 +11,12 @@ package nets
 // call, one optimizer step for all models.
 //
 // BodyGrouped runs the M bodies as one computation on stacked parameters (torch.Stack of
-// the models' leaves, so gradients still reach them). The activations live side by side
-// along the channel dimension, (B, M·C, H, W) with each model's channels contiguous, so
-// that
-//   - a convolution is one grouped convolution (groups = M) with weights (M·out, in, k, k);
-//     when all models see the same images (scoring), the first convolution is instead an
-//     ordinary convolution with M·out output channels, and no input is repeated;
-//   - ReLU, max/average pooling and BatchNorm act per channel and run unchanged (BatchNorm
-//     on the stacked γ, β and running statistics flattened to M·C channels; the updated
-//     running statistics are copied back to the models' own buffers);
-//   - local response normalisation, whose window runs across channels, is applied on the
-//     (B·M, C, H, W) view so that no window crosses a model boundary;
-//   - after the convolutional part, (B, M·C·H·W) becomes (M, B, C·H·W) and every linear
-//     layer is one batched matrix product (M, B, in)·(M, in, out) plus a bias (M, 1, out).
+// the models' leaves, so gradients still reach them): the architecture's one body runs over
+// groupedModels (layers.go), whose activations live side by side along the channel
+// dimension, (B, M·C, H, W), so that a convolution is one grouped convolution, ReLU,
+// pooling and BatchNorm run unchanged on the M·C channels, and each linear layer is one
+// batched matrix product. BatchNorm's updated running statistics are copied back to the
+// models' own buffers.
 //
 // In both modes each model sees the arithmetic of its own Net.Forward (up to the summation
 // order inside the kernels), so M models trained with the sum of their own losses and an
@@ -63,7 +56,6 @@ type Batched struct {
 	Net  *Net
 	M    int64
 	Mode BodyMode // may be changed between calls; the results agree to rounding
-	body func(ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor
 }
 
 // NewBatched returns the batched form of n for m models.
@@ -71,22 +63,7 @@ func NewBatched(n *Net, m int64) (*Batched, error) {
 	if m < 1 {
 		return nil, fmt.Errorf("nets: batched: need at least one model, got %d", m)
 	}
-	b := &Batched{Net: n, M: m}
-	switch n.Arch {
-	case "lenet":
-		b.body = b.lenetBody()
-	case "alexnet":
-		b.body = b.alexBody()
-	case "resnet":
-		body, err := b.resnetBody()
-		if err != nil {
-			return nil, err
-		}
-		b.body = body
-	default:
-		return nil, fmt.Errorf("nets: batched: unsupported architecture %q", n.Arch)
-	}
-	return b, nil
+	return &Batched{Net: n, M: m}, nil
 }
 
 // Features runs the M bodies: p[i] holds at least model i's body parameters and buf[i]
@@ -255,9 +232,10 @@ func (b *Batched) grouped(p, buf [][]*torch.Tensor, x *torch.Tensor, perModelInp
 	if c.Err() != nil {
 		return nil, c.Err()
 	}
-	out := b.body(&c, sp, sb, x, train)
+	g := groupedModels{m: b.M}
+	out := b.Net.body(g, &c, sp, sb, x, train)
 	if head {
-		out = c.T(b.linear(&c, out, sp[n-2], sp[n-1]))
+		out = g.linear(&c, out, sp[n-2], sp[n-1])
 	}
 	if c.Err() != nil {
 		return nil, c.Err()
@@ -283,198 +261,4 @@ func (b *Batched) grouped(p, buf [][]*torch.Tensor, x *torch.Tensor, perModelInp
 		}
 	}
 	return out, nil
-}
-
-// ---- BodyGrouped layers, on stacked parameters (M, shape...) ----------------------------
-
-// conv is a grouped convolution of x (B, M·in, H, W) — or, with a shared input x (B, in,
-// H, W), an ordinary one — with stacked weights (M, out, in, k, k) and bias (M, out) or nil.
-func (b *Batched) conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor {
-	if ch.Err() != nil {
-		return nil
-	}
-	ws := w.Shape()
-	if len(ws) != 5 {
-		ch.Check(fmt.Errorf("nets: batched conv weight must be 5-D, got %v", ws))
-		return nil
-	}
-	wf := ch.T(w.Reshape(ws[0]*ws[1], ws[2], ws[3], ws[4]))
-	var bf *torch.Tensor
-	if bias != nil {
-		bf = ch.T(bias.Reshape(-1))
-	}
-	if ch.Err() != nil {
-		return nil
-	}
-	if x.Shape()[1] == ws[2] { // shared input: one ordinary convolution
-		return ch.T(torch.Conv2d(x, wf, bf, o))
-	}
-	o.Groups = b.M
-	return ch.T(torch.Conv2d(x, wf, bf, o))
-}
-
-// toRows turns (B, M·C, H, W) into (M, B, C·H·W): each model's flattened activations.
-func (b *Batched) toRows(ch *torch.Chain, y *torch.Tensor) *torch.Tensor {
-	if ch.Err() != nil {
-		return nil
-	}
-	s := y.Shape()
-	return ch.T(ch.T(y.Reshape(s[0], b.M, -1)).Transpose(0, 1))
-}
-
-// linear is x·wᵀ + bias per model: x (M, B, in), w (M, out, in), bias (M, out).
-func (b *Batched) linear(ch *torch.Chain, x, w, bias *torch.Tensor) (*torch.Tensor, error) {
-	if ch.Err() != nil {
-		return nil, ch.Err()
-	}
-	y := ch.T(x.Bmm(ch.T(w.Transpose(1, 2))))
-	if bias != nil {
-		y = ch.T(y.Add(ch.T(bias.Unsqueeze(1))))
-	}
-	return y, ch.Err()
-}
-
-// lrn is local response normalisation per model on (B, M·C, H, W).
-func (b *Batched) lrn(ch *torch.Chain, y *torch.Tensor) *torch.Tensor {
-	if ch.Err() != nil {
-		return nil
-	}
-	s := y.Shape()
-	v := ch.T(y.Reshape(s[0]*b.M, s[1]/b.M, s[2], s[3]))
-	v = ch.T(torch.LocalResponseNorm(v, lrnSize, lrnAlpha, lrnBeta, lrnK))
-	return ch.T(v.Reshape(s[0], s[1], s[2], s[3]))
-}
-
-// ---- architectures --------------------------------------------------------------------
-
-func (b *Batched) lenetBody() func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-	var pad int64
-	if b.Net.InShape[1] == 28 {
-		pad = 2
-	}
-	// The layer order of lenet.go (max-pooling before ReLU).
-	return func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-		y := b.conv(ch, x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}})
-		if ch.Err() != nil {
-			return nil
-		}
-		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
-		y = b.conv(ch, y, p[2], p[3], torch.Conv2dOpts{})
-		if ch.Err() != nil {
-			return nil
-		}
-		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
-		y = b.toRows(ch, y)
-		y = ch.T(ch.T(b.linear(ch, y, p[4], p[5])).Relu())
-		return ch.T(ch.T(b.linear(ch, y, p[6], p[7])).Relu())
-	}
-}
-
-func (b *Batched) alexBody() func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-	pool := torch.PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}
-	conv := torch.Conv2dOpts{Padding: [2]int64{2, 2}}
-	return func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-		// The layer order of alexnet.go (the first max-pooling before ReLU).
-		y := b.conv(ch, x, p[0], p[1], conv)
-		y = ch.T(ch.T(torch.MaxPool2d(y, pool)).Relu())
-		y = b.lrn(ch, y)
-		y = b.conv(ch, y, p[2], p[3], conv)
-		y = b.lrn(ch, ch.T(y.Relu()))
-		y = ch.T(torch.MaxPool2d(y, pool))
-		y = b.toRows(ch, y)
-		y = ch.T(ch.T(b.linear(ch, y, p[4], p[5])).Relu())
-		return ch.T(ch.T(b.linear(ch, y, p[6], p[7])).Relu())
-	}
-}
-
-// resnetBody rebuilds the block layout of newCifarResNet from the parameter and buffer
-// names, so the two cannot drift apart silently (a missing name is an error).
-func (b *Batched) resnetBody() (func(ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor, error) {
-	n := b.Net
-	pi := map[string]int{}
-	for i, s := range n.Body {
-		pi[s.Name] = i
-	}
-	bi := map[string]int{}
-	for i, s := range n.Buffers {
-		bi[s.Name] = i
-	}
-	var missing []string
-	param := func(name string) int {
-		i, ok := pi[name]
-		if !ok {
-			missing = append(missing, name)
-		}
-		return i
-	}
-	buffer := func(name string) int {
-		i, ok := bi[name]
-		if !ok {
-			missing = append(missing, name)
-		}
-		return i
-	}
-	stem, stemBN, stemBuf := param("conv1.weight"), param("bn1.weight"), buffer("bn1.running_mean")
-	var blocks []resBlock
-	for s := 1; s <= 3; s++ {
-		for k := 0; k < 2; k++ {
-			name := fmt.Sprintf("layer%d.%d", s, k)
-			blk := resBlock{stride: 1, short: -1, shortBN: -1, shortBuf: -1}
-			if s > 1 && k == 0 {
-				blk.stride = 2
-			}
-			blk.conv1, blk.bn1, blk.buf1 = param(name+".conv1.weight"), param(name+".bn1.weight"), buffer(name+".bn1.running_mean")
-			blk.conv2, blk.bn2, blk.buf2 = param(name+".conv2.weight"), param(name+".bn2.weight"), buffer(name+".bn2.running_mean")
-			if _, ok := pi[name+".shortcut.0.weight"]; ok {
-				blk.short, blk.shortBN = param(name+".shortcut.0.weight"), param(name+".shortcut.1.weight")
-				blk.shortBuf = buffer(name + ".shortcut.1.running_mean")
-			}
-			blocks = append(blocks, blk)
-		}
-	}
-	if len(missing) > 0 {
-		return nil, fmt.Errorf("nets: batched resnet: unexpected layout, missing %v", missing)
-	}
-	return func(ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor {
-		bnOpts := torch.BatchNormOpts{Training: train, Momentum: bnMomentum, Eps: bnEps}
-		flat := func(t *torch.Tensor) *torch.Tensor { return ch.T(t.Reshape(-1)) }
-		norm := func(y *torch.Tensor, pi, bi int) *torch.Tensor {
-			if ch.Err() != nil {
-				return nil
-			}
-			// Views of the stacked tensors: the running statistics are updated in place.
-			return ch.T(torch.BatchNorm(y, flat(p[pi]), flat(p[pi+1]), flat(buf[bi]), flat(buf[bi+1]), bnOpts))
-		}
-		conv3 := func(y *torch.Tensor, pi int, stride int64) *torch.Tensor {
-			if ch.Err() != nil {
-				return nil
-			}
-			return b.conv(ch, y, p[pi], nil, torch.Conv2dOpts{Stride: [2]int64{stride, stride}, Padding: [2]int64{1, 1}})
-		}
-		relu := func(y *torch.Tensor) *torch.Tensor {
-			if ch.Err() != nil {
-				return nil
-			}
-			return ch.T(y.Relu())
-		}
-		y := relu(norm(conv3(x, stem, 1), stemBN, stemBuf))
-		for _, blk := range blocks {
-			out := relu(norm(conv3(y, blk.conv1, blk.stride), blk.bn1, blk.buf1))
-			out = norm(conv3(out, blk.conv2, 1), blk.bn2, blk.buf2)
-			short := y
-			if blk.short >= 0 && ch.Err() == nil {
-				s := b.conv(ch, y, p[blk.short], nil, torch.Conv2dOpts{Stride: [2]int64{blk.stride, blk.stride}})
-				short = norm(s, blk.shortBN, blk.shortBuf)
-			}
-			if ch.Err() != nil {
-				return nil
-			}
-			y = relu(ch.T(out.Add(short)))
-		}
-		if ch.Err() != nil {
-			return nil
-		}
-		y = ch.T(torch.AdaptiveAvgPool2d(y, 1, 1))
-		return b.toRows(ch, y)
-	}, nil
 }

@@ -26,16 +26,16 @@ func newLeNet(c, h, w, classes int64) (*Net, error) {
 	body = append(body, linearSpecs("fc1", 120, 400)...)
 	body = append(body, linearSpecs("fc2", 84, 120)...)
 	n := &Net{Arch: "lenet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: 84, Body: body}
-	n.body = func(ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
+	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
 		// ReLU after max-pooling: relu(maxpool(x)) = maxpool(relu(x)) exactly (ReLU is
 		// monotonic), values and gradients alike, with a quarter of the ReLU work.
-		y := ch.T(torch.Conv2d(x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}}))
+		y := l.conv(ch, x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}})
 		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
-		y = ch.T(torch.Conv2d(y, p[2], p[3], torch.Conv2dOpts{}))
+		y = l.conv(ch, y, p[2], p[3], torch.Conv2dOpts{})
 		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
-		y = ch.T(y.Flatten(1, -1))
-		y = ch.T(ch.T(torch.Linear(y, p[4], p[5])).Relu())
-		return ch.T(ch.T(torch.Linear(y, p[6], p[7])).Relu())
+		y = l.rows(ch, y)
+		y = ch.T(l.linear(ch, y, p[4], p[5]).Relu())
+		return ch.T(l.linear(ch, y, p[6], p[7]).Relu())
 	}
 	return n, nil
 }

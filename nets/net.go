@@ -18,7 +18,7 @@ type Net struct {
 	FeatureDim int64        // width of the body's output (d)
 	Body       []ParamSpec  // feature-extractor parameters, in order
 	Buffers    []BufferSpec // BatchNorm running statistics (resnet only)
-	body       func(c *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor
+	body       body         // written once over layers (layers.go)
 }
 
 // Archs lists the architecture names New accepts.
@@ -61,7 +61,7 @@ func (n *Net) Features(p, buf []*torch.Tensor, x *torch.Tensor, train bool) (*to
 		return nil, err
 	}
 	var c torch.Chain
-	f := n.body(&c, p, buf, x, train)
+	f := n.body(oneModel{}, &c, p, buf, x, train)
 	return f, c.Err()
 }
 

@@ -69,13 +69,13 @@ func newCifarResNet(c, h, w, classes int64) (*Net, error) {
 		}
 	}
 	n := &Net{Arch: "resnet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: 64, Body: body, Buffers: bufs}
-	n.body = func(ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor {
+	n.body = func(l layers, ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tensor, train bool) *torch.Tensor {
 		bnOpts := torch.BatchNormOpts{Training: train, Momentum: bnMomentum, Eps: bnEps}
 		norm := func(y *torch.Tensor, pi, bi int) *torch.Tensor {
-			return ch.T(torch.BatchNorm(y, p[pi], p[pi+1], buf[bi], buf[bi+1], bnOpts))
+			return l.batchNorm(ch, y, p[pi], p[pi+1], buf[bi], buf[bi+1], bnOpts)
 		}
 		conv3 := func(y *torch.Tensor, pi int, stride int64) *torch.Tensor {
-			return ch.T(torch.Conv2d(y, p[pi], nil, torch.Conv2dOpts{Stride: [2]int64{stride, stride}, Padding: [2]int64{1, 1}}))
+			return l.conv(ch, y, p[pi], nil, torch.Conv2dOpts{Stride: [2]int64{stride, stride}, Padding: [2]int64{1, 1}})
 		}
 		y := ch.T(norm(conv3(x, stem, 1), stemBN, stemBuf).Relu())
 		for _, b := range blocks {
@@ -83,14 +83,14 @@ func newCifarResNet(c, h, w, classes int64) (*Net, error) {
 			out = norm(conv3(out, b.conv2, 1), b.bn2, b.buf2)
 			short := y
 			if b.short >= 0 {
-				s := ch.T(torch.Conv2d(y, p[b.short], nil, torch.Conv2dOpts{Stride: [2]int64{b.stride, b.stride}}))
+				s := l.conv(ch, y, p[b.short], nil, torch.Conv2dOpts{Stride: [2]int64{b.stride, b.stride}})
 				short = norm(s, b.shortBN, b.shortBuf)
 			}
 			y = ch.T(ch.T(out.Add(short)).Relu())
 		}
 		// Global average pooling: the authors' 8×8 average pool on 32×32 inputs.
 		y = ch.T(torch.AdaptiveAvgPool2d(y, 1, 1))
-		return ch.T(y.Flatten(1, -1))
+		return l.rows(ch, y)
 	}
 	return n, nil
 }
