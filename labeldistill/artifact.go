@@ -83,6 +83,7 @@ type Report struct {
 	LibtorchVersion  string                    `json:"libtorch_version"`
 	DataSHA256       map[string]string         `json:"data_sha256"`
 	ResumeChanges    []string                  `json:"resume_changes,omitempty"` // settings changed at the last resume
+	DataWarnings     []string                  `json:"data_warnings,omitempty"`
 	Config           Config                    `json:"config"`
 	// BaseClasses: each base example's true class in the source dataset's label space
 	// (also distilled.npz's base_classes).
@@ -139,7 +140,7 @@ func NewReport(res *Result) *Report {
 		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, TestDiverged: res.TestDiverged, Baselines: res.Baselines,
 		WallSeconds: res.WallSeconds, DistillSeconds: res.DistillSeconds, SecondsPerStep: res.SecondsPerStep,
 		MetaSteps: res.MetaSteps, Resets: resets, Validations: res.Validations, BestValidation: res.BestValidation,
-		LibtorchVersion: res.TorchVersion, DataSHA256: res.DataSHA256, ResumeChanges: res.ResumeChanges, Config: c,
+		LibtorchVersion: res.TorchVersion, DataSHA256: res.DataSHA256, DataWarnings: res.DataWarnings, ResumeChanges: res.ResumeChanges, Config: c,
 	}
 }
 

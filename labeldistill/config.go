@@ -251,6 +251,10 @@ type Config struct {
 	// history (per-element variance over the window's steps). 0 = auto: 50; < 0: none.
 	// Not a resume conflict.
 	GradVarWindow int `json:"grad_var_window"`
+	// AllowUnknownData: accept data files whose checksums the registry does not know
+	// (official CIFAR binaries, EMNIST, K-49, CUB, a changed copy) and image folders; their
+	// sha256 is recorded in the report beside the registry's warnings. Default false.
+	AllowUnknownData bool `json:"allow_unknown_data"`
 	// EMNISTTranspose: transpose EMNIST images to MNIST orientation. Default false: use
 	// them as stored, like the reference (it matches the paper's numbers) (§1).
 	EMNISTTranspose bool `json:"emnist_transpose"`
@@ -952,6 +956,9 @@ var operationalFields = map[string]bool{
 	"checkpoint_every": true,
 	"history_every":    true,
 	"grad_var_window":  true,
+	// Which files may be read, not what is computed: the data checksums and digest of a
+	// checkpoint are compared on their own.
+	"allow_unknown_data": true,
 }
 
 // ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,

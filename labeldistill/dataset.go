@@ -30,6 +30,9 @@ type Dataset struct {
 	Base           Split   // base examples; Labels are true labels (target space within-dataset; source labels cross-dataset)
 	BaseIndices    []int64 // indices of the base examples in the source's train split (file order)
 	Files          map[string]string
+	// Warnings are the data package's notes on the data read (unknown checksums accepted,
+	// a subset layout, a JPEG copy, adapted split sizes).
+	Warnings []string
 }
 
 func (d *Dataset) imageSize() int { return int(d.Shape[0] * d.Shape[1] * d.Shape[2]) }

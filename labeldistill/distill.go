@@ -129,6 +129,7 @@ type Result struct {
 	SecondsPerStep float64 // DistillSeconds / MetaSteps
 	TorchVersion   string
 	DataSHA256     map[string]string
+	DataWarnings   []string // the dataset's warnings (Dataset.Warnings)
 }
 
 // Distill learns labels for the base examples of cfg and evaluates them. It returns an
@@ -168,6 +169,11 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	dev, ds, err := o.runInputs(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if o.progress != nil {
+		for _, w := range ds.Warnings {
+			o.progress(Progress{Phase: "data", Message: "warning: " + w})
+		}
 	}
 	// libtorch's grad mode and OpenMP teams are per OS thread: keep this run on one.
 	runtime.LockOSThread()
@@ -589,6 +595,7 @@ func (r *run) result() *Result {
 		TorchVersion:   torch.Version(),
 		DataSHA256:     r.ds.Files,
 		ResumeChanges:  r.resumeChanges,
+		DataWarnings:   r.ds.Warnings,
 	}
 }
 

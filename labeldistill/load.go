@@ -67,6 +67,10 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 		Base:       Split{Images: base.Images, Labels: base.Labels},
 		Files:      map[string]string{},
 	}
+	ds.Warnings = append(ds.Warnings, target.Warnings...)
+	if cfg.IsCrossDataset() {
+		ds.Warnings = append(ds.Warnings, src.Warnings...)
+	}
 	for _, i := range base.Source {
 		ds.BaseIndices = append(ds.BaseIndices, int64(i))
 	}
@@ -109,7 +113,7 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	if valSize == spec.ValidationSize {
 		valSize = 0 // the registry's rule, which also adapts to subset layouts
 	}
-	opt := data.Options{DataDir: dir, Seed: uint64(cfg.BaseSelectionSeed()),
+	opt := data.Options{DataDir: dir, Seed: uint64(cfg.BaseSelectionSeed()), AllowUnknown: cfg.AllowUnknownData,
 		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose}
 	// data.Load, in its two steps, to check the sizes in between.
 	raw, err := data.LoadRaw(name, opt)

@@ -87,6 +87,7 @@ var configHelp = map[string][2]string{
 	"data_dir":            {"`DIR` holding the datasets, one sub-folder each (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", catSystem},
 	"out":                 {"output `DIR` for distilled.npz and report.json", catSystem},
 	"emnist_transpose":    {"transpose EMNIST images to MNIST orientation", catData},
+	"allow_unknown_data":  {"accept data files the registry does not know (official CIFAR binaries, EMNIST, K-49, CUB, image folders); their sha256 goes into report.json", catData},
 }
 
 // defaultTexts overrides the default shown in help for fields whose zero value means something.

@@ -45,7 +45,7 @@ type ChecksumError struct {
 
 func (e *ChecksumError) Error() string {
 	if e.SHA256 == "" {
-		return fmt.Sprintf("data: %s: %s: image folders cannot be checksummed (set AllowUnknown to use them anyway)", e.Dataset, e.File)
+		return fmt.Sprintf("data: %s: %s: image folders cannot be checksummed (use --allow-unknown-data, Options.AllowUnknown, to read them anyway)", e.Dataset, e.File)
 	}
 	s := fmt.Sprintf("data: %s: %s: unknown sha256 %s", e.Dataset, e.File, e.SHA256)
 	if e.Content != "" {
@@ -56,7 +56,7 @@ func (e *ChecksumError) Error() string {
 	} else {
 		s += "; known: " + strings.Join(e.Known, ", ")
 	}
-	return s + " (set AllowUnknown to use it anyway)"
+	return s + " (use --allow-unknown-data, Options.AllowUnknown, to accept it)"
 }
 
 // MissingError reports that a dataset's files are not present. It matches

@@ -186,7 +186,7 @@ var registry = []*Spec{
 				{"6288f418a917e007bf5fddb823a2dc7a5c6a35031401b93292a539cb12bd881f"}, // .gz, from a Git LFS pointer; the others are unknown
 				nil, nil, nil,
 			}, "")},
-		Obtain: "download gzip.zip from https://www.nist.gov/itl/products-and-services/emnist-dataset and put the emnist-letters-*-ubyte.gz files in the folder (checksums mostly unknown: use AllowUnknown)",
+		Obtain: "download gzip.zip from https://www.nist.gov/itl/products-and-services/emnist-dataset and put the emnist-letters-*-ubyte.gz files in the folder (checksums mostly unknown: use --allow-unknown-data)",
 	},
 	{
 		Name: "k49", Classes: 49, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd,
@@ -200,7 +200,7 @@ var registry = []*Spec{
 				{Role: RoleTestLabels, Names: []string{"k49-test-labels.npz"}},
 			},
 		}},
-		Obtain: "download k49-{train,test}-{imgs,labels}.npz from https://github.com/rois-codh/kmnist (checksums unknown: use AllowUnknown)",
+		Obtain: "download k49-{train,test}-{imgs,labels}.npz from https://github.com/rois-codh/kmnist (checksums unknown: use --allow-unknown-data)",
 	},
 	{
 		Name: "cifar10", Classes: 10, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
@@ -231,7 +231,7 @@ var registry = []*Spec{
 				Note: "cifar10: using the JPEG (quality 75) re-encoding of CIFAR-10; pixels differ slightly from the binary release",
 			},
 		},
-		Obtain: "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use AllowUnknown), or link ../shared/datasets (JPEG copy) with FromShared",
+		Obtain: "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use --allow-unknown-data), or link ../shared/datasets (JPEG copy) with FromShared",
 	},
 	{
 		Name: "cifar100", Classes: 100, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
@@ -260,7 +260,7 @@ var registry = []*Spec{
 				Note: "cifar100: using the shared subset with only 100 of the 500 train images per class (the test set is complete)",
 			},
 		},
-		Obtain: "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use AllowUnknown), or link ../shared/datasets (subset) with FromShared",
+		Obtain: "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use --allow-unknown-data), or link ../shared/datasets (subset) with FromShared",
 	},
 	{
 		// CUB-200-2011 arranged as train/<class>/*.jpg and test/<class>/*.jpg by its
@@ -274,7 +274,7 @@ var registry = []*Spec{
 				{Role: RoleTest, Names: []string{"test"}, Dir: true},
 			},
 		}},
-		Obtain: "download CUB_200_2011.tgz from https://www.vision.caltech.edu/datasets/cub_200_2011/ and arrange images/ into train/<class>/ and test/<class>/ by train_test_split.txt (folders cannot be checksummed: use AllowUnknown)",
+		Obtain: "download CUB_200_2011.tgz from https://www.vision.caltech.edu/datasets/cub_200_2011/ and arrange images/ into train/<class>/ and test/<class>/ by train_test_split.txt (folders cannot be checksummed: use --allow-unknown-data)",
 	},
 }
 
