@@ -81,6 +81,22 @@ func Synchronize(d Device) error {
 	return nil
 }
 
+// SetAllowTF32 lets float32 matrix products (cuBLAS) and convolutions (cuDNN) use TF32
+// tensor cores on Ampere and later GPUs: faster, with about 10 bits of mantissa instead of
+// 23 in their inputs. Process-wide. ldtorch keeps it off (labeldistill.Config.AllowTF32) so
+// that GPU results agree with the CPU's to float32 rounding; libtorch's own defaults are
+// off for cuBLAS and on for cuDNN, and this sets both. On the CPU it is only a flag.
+func SetAllowTF32(allow bool) error {
+	a := 0
+	if allow {
+		a = 1
+	}
+	return cerr("set_allow_tf32", C.ldt_set_allow_tf32(C.int(a)))
+}
+
+// AllowTF32 reports whether either cuBLAS or cuDNN may use TF32.
+func AllowTF32() bool { return C.ldt_get_allow_tf32() == 1 }
+
 // SetNumThreads sets libtorch's intra-op thread count for the process. On shared machines
 // set OMP_WAIT_POLICY=passive before start when using more than one thread.
 func SetNumThreads(n int) error { return cerr("set_num_threads", C.ldt_set_num_threads(C.int(n))) }

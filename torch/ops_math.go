@@ -245,6 +245,26 @@ func LinalgSolve(a, b *Tensor) (*Tensor, error) {
 	return result("linalg_solve", out, e)
 }
 
+// LinalgSolveEx solves a·x = b like LinalgSolve but without its error check, which reads
+// the solver's status back to the host (on a GPU, a wait for all queued work). info holds
+// the status per system (int32: 0 = solved, > 0 = singular, and then x is not a solution):
+// read it when reading anyway, or use LinalgSolve.
+func LinalgSolveEx(a, b *Tensor) (x, info *Tensor, err error) {
+	ha, err := a.handle("linalg_solve_ex")
+	if err != nil {
+		return nil, nil, err
+	}
+	hb, err := b.handle("linalg_solve_ex")
+	if err != nil {
+		return nil, nil, err
+	}
+	var out, inf C.ldt_tensor
+	if err := cerr("linalg_solve_ex", C.ldt_linalg_solve_ex(&out, &inf, ha, hb)); err != nil {
+		return nil, nil, err
+	}
+	return wrap(out), wrap(inf), nil
+}
+
 // LinalgInv inverts a square matrix (torch.linalg.inv).
 func LinalgInv(a *Tensor) (*Tensor, error) {
 	h, err := a.handle("linalg_inv")

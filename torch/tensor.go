@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -207,11 +208,15 @@ func checkShape(op string, shape []int64, n int) error {
 }
 
 func fromData(op string, p unsafe.Pointer, n int, dt DType, shape []int64) (*Tensor, error) {
+	return fromDataOn(op, p, n, dt, CPU, shape)
+}
+
+func fromDataOn(op string, p unsafe.Pointer, n int, dt DType, dev Device, shape []int64) (*Tensor, error) {
 	if err := checkShape(op, shape, n); err != nil {
 		return nil, err
 	}
 	var out C.ldt_tensor
-	e := C.ldt_from_data(&out, p, C.int(dt), int64Ptr(shape), C.int(len(shape)), C.int(CPUType), 0)
+	e := C.ldt_from_data(&out, p, C.int(dt), int64Ptr(shape), C.int(len(shape)), C.int(dev.Type), C.int(dev.Index))
 	return result(op, out, e)
 }
 
@@ -237,6 +242,14 @@ func FromInt64(data []int64, shape ...int64) (*Tensor, error) {
 	return fromData("from_int64", dataPtr(data), len(data), Long, shape)
 }
 
+// FromInt64On copies data into a new tensor of the given shape on dev. For a GPU the data
+// is staged in page-locked host memory and the copy is queued without waiting for it (the
+// GPU's later work on the tensor runs after the copy), unlike FromInt64 followed by To,
+// which waits for the GPU to finish everything queued before it.
+func FromInt64On(dev Device, data []int64, shape ...int64) (*Tensor, error) {
+	return fromDataOn("from_int64", dataPtr(data), len(data), Long, dev, shape)
+}
+
 // FromUint8 copies data into a new CPU tensor of the given shape.
 func FromUint8(data []uint8, shape ...int64) (*Tensor, error) {
 	return fromData("from_uint8", dataPtr(data), len(data), Uint8, shape)
@@ -244,11 +257,21 @@ func FromUint8(data []uint8, shape ...int64) (*Tensor, error) {
 
 // ---- copies back to Go memory ---------------------------------------------------------------
 
+// hostReads counts reads of tensor values into Go memory (Item, Float32s, ...).
+var hostReads atomic.Uint64
+
+// HostReads returns how many times this process has read tensor values into Go memory
+// (Item, Float32s, Float64s, Int64s, Uint8s). On a GPU each such read waits until all work
+// queued before it is done (a device→host synchronisation), so the count is what the
+// meta-loop and evaluation keep low; on the CPU it is just a count.
+func HostReads() uint64 { return hostReads.Load() }
+
 func copyOut(op string, t *Tensor, dt DType, dst unsafe.Pointer, n int) error {
 	h, err := t.handle(op)
 	if err != nil {
 		return err
 	}
+	hostReads.Add(1)
 	return cerr(op, C.ldt_copy_to(h, dst, C.int(dt), C.int64_t(n)))
 }
 
@@ -282,6 +305,7 @@ func (t *Tensor) Item() (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	hostReads.Add(1)
 	var v C.double
 	if err := cerr("item", C.ldt_item(h, &v)); err != nil {
 		return 0, err

@@ -283,3 +283,22 @@ func gradMismatches(t testing.TB, tol gcTol, f func(inputs []*Tensor) (*Tensor, 
 	}
 	return bad
 }
+
+// testDevice is where the device-parametrised tests run: LDTORCH_TEST_DEVICE=cuda (or
+// cuda:N) puts them on a GPU and skips them when CUDA is not available; cpu or unset runs
+// them on the CPU, so that CI exercises them too.
+func testDevice(tb testing.TB) Device {
+	tb.Helper()
+	name := os.Getenv("LDTORCH_TEST_DEVICE")
+	if name == "" {
+		return CPU
+	}
+	d, err := ParseDevice(name)
+	if err != nil {
+		tb.Fatalf("LDTORCH_TEST_DEVICE: %v", err)
+	}
+	if d.IsCUDA() && (!CUDAIsAvailable() || d.Index >= CUDADeviceCount()) {
+		tb.Skipf("LDTORCH_TEST_DEVICE=%s: CUDA is not available (%d devices)", name, CUDADeviceCount())
+	}
+	return d
+}

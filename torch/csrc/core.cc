@@ -123,6 +123,23 @@ ldt_error ldt_cuda_empty_cache(void) {
   LDT_CATCH
 }
 
+// libtorch's own defaults differ by backend (cuBLAS TF32 off since 1.12, cuDNN TF32 on):
+// both are set together so that one switch decides.
+ldt_error ldt_set_allow_tf32(int allow) {
+  LDT_TRY {
+    at::globalContext().setAllowTF32CuBLAS(allow != 0);
+    at::globalContext().setAllowTF32CuDNN(allow != 0);
+  }
+  LDT_CATCH
+}
+
+int ldt_get_allow_tf32(void) {
+  try {
+    return at::globalContext().allowTF32CuBLAS() || at::globalContext().allowTF32CuDNN();
+  } catch (...) {
+    return -1;
+  }
+}
 
 ldt_error ldt_manual_seed(uint64_t seed) {
   LDT_TRY { at::manual_seed(seed); }
@@ -169,8 +186,8 @@ int ldt_is_grad_enabled(void) { return c10::GradMode::is_enabled() ? 1 : 0; }
 
 // Generators are needed by tensor.cc too.
 namespace ldt {
-c10::optional<at::Generator> generator(ldt_generator g) {
-  if (g == nullptr) return c10::nullopt;
+ldt::optional<at::Generator> generator(ldt_generator g) {
+  if (g == nullptr) return ldt::nullopt;
   return g->gen;
 }
 }  // namespace ldt

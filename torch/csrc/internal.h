@@ -7,7 +7,6 @@
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/util/Exception.h>
-#include <c10/util/Optional.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -16,13 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "compat.h"
 #include "shim.h"
 
 namespace ldt {
-
-// compat: libtorch 1.13 spells optionals c10::optional; 2.x aliases it to std::optional.
-template <class T>
-using optional = c10::optional<T>;
 
 inline ldt_error make_error(const char *msg) {
   size_t n = std::strlen(msg);
@@ -40,7 +36,7 @@ inline at::Tensor &T(ldt_tensor h) {
 inline ldt_tensor H(at::Tensor t) { return reinterpret_cast<ldt_tensor>(new at::Tensor(std::move(t))); }
 
 inline optional<at::Tensor> opt(ldt_tensor h) {
-  if (h == nullptr) return c10::nullopt;
+  if (h == nullptr) return ldt::nullopt;
   return T(h);
 }
 

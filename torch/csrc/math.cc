@@ -146,6 +146,19 @@ ldt_error ldt_linalg_solve(ldt_tensor *out, ldt_tensor a, ldt_tensor b) {
   LDT_CATCH
 }
 
+// linalg_solve without its error check (which reads the LAPACK/cuSOLVER status back to the
+// host, a GPU synchronisation): the same solution, and the status as an int tensor (0 =
+// solved; > 0 = singular) for the caller to read when it reads anyway.
+ldt_error ldt_linalg_solve_ex(ldt_tensor *out, ldt_tensor *info, ldt_tensor a, ldt_tensor b) {
+  LDT_TRY {
+    if (info == nullptr) throw std::invalid_argument("null output pointer");
+    auto r = at::linalg_solve_ex(ldt::T(a), ldt::T(b), /*left=*/true, /*check_errors=*/false);
+    ldt::set_out(out, std::get<0>(r));
+    ldt::set_out(info, std::get<1>(r));
+  }
+  LDT_CATCH
+}
+
 ldt_error ldt_linalg_inv(ldt_tensor *out, ldt_tensor a) {
   LDT_TRY { ldt::set_out(out, at::linalg_inv(ldt::T(a))); }
   LDT_CATCH

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 3
+#define LDT_ABI_VERSION 4
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -42,6 +42,10 @@ LDT_API int ldt_cuda_is_available(void);
 LDT_API int ldt_cuda_device_count(void);
 LDT_API ldt_error ldt_cuda_synchronize(int index);
 LDT_API ldt_error ldt_cuda_empty_cache(void);
+/* TF32 for float32 matrix products (cuBLAS) and convolutions (cuDNN) on Ampere and later
+ * GPUs: process-wide; a flag only (no effect) on the CPU. */
+LDT_API ldt_error ldt_set_allow_tf32(int allow);
+LDT_API int ldt_get_allow_tf32(void); /* 1 when either backend may use TF32 */
 LDT_API ldt_error ldt_manual_seed(uint64_t seed);
 /* A CPU generator: random tensors are drawn on the CPU, then moved, so a seed gives the
  * same numbers on every device. */
@@ -127,6 +131,7 @@ LDT_API ldt_error ldt_reduce(ldt_tensor *out, int op, ldt_tensor t, const int64_
 LDT_API ldt_error ldt_argmax(ldt_tensor *out, ldt_tensor t, int64_t dim, int keepdim);
 LDT_API ldt_error ldt_clamp(ldt_tensor *out, ldt_tensor t, double lo, double hi, int has_lo, int has_hi);
 LDT_API ldt_error ldt_linalg_solve(ldt_tensor *out, ldt_tensor a, ldt_tensor b);
+LDT_API ldt_error ldt_linalg_solve_ex(ldt_tensor *out, ldt_tensor *info, ldt_tensor a, ldt_tensor b); /* no error check; info: 0 = solved */
 LDT_API ldt_error ldt_linalg_inv(ldt_tensor *out, ldt_tensor a);
 
 /* In-place updates (they bump the version counter; autograd rejects unsafe ones). */

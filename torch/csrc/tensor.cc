@@ -5,7 +5,7 @@
 #include "internal.h"
 
 namespace ldt {
-c10::optional<at::Generator> generator(ldt_generator g);  // core.cc
+optional<at::Generator> generator(ldt_generator g);  // core.cc
 }
 
 extern "C" {
@@ -48,14 +48,17 @@ ldt_error ldt_from_data(ldt_tensor *out, const void *data, int dtype, const int6
                         int dev_type, int dev_index) {
   LDT_TRY {
     auto sizes = ldt::ints(shape, ndim);
-    auto cpu = at::empty(sizes, at::TensorOptions().dtype(ldt::dtype(dtype)));
+    auto dev = ldt::device(dev_type, dev_index);
+    // For a GPU the data is staged in page-locked memory and copied without blocking the
+    // host: the copy is queued on the current stream, ahead of the kernels that read it,
+    // and libtorch's caching host allocator keeps the staging block until it completes.
+    auto cpu = at::empty(sizes, at::TensorOptions().dtype(ldt::dtype(dtype)).pinned_memory(dev.is_cuda()));
     size_t bytes = static_cast<size_t>(cpu.numel()) * cpu.element_size();
     if (bytes > 0) {
       if (data == nullptr) throw std::invalid_argument("null data pointer");
       std::memcpy(cpu.data_ptr(), data, bytes);  // copy: a tensor never aliases Go memory
     }
-    auto dev = ldt::device(dev_type, dev_index);
-    ldt::set_out(out, dev.is_cpu() ? cpu : cpu.to(dev));
+    ldt::set_out(out, dev.is_cpu() ? cpu : cpu.to(dev, /*non_blocking=*/true));
   }
   LDT_CATCH
 }
