@@ -191,7 +191,7 @@ func (e *env) newApp() *cli.App {
 		OnUsageError:         onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench; see ldtorch --help)", c.Args().First())
+				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep; see ldtorch --help)", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -201,6 +201,7 @@ func (e *env) newApp() *cli.App {
 			e.dataCommand(),
 			e.versionCommand(),
 			e.benchCommand(),
+			e.sweepCommand(),
 		},
 	}
 	setUsageHandlers(app.Commands)

@@ -1,0 +1,185 @@
+// sweep.go: `ldtorch sweep --grid FILE --out DIR`: run a grid of distillations (a paper
+// table) into one folder, resumable as a whole, and write summary.csv and summary.md.
+
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+// operationalFlags are the settings a sweep or study may take from the command line for
+// every run: where and how fast, never what.
+func operationalFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` of every run (0: libtorch's default)", EnvVars: []string{envName("threads")}, Category: catSystem},
+		&cli.StringFlag{Name: "device", Usage: "`DEVICE` of every run: cpu, cuda or cuda:N", EnvVars: []string{envName("device")}, Category: catSystem},
+		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", EnvVars: []string{envName("data-dir")}, Category: catSystem},
+		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
+	}
+}
+
+// operational returns the adjustment of a config by the operational flags that are set.
+func operational(c *cli.Context) (func(*labeldistill.Config), error) {
+	dataDir := c.String("data-dir")
+	if !c.IsSet("data-dir") {
+		dir, err := data.DataDir("")
+		if err != nil {
+			return nil, usageErrorf("--data-dir: %v", err)
+		}
+		dataDir = dir
+	}
+	return func(cfg *labeldistill.Config) {
+		if c.IsSet("threads") {
+			cfg.Threads = c.Int("threads")
+		}
+		if c.IsSet("device") {
+			cfg.Device = c.String("device")
+		}
+		if c.IsSet("data-dir") || cfg.DataDir == "" {
+			cfg.DataDir = dataDir
+		}
+	}, nil
+}
+
+func (e *env) sweepCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "sweep",
+		Usage: "run a grid of distillations (a paper table) into one folder; rerun to resume",
+		UsageText: "ldtorch sweep --grid scripts/paper/table1-mnist.json --out DIR [--rows \"LD RR\"] [--threads 1]\n" +
+			"ldtorch sweep --grid FILE --out DIR --summary-only",
+		Description: "Each cell of the grid (rows × columns of config settings over a common config; see " +
+			"labeldistill.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
+			"and history. Running the same command again skips finished cells and resumes a cell that was " +
+			"interrupted from its checkpoint. DIR/summary.csv and DIR/summary.md (the paper's layout, its " +
+			"numbers beneath ours) are rewritten after the run, also when it is interrupted.",
+		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "grid", Usage: "grid `FILE` (JSON; ready ones in scripts/paper/)", Required: true, Category: catRun},
+			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; one sweep per folder)", Required: true, Category: catRun},
+			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
+			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
+			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
+			&cli.BoolFlag{Name: "list", Usage: "list the cells and their state (done, resume, new) and exit", Category: catRun},
+		}, operationalFlags()...),
+		Action: e.sweepAction,
+	}
+}
+
+func (e *env) sweepAction(c *cli.Context) error {
+	if c.Args().Present() {
+		return usageErrorf("unexpected argument %q (sweep takes only flags)", c.Args().First())
+	}
+	grid, err := labeldistill.ReadGrid(c.String("grid"))
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			return usageErrorf("--grid: cannot read %s: %v", pe.Path, pe.Err)
+		}
+		return usageErrorf("--grid: %s", flagWords(err.Error()))
+	}
+	dir := c.String("out")
+	adjust, err := operational(c)
+	if err != nil {
+		return err
+	}
+	cells, err := grid.Cells(dir, adjust)
+	if err != nil {
+		return usageErrorf("--grid %s: %s", c.String("grid"), flagWords(err.Error()))
+	}
+	if c.Bool("list") {
+		for _, cell := range cells {
+			st, err := labeldistill.CellState(cell)
+			if err != nil {
+				return usageErrorf("%v", err)
+			}
+			fmt.Fprintf(e.stdout, "%-8s %s\n", st, filepath.Join(labeldistill.SweepCellsFolder, cell.ID))
+		}
+		return nil
+	}
+	if err := checkWritable(dir); err != nil {
+		return err
+	}
+	unlock, err := lockOut(dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if c.Bool("summary-only") {
+		if err := labeldistill.WriteSweepSummary(grid, dir); err != nil {
+			return failuref("%v", err)
+		}
+		return e.printSweepSummary(dir)
+	}
+	if _, err := checkRuntime(cells[0].Config.Device); err != nil {
+		return err
+	}
+	ctx := c.Context
+	quiet := c.Bool("quiet")
+	var pr *progress
+	opts := labeldistill.SweepOptions{
+		Rows: c.StringSlice("rows"), Columns: c.StringSlice("columns"), Adjust: adjust,
+		Cell: func(cell labeldistill.SweepCell, i, n int, st labeldistill.SweepState) {
+			if quiet {
+				return
+			}
+			cfg := cell.Config
+			switch st {
+			case labeldistill.CellDone:
+				fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: finished earlier, skipped\n", i, n, cell.Row, cell.Column)
+			case "finished":
+				pr.done()
+				if a, err := labeldistill.ReadArtifact(cfg.Out); err == nil && a.Report != nil {
+					fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: %.2f%% ± %.2f in %s\n", i, n, cell.Row, cell.Column,
+						a.Report.TestAccuracyMean, a.Report.TestAccuracyStd, elapsedSeconds(a.Report.WallSeconds))
+				}
+			default:
+				verb := "starting"
+				if st == labeldistill.CellResume {
+					verb = "resuming"
+				}
+				fmt.Fprintf(e.stderr, "[cell %d/%d] %s %s / %s: %s on %s, N=%d, seed %d, %d epochs -> %s\n", i, n, verb,
+					cell.Row, cell.Column, labeldistill.MethodNameOf(cfg.Method), cfg.Dataset, cfg.BaseExamples, cfg.Seed, cfg.Epochs, cfg.Out)
+				pr = newProgress(e.stderr, e.stderrTTY, quiet)
+			}
+		},
+		Run: []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
+			if pr != nil && (p.Phase != "checkpoint" || strings.HasPrefix(p.Message, "warning")) {
+				pr.update(p)
+			}
+		})},
+	}
+	err = labeldistill.RunSweep(ctx, grid, dir, opts)
+	if pr != nil {
+		pr.done()
+	}
+	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted; finished cells are kept and the running one checkpointed; summary rewritten; continue with the same command: ldtorch sweep --grid %s --out %s",
+				c.String("grid"), dir)}
+		}
+		var fe *labeldistill.FieldError
+		if errors.As(err, &fe) {
+			return usageErrorf("%s", flagWords(err.Error()))
+		}
+		return failuref("%v", err)
+	}
+	return e.printSweepSummary(dir)
+}
+
+func (e *env) printSweepSummary(dir string) error {
+	md, err := os.ReadFile(filepath.Join(dir, labeldistill.SweepSummaryMD))
+	if err != nil {
+		return failuref("%v", err)
+	}
+	_, err = e.stdout.Write(md)
+	return err
+}

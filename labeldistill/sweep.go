@@ -1,0 +1,547 @@
+package labeldistill
+
+// sweep.go: a grid of distillations laid out like a paper table (rows × columns of config
+// settings over a common config), run cell by cell into one folder, resumable as a whole,
+// and summarised as summary.csv and summary.md.
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Sweep file names inside a sweep folder.
+const (
+	SweepGridFile    = "grid.json"
+	SweepSummaryCSV  = "summary.csv"
+	SweepSummaryMD   = "summary.md"
+	SweepCellsFolder = "cells"
+)
+
+// Grid is a sweep's grid file (JSON):
+//
+//	{
+//	  "title":   "Table 1, MNIST: test accuracy (%)",
+//	  "config":  {"dataset": "mnist", "baselines": ["true", "smooth"]},
+//	  "rows":    [{"label": "LD", "set": {"method": "ld"}}, {"label": "LD RR", "set": {"method": "rr"}}],
+//	  "columns": {"key": "base_examples", "values": [10, 20, 50, 100, 200, 500]},
+//	  "paper":   {"LD": {"10": "60.89 ± 3.20"}, "Baseline": {"10": "48.35 ± 3.03"}}
+//	}
+//
+// A cell's config is DefaultConfig, then "config", then its row's "set", then its
+// column's "set" (keys are Config's json names, as in a --config file). Rows and columns
+// are each a list of {"label", "set"} or the shorthand {"key", "values"} (labels are the
+// values). "paper" holds the published numbers by printed row label and column label;
+// summary.md shows them in a "(paper)" row under each row.
+type Grid struct {
+	Title   string                       `json:"title"`
+	Config  json.RawMessage              `json:"config"`
+	Rows    GridAxis                     `json:"rows"`
+	Columns GridAxis                     `json:"columns"`
+	Paper   map[string]map[string]string `json:"paper,omitempty"`
+	Notes   string                       `json:"notes,omitempty"`
+}
+
+// GridEntry is one row or column: its label and the config keys it sets.
+type GridEntry struct {
+	Label string          `json:"label"`
+	Set   json.RawMessage `json:"set"`
+}
+
+// GridAxis is a grid's rows or columns.
+type GridAxis []GridEntry
+
+// UnmarshalJSON accepts a list of entries or {"key": K, "values": [...]}.
+func (a *GridAxis) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		var entries []GridEntry
+		if err := strictUnmarshal(b, &entries); err != nil {
+			return err
+		}
+		*a = entries
+		return nil
+	}
+	var short struct {
+		Key    string            `json:"key"`
+		Values []json.RawMessage `json:"values"`
+	}
+	if err := strictUnmarshal(b, &short); err != nil {
+		return fmt.Errorf("want a list of {\"label\", \"set\"} or {\"key\", \"values\"}: %w", err)
+	}
+	if short.Key == "" || len(short.Values) == 0 {
+		return errors.New("{\"key\", \"values\"} needs a key and at least one value")
+	}
+	for _, v := range short.Values {
+		label := strings.Trim(string(v), `"`)
+		set, _ := json.Marshal(map[string]json.RawMessage{short.Key: v})
+		*a = append(*a, GridEntry{Label: label, Set: set})
+	}
+	return nil
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+// SweepCell is one distillation of a grid.
+type SweepCell struct {
+	Row, Column string // labels
+	ID          string // folder name under cells/
+	Config      Config // resolved, Out = the cell's folder
+}
+
+// ReadGrid reads and checks a grid file: labels unique and non-empty, every cell's config
+// valid.
+func ReadGrid(path string) (*Grid, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var g Grid
+	if err := strictUnmarshal(b, &g); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(g.Rows) == 0 || len(g.Columns) == 0 {
+		return nil, fmt.Errorf("%s: needs rows and columns", path)
+	}
+	if _, err := g.Cells("", nil); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &g, nil
+}
+
+// Cells returns the grid's cells in row-major order, each config resolved with Out inside
+// dir/cells; adjust (may be nil) is applied to every config before resolving (operational
+// settings: threads, device, data dir).
+func (g *Grid) Cells(dir string, adjust func(*Config)) ([]SweepCell, error) {
+	base := DefaultConfig()
+	if len(g.Config) > 0 {
+		var err error
+		if base, err = overlayConfig(base, g.Config); err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+	}
+	var cells []SweepCell
+	ids := map[string]string{}
+	for _, axis := range []struct {
+		name    string
+		entries GridAxis
+	}{{"rows", g.Rows}, {"columns", g.Columns}} {
+		seen := map[string]bool{}
+		for _, e := range axis.entries {
+			if e.Label == "" || seen[e.Label] {
+				return nil, fmt.Errorf("%s: labels must be non-empty and unique, got %q", axis.name, e.Label)
+			}
+			seen[e.Label] = true
+		}
+	}
+	for _, r := range g.Rows {
+		rowCfg, err := overlayConfig(base, r.Set)
+		if err != nil {
+			return nil, fmt.Errorf("row %q: %w", r.Label, err)
+		}
+		for _, c := range g.Columns {
+			cfg, err := overlayConfig(rowCfg, c.Set)
+			if err != nil {
+				return nil, fmt.Errorf("column %q: %w", c.Label, err)
+			}
+			id := slug(r.Label) + "__" + slug(c.Label)
+			if other, dup := ids[id]; dup {
+				return nil, fmt.Errorf("cells %s and %q/%q have the same folder name %s", other, r.Label, c.Label, id)
+			}
+			ids[id] = fmt.Sprintf("%q/%q", r.Label, c.Label)
+			cfg.Out = filepath.Join(dir, SweepCellsFolder, id)
+			if adjust != nil {
+				adjust(&cfg)
+			}
+			if cfg, err = cfg.Resolved(); err != nil {
+				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
+			}
+			cells = append(cells, SweepCell{Row: r.Label, Column: c.Label, ID: id, Config: cfg})
+		}
+	}
+	return cells, nil
+}
+
+// overlayConfig decodes a JSON object of config keys over c, with the checks of a config
+// file (unknown or duplicate keys, wrong types).
+func overlayConfig(c Config, set json.RawMessage) (Config, error) {
+	if len(bytes.TrimSpace(set)) == 0 || string(bytes.TrimSpace(set)) == "null" {
+		return c, nil
+	}
+	if _, err := parseConfig(set); err != nil { // key and type checks only
+		return c, err
+	}
+	out := c
+	// Slices must not alias the outer config's.
+	out.NormMean, out.NormStd = slices.Clone(c.NormMean), slices.Clone(c.NormStd)
+	out.Baselines, out.BaselineSteps, out.BaseIndices = slices.Clone(c.Baselines), slices.Clone(c.BaselineSteps), slices.Clone(c.BaseIndices)
+	if c.BaseSeed != nil {
+		seed := *c.BaseSeed
+		out.BaseSeed = &seed
+	}
+	if err := json.Unmarshal(set, &out); err != nil {
+		return c, err
+	}
+	return out, nil
+}
+
+var nonSlug = regexp.MustCompile(`[^a-z0-9.+-]+`)
+
+// slug turns a label into a folder name: "LD RR" → "ld-rr", "E → M" → "e-m".
+func slug(s string) string {
+	s = strings.Trim(nonSlug.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	if s == "" {
+		s = "x"
+	}
+	return s
+}
+
+// SweepState says what a sweep would do with a cell.
+type SweepState string
+
+const (
+	CellDone   SweepState = "done"   // report.json and distilled.npz are there
+	CellResume SweepState = "resume" // checkpoints are there
+	CellNew    SweepState = "new"
+)
+
+// CellState reports a cell's state from its folder. A finished or checkpointed cell whose
+// recorded settings differ from the cell's (other than operational ones) is an error: the
+// grid changed under an existing sweep folder.
+func CellState(cell SweepCell) (SweepState, error) {
+	dir := cell.Config.Out
+	if fileExistsAt(filepath.Join(dir, ReportFile)) && fileExistsAt(filepath.Join(dir, DistilledFile)) {
+		a, err := ReadArtifact(dir)
+		if err != nil {
+			return "", fmt.Errorf("cell %s: %w", cell.ID, err)
+		}
+		if a.Report == nil {
+			return "", fmt.Errorf("cell %s: no report.json", cell.ID)
+		}
+		if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
+			return "", fmt.Errorf("cell %s in %s was run with other settings (%s): the grid changed; use another sweep folder",
+				cell.ID, dir, strings.Join(DiffDetailsOf(a.Report.Config, cell.Config, diff), "; "))
+		}
+		return CellDone, nil
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
+		return CellResume, nil
+	}
+	return CellNew, nil
+}
+
+// settingsDiff lists the non-operational settings that differ between a finished run and
+// a cell (unlike ResumeConflicts, more epochs is a difference: the cell asks for another run).
+func settingsDiff(done, cell Config) []string {
+	var out []string
+	for _, n := range Diff(done, cell) {
+		if !operationalFields[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// DiffDetailsOf is DiffDetails restricted to the named fields.
+func DiffDetailsOf(a, b Config, names []string) []string {
+	var out []string
+	for _, d := range DiffDetails(a, b) {
+		name, _, _ := strings.Cut(d, ":")
+		if slices.Contains(names, name) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func fileExistsAt(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// SweepOptions control RunSweep.
+type SweepOptions struct {
+	// Rows and Columns restrict the run to these labels (nil: all); the summary still
+	// lists every cell.
+	Rows, Columns []string
+	// Adjust is applied to every cell's config (operational settings).
+	Adjust func(*Config)
+	// Cell is told about each cell before it runs (state: done, resume or new) and after
+	// (state "finished").
+	Cell func(cell SweepCell, index, total int, state SweepState)
+	// Run are the options of each cell's Distill (progress); RunSweep adds the cell's
+	// checkpoint folder, history and resume.
+	Run []RunOption
+}
+
+// RunSweep runs the grid's cells into dir (row-major, the selected ones), skipping
+// finished cells and resuming checkpointed ones, then writes the summary. On
+// cancellation the running cell checkpoints and RunSweep returns ctx's error after writing
+// the summary of what is finished; running it again continues.
+func RunSweep(ctx context.Context, g *Grid, dir string, o SweepOptions) error {
+	cells, err := g.Cells(dir, o.Adjust)
+	if err != nil {
+		return err
+	}
+	for _, sel := range []struct {
+		name   string
+		labels []string
+		has    func(SweepCell) string
+	}{{"rows", o.Rows, func(c SweepCell) string { return c.Row }}, {"columns", o.Columns, func(c SweepCell) string { return c.Column }}} {
+		for _, l := range sel.labels {
+			if !slices.ContainsFunc(cells, func(c SweepCell) bool { return sel.has(c) == l }) {
+				return fmt.Errorf("%s: no %s labelled %q in the grid", sel.name, strings.TrimSuffix(sel.name, "s"), l)
+			}
+		}
+	}
+	var todo []SweepCell
+	states := map[string]SweepState{}
+	for _, c := range cells {
+		if (o.Rows != nil && !slices.Contains(o.Rows, c.Row)) || (o.Columns != nil && !slices.Contains(o.Columns, c.Column)) {
+			continue
+		}
+		st, err := CellState(c)
+		if err != nil {
+			return err
+		}
+		states[c.ID] = st
+		todo = append(todo, c)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, SweepCellsFolder), 0o755); err != nil {
+		return err
+	}
+	gj, err := json.MarshalIndent(g, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := WriteFileAtomic(filepath.Join(dir, SweepGridFile), append(gj, '\n')); err != nil {
+		return err
+	}
+	var runErr error
+	for i, c := range todo {
+		st := states[c.ID]
+		if o.Cell != nil {
+			o.Cell(c, i+1, len(todo), st)
+		}
+		if st == CellDone {
+			continue
+		}
+		if runErr = runCell(ctx, c, st, o.Run); runErr != nil {
+			runErr = fmt.Errorf("cell %s: %w", c.ID, runErr)
+			break
+		}
+		if o.Cell != nil {
+			o.Cell(c, i+1, len(todo), "finished")
+		}
+	}
+	if err := WriteSweepSummary(g, dir); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+func runCell(ctx context.Context, c SweepCell, st SweepState, run []RunOption) error {
+	ckpt := filepath.Join(c.Config.Out, "checkpoints")
+	opts := append(slices.Clone(run), WithCheckpointDir(ckpt), WithHistory(filepath.Join(c.Config.Out, HistoryFile)))
+	if st == CellResume {
+		opts = append(opts, WithResume(ckpt))
+	}
+	res, err := Distill(ctx, c.Config, opts...)
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return err
+	}
+	return WriteArtifact(c.Config.Out, res)
+}
+
+// SweepRow is one printed row of a summary: the distilled labels of a grid row, or one of
+// its baselines.
+type SweepRow struct {
+	Label    string
+	GridRow  string
+	Baseline string // "" for the distilled labels; else a Result.Baselines key
+}
+
+// summaryCell is one finished cell's numbers.
+type summaryCell struct {
+	cell SweepCell
+	rep  *Report
+}
+
+// WriteSweepSummary writes dir/summary.csv (one line per finished cell and label set) and
+// dir/summary.md (the paper's layout: one row per grid row and baseline, one column per
+// grid column, mean ± std over the M models, the paper's numbers beneath; cells not
+// finished show "–").
+func WriteSweepSummary(g *Grid, dir string) error {
+	cells, err := g.Cells(dir, nil)
+	if err != nil {
+		return err
+	}
+	done := map[string]summaryCell{}
+	for _, c := range cells {
+		a, err := ReadArtifact(c.Config.Out)
+		if err != nil || a.Report == nil {
+			continue // not finished
+		}
+		done[c.ID] = summaryCell{c, a.Report}
+	}
+	var csvBuf bytes.Buffer
+	w := csv.NewWriter(&csvBuf)
+	w.Write([]string{"row", "column", "labels", "mean", "std", "models", "steps", "method", "dataset", "source",
+		"base_examples", "seed", "base_seed", "target_set_size", "epochs", "wall_seconds", "folder", "paper"})
+	rowsOut := summaryRows(g, cells, done)
+	for _, r := range rowsOut {
+		for _, col := range g.Columns {
+			sc, ok := done[slug(r.GridRow)+"__"+slug(col.Label)]
+			if !ok {
+				continue
+			}
+			mean, std, models, steps, ok := sc.value(r.Baseline)
+			if !ok {
+				continue
+			}
+			cfg := sc.rep.Config
+			w.Write([]string{r.GridRow, col.Label, r.Label, f2(mean), f2(std), strconv.Itoa(models), strconv.Itoa(steps),
+				cfg.Method, cfg.Dataset, cfg.Source, strconv.Itoa(cfg.BaseExamples), strconv.FormatInt(cfg.Seed, 10),
+				strconv.FormatInt(cfg.BaseSelectionSeed(), 10), strconv.Itoa(cfg.TargetSetSize), strconv.Itoa(cfg.Epochs),
+				strconv.FormatFloat(sc.rep.WallSeconds, 'f', 1, 64), filepath.Join(SweepCellsFolder, sc.cell.ID), g.Paper[r.Label][col.Label]})
+		}
+	}
+	w.Flush()
+	if err := WriteFileAtomic(filepath.Join(dir, SweepSummaryCSV), csvBuf.Bytes()); err != nil {
+		return err
+	}
+
+	var md strings.Builder
+	title := g.Title
+	if title == "" {
+		title = "Sweep"
+	}
+	fmt.Fprintf(&md, "# %s\n\n", title)
+	fmt.Fprintf(&md, "Test accuracy (%%), mean ± population std over the M fresh models of each cell; "+
+		"%d of %d cells finished; – = not run or not finished.\n\n", len(done), len(cells))
+	md.WriteString("| |")
+	for _, c := range g.Columns {
+		md.WriteString(" " + c.Label + " |")
+	}
+	md.WriteString("\n|---|")
+	md.WriteString(strings.Repeat("---|", len(g.Columns)))
+	md.WriteString("\n")
+	for _, r := range rowsOut {
+		md.WriteString("| " + r.Label + " |")
+		for _, col := range g.Columns {
+			text := "–"
+			if sc, ok := done[slug(r.GridRow)+"__"+slug(col.Label)]; ok {
+				if mean, std, _, _, ok := sc.value(r.Baseline); ok {
+					text = f2(mean) + " ± " + f2(std)
+				}
+			}
+			md.WriteString(" " + text + " |")
+		}
+		md.WriteString("\n")
+		if p := g.Paper[r.Label]; len(p) > 0 {
+			md.WriteString("| " + r.Label + " (paper) |")
+			for _, col := range g.Columns {
+				text := p[col.Label]
+				if text == "" {
+					text = " "
+				}
+				md.WriteString(" " + text + " |")
+			}
+			md.WriteString("\n")
+		}
+	}
+	if g.Notes != "" {
+		md.WriteString("\n" + g.Notes + "\n")
+	}
+	md.WriteString("\nPer-cell settings, seeds, steps and wall times: summary.csv; artifacts: cells/<row>__<column>/.\n")
+	return WriteFileAtomic(filepath.Join(dir, SweepSummaryMD), []byte(md.String()))
+}
+
+func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
+// value returns the numbers of the distilled labels (baseline "") or of a baseline.
+func (sc summaryCell) value(baseline string) (mean, std float64, models, steps int, ok bool) {
+	if baseline == "" {
+		return sc.rep.TestAccuracyMean, sc.rep.TestAccuracyStd, len(sc.rep.TestAccuracies), sc.rep.Steps, true
+	}
+	b, ok := sc.rep.Baselines[baseline]
+	if !ok {
+		return 0, 0, 0, 0, false
+	}
+	return b.Mean, b.Std, len(b.Accuracies), b.Steps, true
+}
+
+// summaryRows lists the printed rows: each grid row, then the baselines its finished cells
+// hold, named as in the paper (Baseline, Baseline LS, Baseline RR, Baseline RR LS; Teacher).
+func summaryRows(g *Grid, cells []SweepCell, done map[string]summaryCell) []SweepRow {
+	var out []SweepRow
+	for _, r := range g.Rows {
+		out = append(out, SweepRow{Label: r.Label, GridRow: r.Label})
+		var keys []string
+		var method string
+		for _, c := range cells {
+			if c.Row != r.Label {
+				continue
+			}
+			method = c.Config.Method
+			for _, b := range c.Config.Baselines {
+				k := b
+				if c.Config.Method == MethodRR {
+					k += "_rr"
+				}
+				if !slices.Contains(keys, k) {
+					keys = append(keys, k)
+				}
+			}
+		}
+		plain := r.Label == "LD" || r.Label == "LD RR" || r.Label == MethodNameOf(method)
+		for _, k := range keys {
+			name := PaperBaselineName(k)
+			if !plain {
+				name = r.Label + ": " + name
+			}
+			out = append(out, SweepRow{Label: name, GridRow: r.Label, Baseline: k})
+		}
+	}
+	return out
+}
+
+// MethodNameOf is the paper's name of a method: "LD" or "LD RR".
+func MethodNameOf(method string) string {
+	if method == MethodRR {
+		return "LD RR"
+	}
+	return "LD"
+}
+
+// PaperBaselineName names a Result.Baselines key as the paper does.
+func PaperBaselineName(key string) string {
+	base, rr := strings.CutSuffix(key, "_rr")
+	name := map[string]string{BaselineTrue: "Baseline", BaselineSmooth: "Baseline LS", BaselineTeacher: "Teacher"}[base]
+	if name == "" {
+		name = base
+	}
+	switch {
+	case rr && base == BaselineSmooth:
+		return "Baseline RR LS"
+	case rr:
+		return name + " RR"
+	}
+	return name
+}

@@ -1,0 +1,110 @@
+package labeldistill
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func tinyGrid(t *testing.T) (*Grid, string) {
+	t.Helper()
+	dataDir, _ := filepath.Abs(sharedDataDir(t))
+	path := filepath.Join(t.TempDir(), "grid.json")
+	text := `{
+  "title": "tiny table",
+  "config": {"dataset": "mnist", "epochs": 2, "eval_models": 2, "baselines": ["true"], "baseline_steps": [5, 10],
+             "baseline_max_steps": 10, "target_set_size": 2048, "validation_size": 500, "threads": 1, "data_dir": "` + dataDir + `"},
+  "rows": [{"label": "LD RR", "set": {"method": "rr"}}],
+  "columns": {"key": "base_examples", "values": [10, 20]},
+  "paper": {"LD RR": {"10": "64.57 ± 2.67"}}
+}`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ReadGrid(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, t.TempDir()
+}
+
+// A sweep interrupted in its second cell, run again, skips the first and resumes the second.
+func TestSweepResumesOnlyMissingCells(t *testing.T) {
+	g, dir := tinyGrid(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seen []string
+	current := ""
+	opts := SweepOptions{
+		Cell: func(c SweepCell, i, n int, st SweepState) {
+			current = c.Column
+			seen = append(seen, c.Column+":"+string(st))
+		},
+		Run: []RunOption{WithProgress(func(p Progress) {
+			if current == "20" && p.Phase == "distill" && p.Step >= 1 {
+				cancel()
+			}
+		})},
+	}
+	if err := RunSweep(ctx, g, dir, opts); err == nil || ctx.Err() == nil {
+		t.Fatalf("interrupted sweep: err %v", err)
+	}
+	if strings.Join(seen, " ") != "10:new 10:finished 20:new" {
+		t.Fatalf("first pass: %v", seen)
+	}
+	// The summary after the interruption holds the finished cell only.
+	md, _ := os.ReadFile(filepath.Join(dir, SweepSummaryMD))
+	if !strings.Contains(string(md), "1 of 2 cells finished") {
+		t.Errorf("summary after interruption:\n%s", md)
+	}
+	seen, current = nil, ""
+	if err := RunSweep(context.Background(), g, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(seen, " ") != "10:done 20:resume 20:finished" {
+		t.Fatalf("second pass: %v, want the first cell skipped and the second resumed", seen)
+	}
+	f, err := os.Open(filepath.Join(dir, SweepSummaryCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// header + (LD RR, Baseline RR) × 2 columns
+	if len(recs) != 5 || recs[1][0] != "LD RR" || recs[1][1] != "10" || recs[1][5] != "2" || recs[1][17] != "64.57 ± 2.67" {
+		t.Errorf("summary.csv: %v", recs)
+	}
+	md, _ = os.ReadFile(filepath.Join(dir, SweepSummaryMD))
+	for _, want := range []string{"| | 10 | 20 |", "| LD RR (paper) | 64.57 ± 2.67 |", "| Baseline RR |", "2 of 2 cells finished"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, md)
+		}
+	}
+	// A changed grid under the same folder is refused, naming the setting.
+	g.Config = []byte(strings.Replace(string(g.Config), `"epochs": 2`, `"epochs": 3`, 1))
+	if err := RunSweep(context.Background(), g, dir, SweepOptions{}); err == nil || !strings.Contains(err.Error(), "epochs") {
+		t.Errorf("changed grid: got %v", err)
+	}
+}
+
+func TestGridErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{
+		"unknown key": `{"config": {"epoch": 3}, "rows": [{"label": "a", "set": {}}], "columns": {"key": "seed", "values": [1]}}`,
+		"dup label":   `{"rows": [{"label": "a", "set": {}}, {"label": "a", "set": {}}], "columns": {"key": "seed", "values": [1]}}`,
+		"bad value":   `{"rows": [{"label": "a", "set": {"method": "xx"}}], "columns": {"key": "seed", "values": [1]}}`,
+		"no columns":  `{"rows": [{"label": "a", "set": {}}]}`,
+	} {
+		p := filepath.Join(dir, "g.json")
+		os.WriteFile(p, []byte(text), 0o644)
+		if _, err := ReadGrid(p); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
