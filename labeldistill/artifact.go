@@ -109,8 +109,8 @@ func recipe(c Config, T int) TrainingRecipe {
 	return r
 }
 
-// datasetFacts returns a dataset's class names and normalisation from the data registry.
-func datasetFacts(name string) ([]string, Normalisation) {
+// DatasetInfo returns a dataset's class names and normalisation from the data registry.
+func DatasetInfo(name string) ([]string, Normalisation) {
 	spec, err := data.Lookup(name)
 	if err != nil {
 		return nil, Normalisation{}
@@ -129,8 +129,8 @@ func NewReport(res *Result) *Report {
 	if baseClasses == nil {
 		baseClasses = []int64{}
 	}
-	names, _ := datasetFacts(c.Dataset)
-	sourceNames, norm := datasetFacts(c.Source)
+	names, _ := DatasetInfo(c.Dataset)
+	sourceNames, norm := DatasetInfo(c.Source)
 	return &Report{
 		SchemaVersion: ArtifactSchema, LdtorchVersion: Version,
 		BaseClasses: baseClasses, ClassNames: names, SourceClassNames: sourceNames, Normalisation: norm,

@@ -6,7 +6,11 @@ package labeldistill
 // them costs no device→host read per step; the run reads the sums once per history line.
 
 import (
+	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"runtime"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -136,4 +140,176 @@ func sqrtNonNeg(v float64) float64 {
 		return 0
 	}
 	return math.Sqrt(v)
+}
+
+// MethodGradVariance is the label meta-gradient's variance across fresh models for one
+// method (MeasureGradVariance).
+type MethodGradVariance struct {
+	Name   string `json:"name"`   // "LD" or "LD RR"
+	Method string `json:"method"` // MethodLD or MethodRR
+	// Variance averages the batches' across-model statistics (Count: models per batch).
+	Variance GradVariance   `json:"variance"`
+	PerBatch []GradVariance `json:"per_batch"`
+}
+
+// MeasureGradVariance measures, for each method, how much the label meta-gradient ∇_Ỹ L
+// varies across fresh models at one fixed label state: for each of `batches` fixed pairs
+// (base batch, target batch), `models` fresh models (the same seeds for every method)
+// each take one meta-step's gradient with the labels set to labels (N×classes, rows
+// summing to 1; nil: uniform), and the per-element variance across the models is
+// averaged over elements, then over the batches.
+//
+// Why across models at a fixed state: the within-run window statistics of the history
+// also move with the labels and the sampled batches; fixing the labels and the batches
+// leaves only the randomness of the model the meta-gradient is taken through, which is
+// what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
+// synthetic label meta-gradient variance").
+func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, methods []string, models, batches int, opts ...RunOption) (out []MethodGradVariance, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
+		}
+	}()
+	if models < 2 || batches < 1 {
+		return nil, fmt.Errorf("gradvar: need at least 2 models and 1 batch, got %d and %d", models, batches)
+	}
+	var o runOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	if cfg, err = cfg.Resolved(); err != nil {
+		return nil, err
+	}
+	dev, ds, err := o.runInputs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n, classes := ds.Base.N(), ds.Classes
+	if labels != nil && len(labels) != n*classes {
+		return nil, fmt.Errorf("gradvar: %d label values for %d base examples × %d classes", len(labels), n, classes)
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
+	defer r.close()
+	if err := r.setup(); err != nil {
+		return nil, err
+	}
+	var table *torch.Tensor
+	if labels != nil {
+		if table, err = torch.FromFloat32(labels, int64(n), int64(classes)); err != nil {
+			return nil, err
+		}
+		if table, err = toDevice(table, dev); err != nil {
+			return nil, err
+		}
+		defer table.Free()
+	}
+	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-batches", 0), 0x9a7))
+	outer := min(cfg.OuterBatch, ds.TargetSet.N())
+	for _, m := range methods {
+		name := "LD"
+		if m == MethodRR {
+			name = "LD RR"
+		} else if m != MethodLD {
+			return nil, fmt.Errorf("gradvar: unknown method %q (ld or rr)", m)
+		}
+		out = append(out, MethodGradVariance{Name: name, Method: m})
+	}
+	for b := 0; b < batches; b++ {
+		targetIdx := rng.Perm(ds.TargetSet.N())[:outer]
+		baseIdx := rng.Perm(n)[:cfg.InnerBatch]
+		for k := range out {
+			v, err := r.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models)
+			if err != nil {
+				return nil, fmt.Errorf("gradvar %s, batch %d: %w", out[k].Name, b+1, err)
+			}
+			out[k].PerBatch = append(out[k].PerBatch, v)
+		}
+	}
+	for k := range out {
+		var sum GradVariance
+		for _, v := range out[k].PerBatch {
+			sum.Variance += v.Variance / float64(batches)
+			sum.MeanSquare += v.MeanSquare / float64(batches)
+		}
+		sum.Count = models
+		if sum.MeanSquare > 0 {
+			sum.Relative = sum.Variance / sum.MeanSquare
+		}
+		out[k].Variance = sum
+	}
+	return out, nil
+}
+
+// gradVarianceAt takes one meta-gradient per fresh model on fixed batches and labels and
+// returns their statistics across the models.
+func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models int) (GradVariance, error) {
+	s := torch.NewScope()
+	defer s.Close()
+	cfg := r.cfg
+	cfg.Method = method
+	ti := make([]int64, len(targetIdx))
+	for i, v := range targetIdx {
+		ti[i] = int64(v)
+	}
+	bi := make([]int64, len(baseIdx))
+	for i, v := range baseIdx {
+		bi[i] = int64(v)
+	}
+	var c torch.Chain
+	tIdx := c.T(indexTensor(ti, r.dev))
+	xt := c.T(r.target.x.IndexSelect(0, tIdx))
+	yt := c.T(r.target.y.IndexSelect(0, tIdx))
+	bIdx := c.T(indexTensor(bi, r.dev))
+	if c.Err() != nil {
+		return GradVariance{}, c.Err()
+	}
+	acc, err := newGradAccumulator([]int64{int64(r.ds.Base.N()), int64(r.ds.Classes)}, r.dev)
+	if err != nil {
+		return GradVariance{}, err
+	}
+	defer acc.close()
+	for m := 0; m < models; m++ {
+		if err := ctx.Err(); err != nil {
+			return GradVariance{}, err
+		}
+		if err := r.oneGradient(cfg, table, bIdx, xt, yt, acc, m); err != nil {
+			return GradVariance{}, err
+		}
+	}
+	return acc.variance()
+}
+
+// oneGradient adds the meta-gradient of fresh model m (seeded by m alone, so every method
+// sees the same initialisations) to acc.
+func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m int) error {
+	gen, err := torch.NewGenerator(subSeed(r.seed, "gradvar-model", m))
+	if err != nil {
+		return err
+	}
+	defer gen.Close()
+	l, err := newLearner(r.net, cfg.Method == MethodRR, cfg, adamSpec(cfg.ModelLR), gen, r.dev)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	labels, err := NewLabels(r.ds.Base.N(), r.ds.Classes, cfg, r.dev)
+	if err != nil {
+		return err
+	}
+	defer labels.Close()
+	if table != nil {
+		if err := torch.NoGrad(func() error { return labels.Y.Copy_(table) }); err != nil {
+			return err
+		}
+	}
+	labels.grads = acc
+	defer func() { labels.grads = nil }() // acc belongs to the caller
+	if cfg.Method == MethodRR {
+		_, err = rrStep(l, labels, r.base.x, bIdx, xt, yt, cfg)
+	} else {
+		_, err = ldStep(l, labels, r.base.x, bIdx, xt, yt, cfg.InnerLR)
+	}
+	return err
 }

@@ -184,3 +184,33 @@ func TestHistoryAfterResume(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasureGradVariance: LD and LD RR at one label state give finite, positive
+// variances across models, identically when repeated, and refuse a bad label table.
+func TestMeasureGradVariance(t *testing.T) {
+	ckptRestoreThreads(t)
+	ds := ckptDataset(t)
+	cfg := ckptConfig(MethodLD)
+	methods := []string{MethodLD, MethodRR}
+	a, err := MeasureGradVariance(context.Background(), cfg, nil, methods, 4, 2, WithDataset(ds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := MeasureGradVariance(context.Background(), cfg, nil, methods, 4, 2, WithDataset(ds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("not repeatable: %+v vs %+v", a, b)
+	}
+	for _, m := range a {
+		v := m.Variance
+		if len(m.PerBatch) != 2 || v.Count != 4 || !(v.Variance > 0) || math.IsInf(v.Variance, 0) || !(v.Relative > 0) || v.Relative > 1 {
+			t.Fatalf("%s: %+v", m.Name, m)
+		}
+	}
+	t.Logf("uniform labels, 4 models, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
+	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), methods, 4, 1, WithDataset(ds)); err == nil {
+		t.Fatal("a 7-value label table was accepted")
+	}
+}

@@ -42,6 +42,7 @@ func runConfigFlags() []cli.Flag {
 func (e *env) distillCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.BoolFlag{Name: "dry-run", Usage: "print the resolved configuration as JSON and exit", Category: catRun},
+		&cli.BoolFlag{Name: "report", Usage: "after the run, draw its figures and write OUT/report.html (as ldtorch report OUT)", Category: catRun},
 		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder) with its own settings; " +
 			"flags given beside it must agree, except more --epochs (extends the run, also a finished one), --threads, --device, --data-dir, --out, --checkpoint-every and --quiet", Category: catRun},
 		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed", Category: catRun},
@@ -284,6 +285,9 @@ func (e *env) distillAction(c *cli.Context) error {
 		removeOldCkpts() // they belong to the run the new artifact replaced
 	}
 	printSummary(e.stdout, res, cfg.Out)
+	if c.Bool("report") {
+		return writeReport(e.stdout, cfg.Out, "")
+	}
 	return nil
 }
 
@@ -443,7 +447,7 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	}
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)
-	fmt.Fprintf(w, "artifact %s (%s, %s)\n", out, labeldistill.DistilledFile, labeldistill.ReportFile)
+	fmt.Fprintf(w, "artifact %s (%s, %s, history %s)\n", out, labeldistill.DistilledFile, labeldistill.ReportFile, labeldistill.HistoryFile)
 }
 
 func elapsedSeconds(s float64) string {

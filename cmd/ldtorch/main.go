@@ -191,7 +191,7 @@ func (e *env) newApp() *cli.App {
 		OnUsageError:         onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep; see ldtorch --help)", c.Args().First())
+				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep, report, gradvar; see ldtorch --help)", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -202,6 +202,8 @@ func (e *env) newApp() *cli.App {
 			e.versionCommand(),
 			e.benchCommand(),
 			e.sweepCommand(),
+			e.reportCommand(),
+			e.gradvarCommand(),
 		},
 	}
 	setUsageHandlers(app.Commands)

@@ -1,0 +1,448 @@
+// Package report draws what a label-distillation run learnt, from its output folder
+// alone: the paper's analysis figures (label distributions per original class, example
+// labels, label-weighted reconstructions of each target class, the label meta-gradient's
+// variance), learning curves from the run history and the accuracy summary, as PNG files in
+// DIR/figures and one report.html beside them. It never prints; it returns what it wrote.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+)
+
+// File names inside an output folder.
+const (
+	HTMLFile    = "report.html"
+	FiguresDir  = "figures"
+	GradVarJSON = "gradvar.json" // written by `ldtorch gradvar --out DIR`
+)
+
+// Options control Write.
+type Options struct {
+	// DataDir is where the target dataset is read from for real examples beside the
+	// reconstructions ("" = the run's data_dir). When it cannot be read, the
+	// reconstructions are drawn alone and Result.Notes says why.
+	DataDir string
+	// RealExamples per target class beside its reconstruction (default 3).
+	RealExamples int
+	// Examples is the number of base images in the example-labels figure (default 10).
+	Examples int
+}
+
+// Figure is one written figure.
+type Figure struct {
+	Name    string // file name inside DIR/figures
+	Title   string
+	Caption string
+}
+
+// Result is what Write produced.
+type Result struct {
+	HTML    string // path of report.html
+	Figures []Figure
+	Notes   []string // what could not be drawn, and why
+	// Recovered is how many base examples' label arg-max is their true class (within a
+	// dataset; -1 across datasets).
+	Recovered, BaseExamples int
+}
+
+// GradVarFile is gradvar.json: the label meta-gradient's variance across fresh models at
+// one label state, per method (see labeldistill.MeasureGradVariance).
+type GradVarFile struct {
+	Labels  string                            `json:"labels"` // where the label state came from
+	Models  int                               `json:"models"`
+	Batches int                               `json:"batches"`
+	Methods []labeldistill.MethodGradVariance `json:"methods"`
+}
+
+// Write reads the artifact in dir (distilled.npz, report.json, and metrics.jsonl when
+// present) and writes dir/figures/*.png and dir/report.html.
+func Write(dir string, opt Options) (res *Result, err error) {
+	defer func() {
+		if r := recover(); r != nil { // the plotting library panics on some degenerate input
+			res, err = nil, fmt.Errorf("report: internal error while drawing: %v", r)
+		}
+	}()
+	if opt.RealExamples == 0 {
+		opt.RealExamples = 3
+	}
+	if opt.Examples == 0 {
+		opt.Examples = 10
+	}
+	art, err := labeldistill.ReadArtifact(dir)
+	if err != nil {
+		return nil, err
+	}
+	if art.Report == nil {
+		return nil, fmt.Errorf("report: %s has no %s", dir, labeldistill.ReportFile)
+	}
+	rep := art.Report
+	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0])}
+	hist, err := labeldistill.ReadHistory(filepath.Join(dir, labeldistill.HistoryFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		res.Notes = append(res.Notes, "no run history ("+labeldistill.HistoryFile+"): learning curves not drawn")
+	case err != nil:
+		return nil, err
+	}
+	var gv *GradVarFile
+	if b, err := os.ReadFile(filepath.Join(dir, GradVarJSON)); err == nil {
+		gv = &GradVarFile{}
+		if err := json.Unmarshal(b, gv); err != nil {
+			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, GradVarJSON), err)
+		}
+	}
+	figDir := filepath.Join(dir, FiguresDir)
+	if err := os.MkdirAll(figDir, 0o755); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	save := func(f Figure, png []byte) error {
+		if png == nil {
+			return nil
+		}
+		if err := labeldistill.WriteFileAtomic(filepath.Join(figDir, f.Name), png); err != nil {
+			return err
+		}
+		res.Figures = append(res.Figures, f)
+		return nil
+	}
+
+	cfg := rep.Config
+	classes := art.Classes
+	cross := cfg.Source != "" && cfg.Source != cfg.Dataset
+	targetNames := namesOr(rep.ClassNames, classes)
+	n := int(art.Shape[0])
+	c, h, w := int(art.Shape[1]), int(art.Shape[2]), int(art.Shape[3])
+	baseClasses := art.BaseClasses
+	if baseClasses == nil {
+		baseClasses = rep.BaseClasses
+	}
+	sourceClasses := len(rep.SourceClassNames)
+	for _, s := range baseClasses {
+		sourceClasses = max(sourceClasses, int(s)+1)
+	}
+	sourceNames := namesOr(rep.SourceClassNames, sourceClasses)
+	norm := rep.Normalisation
+	if len(norm.Mean) == 0 {
+		_, norm = labeldistill.DatasetInfo(cfg.Source)
+	}
+	pix, err := Pixels(art.Images, c, h*w, norm)
+	if err != nil {
+		return nil, err
+	}
+
+	// 1. Label distribution per original class.
+	if len(baseClasses) == n {
+		d, err := MeanLabelPerClass(art.Labels, classes, baseClasses, sourceClasses)
+		if err != nil {
+			return nil, err
+		}
+		subtitle := fmt.Sprintf("%d base examples from %s", n, cfg.Source)
+		if !cross {
+			res.Recovered = Recovered(art.Labels, classes, baseClasses)
+			subtitle = fmt.Sprintf("arg-max recovers the true class for %d of %d base examples (%.0f%%)",
+				res.Recovered, n, 100*float64(res.Recovered)/float64(n))
+		}
+		png, err := labelDistributionFigure(d, targetNames, shortNames(sourceNames, 12), subtitle)
+		if err != nil {
+			return nil, err
+		}
+		caption := "Each row averages the distilled labels of the base examples of one original class (" + cfg.Source +
+			" classes; the number of such examples in brackets); columns are the target classes (" + cfg.Dataset +
+			"). Values of at least 0.05 are printed."
+		if err := save(Figure{Name: "label_distribution.png", Title: "Label distribution per original class", Caption: caption}, png); err != nil {
+			return nil, err
+		}
+	} else {
+		res.Notes = append(res.Notes, "the artifact does not record the base examples' classes (written before schema 2): label distribution not drawn")
+	}
+
+	// 2. Example labels.
+	picks := examplePicks(baseClasses, n, opt.Examples)
+	titles := make([]string, len(picks))
+	for k, i := range picks {
+		titles[k] = fmt.Sprintf("base #%d", i)
+		if len(baseClasses) == n {
+			titles[k] += " (" + sourceNames[baseClasses[i]] + ")"
+		}
+	}
+	png, err := exampleLabelsFigure(pix, art.Shape, art.Labels, classes, picks, titles, shortNames(targetNames, 6))
+	if err != nil {
+		return nil, err
+	}
+	if err := save(Figure{Name: "example_labels.png", Title: "Example labels",
+		Caption: "Base images (their original " + cfg.Source + " class in brackets) beside their distilled labels over the " + cfg.Dataset + " classes."}, png); err != nil {
+		return nil, err
+	}
+
+	// 3. Reconstructions beside real examples.
+	recon, err := Reconstruct(pix, c*h*w, art.Labels, classes)
+	if err != nil {
+		return nil, err
+	}
+	real, note := realExamples(cfg, opt, classes, c*h*w)
+	if note != "" {
+		res.Notes = append(res.Notes, note)
+	}
+	maxRows := min(classes, 20)
+	subtitle := fmt.Sprintf("%s base images → %s classes (contrast stretched)", cfg.Source, cfg.Dataset)
+	if classes > maxRows {
+		subtitle += fmt.Sprintf("; first %d of %d classes", maxRows, classes)
+	}
+	if real != nil {
+		real = real[:maxRows]
+	}
+	png, err = reconstructionFigure(recon[:maxRows], real, c, h, w, shortNames(targetNames, 12)[:maxRows], subtitle)
+	if err != nil {
+		return nil, err
+	}
+	if err := save(Figure{Name: "reconstructions.png", Title: "Reconstructed class images",
+		Caption: "Left column: for each target class c, Σ_i y_ic x_i / Σ_i y_ic over the base images x_i (pixels in [0, 1]) with their distilled labels y, " +
+			"stretched to the full grey range; right: real " + cfg.Dataset + " test images of the class. " +
+			"Labels that put weight on images resembling the class make its combination resemble it (the paper's Figure on reconstructed images)."}, png); err != nil {
+		return nil, err
+	}
+
+	// 4. Learning curves.
+	if len(hist) > 0 {
+		png, err := learningCurvesFigure(hist, rep.Resets)
+		if err != nil {
+			return nil, err
+		}
+		if err := save(Figure{Name: "learning_curves.png", Title: "Learning curves",
+			Caption: "From " + labeldistill.HistoryFile + ": the label loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
+				"the validation accuracy of a fresh model (the labels kept are the best validated), and T with the model resets."}, png); err != nil {
+			return nil, err
+		}
+	}
+
+	// 5. Accuracy summary.
+	entries, improvements := accuracies(rep)
+	png, err = accuracyFigure(entries, improvements)
+	if err != nil {
+		return nil, err
+	}
+	if err := save(Figure{Name: "accuracy.png", Title: "Accuracy summary",
+		Caption: "Test accuracy of fresh models trained on the same base images with the distilled labels and with each baseline's labels (mean ± population std over the models); " +
+			"right: the distilled labels' gain over each baseline, distilled minus true labels being the community's improvement-over-random figure."}, png); err != nil {
+		return nil, err
+	}
+
+	// 6. Meta-gradient variance.
+	png, err = gradVarianceFigure(hist, gv)
+	if err != nil {
+		return nil, err
+	}
+	if png != nil {
+		caption := "From the run history (" + labeldistill.HistoryFile + "): the norm of each meta-step's label meta-gradient and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
+		if gv != nil {
+			caption += fmt.Sprintf(" Last panel: its variance across %d fresh models at one label state (%s), same base and target batches, per method (%s); the paper's Figure on RR reducing the meta-gradient variance.", gv.Models, gv.Labels, GradVarJSON)
+		} else {
+			caption += " Run `ldtorch gradvar " + dir + "` to add LD against LD RR across fresh models."
+		}
+		if err := save(Figure{Name: "gradient_variance.png", Title: "Label meta-gradient variance", Caption: caption}, png); err != nil {
+			return nil, err
+		}
+	}
+
+	html, err := renderHTML(dir, rep, res, entries, improvements)
+	if err != nil {
+		return nil, err
+	}
+	if err := labeldistill.WriteFileAtomic(res.HTML, html); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func namesOr(names []string, n int) []string {
+	if len(names) >= n {
+		return names[:n]
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprint(i)
+	}
+	return out
+}
+
+func shortNames(names []string, k int) []string {
+	out := make([]string, len(names))
+	for i, s := range names {
+		out[i] = shortName(s, k)
+	}
+	return out
+}
+
+// examplePicks chooses base examples to show: the first of each original class (in class
+// order), then more in order, up to k.
+func examplePicks(baseClasses []int64, n, k int) []int {
+	k = min(k, n)
+	var picks []int
+	taken := map[int]bool{}
+	if len(baseClasses) == n {
+		seen := map[int64]bool{}
+		for i, s := range baseClasses {
+			if !seen[s] && len(picks) < k {
+				seen[s] = true
+				picks = append(picks, i)
+				taken[i] = true
+			}
+		}
+		sort.Slice(picks, func(a, b int) bool { return baseClasses[picks[a]] < baseClasses[picks[b]] })
+	}
+	for i := 0; len(picks) < k && i < n; i++ {
+		if !taken[i] {
+			picks = append(picks, i)
+		}
+	}
+	return picks
+}
+
+// realExamples reads k test images of each target class (as [0, 1] pixels), or says why not.
+func realExamples(cfg labeldistill.Config, opt Options, classes, size int) ([][][]float64, string) {
+	if opt.DataDir != "" {
+		cfg.DataDir = opt.DataDir
+	}
+	test, err := labeldistill.LoadTestSplit(cfg)
+	if err != nil {
+		return nil, fmt.Sprintf("real %s examples not shown beside the reconstructions: %v", cfg.Dataset, err)
+	}
+	_, norm := labeldistill.DatasetInfo(cfg.Dataset)
+	out := make([][][]float64, classes)
+	for i, y := range test.Labels {
+		if y < 0 || int(y) >= classes || len(out[y]) >= opt.RealExamples {
+			continue
+		}
+		p, err := Pixels(test.Images[i*size:(i+1)*size], len(norm.Mean), size/len(norm.Mean), norm)
+		if err != nil {
+			return nil, err.Error()
+		}
+		out[y] = append(out[y], p)
+	}
+	return out, ""
+}
+
+// accuracies lists the distilled labels and each baseline, and the distilled labels'
+// improvement over each baseline.
+func accuracies(rep *labeldistill.Report) (entries, improvements []accuracyEntry) {
+	method := "LD"
+	if rep.Method == labeldistill.MethodRR {
+		method = "LD RR"
+	}
+	entries = append(entries, accuracyEntry{name: "distilled (" + method + ")", mean: rep.TestAccuracyMean, std: rep.TestAccuracyStd, models: len(rep.TestAccuracies)})
+	keys := make([]string, 0, len(rep.Baselines))
+	for k := range rep.Baselines {
+		keys = append(keys, k)
+	}
+	order := map[string]int{"true": 0, "smooth": 1, "teacher": 2}
+	sort.Slice(keys, func(a, b int) bool {
+		ka, kb := strings.TrimSuffix(keys[a], "_rr"), strings.TrimSuffix(keys[b], "_rr")
+		if order[ka] != order[kb] {
+			return order[ka] < order[kb]
+		}
+		return keys[a] < keys[b]
+	})
+	for _, k := range keys {
+		b := rep.Baselines[k]
+		name := strings.TrimSuffix(k, "_rr") + " labels"
+		entries = append(entries, accuracyEntry{name: name, mean: b.Mean, std: b.Std, models: len(b.Accuracies)})
+		improvements = append(improvements, accuracyEntry{name: "vs " + name, mean: rep.TestAccuracyMean - b.Mean})
+	}
+	return entries, improvements
+}
+
+var page = template.Must(template.New("report").Funcs(template.FuncMap{
+	"pct": func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"signed": func(v float64) string {
+		return fmt.Sprintf("%+.2f", v)
+	},
+	"dur": func(s float64) string { return time.Duration(math.Round(s) * float64(time.Second)).String() },
+}).Parse(`<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>ldtorch report: {{.Title}}</title>
+<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .7em;text-align:left}
+th{background:#f3f3f3}figure{margin:2em 0}img{max-width:100%;border:1px solid #ddd}figcaption{font-size:.9em;color:#444;margin-top:.4em}
+.note{color:#a40}</style></head><body>
+<h1>{{.Title}}</h1>
+<table>
+{{range .Facts}}<tr><th>{{index . 0}}</th><td>{{index . 1}}</td></tr>
+{{end}}</table>
+<h2>Accuracy</h2>
+<table><tr><th>labels</th><th>test accuracy (%)</th><th>std</th><th>models</th><th>distilled minus these</th></tr>
+{{range $i, $e := .Entries}}<tr><td>{{$e.Name}}</td><td>{{pct $e.Mean}}</td><td>{{pct $e.Std}}</td><td>{{$e.Models}}</td><td>{{if $i}}{{signed $e.Gain}}{{end}}</td></tr>
+{{end}}</table>
+{{range .Notes}}<p class="note">{{.}}</p>
+{{end}}
+{{range .Figures}}<figure><h2>{{.Title}}</h2><img src="{{.Src}}" alt="{{.Title}}"><figcaption>{{.Caption}}</figcaption></figure>
+{{end}}
+<p>Files: <a href="distilled.npz">distilled.npz</a>, <a href="report.json">report.json</a>{{if .History}}, <a href="metrics.jsonl">metrics.jsonl</a>{{end}}. Written by ldtorch {{.Version}}.</p>
+</body></html>
+`))
+
+type htmlEntry struct {
+	Name            string
+	Mean, Std, Gain float64
+	Models          int
+}
+
+type htmlFigure struct {
+	Title, Caption string
+	Src            string
+}
+
+func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, improvements []accuracyEntry) ([]byte, error) {
+	cfg := rep.Config
+	method := "LD"
+	if rep.Method == labeldistill.MethodRR {
+		method = "LD RR"
+	}
+	title := fmt.Sprintf("%s on %s", method, cfg.Dataset)
+	if cfg.Source != "" && cfg.Source != cfg.Dataset {
+		title += " from " + cfg.Source + " base images"
+	}
+	title += fmt.Sprintf(", %d base examples", rep.BaseExamples)
+	facts := [][2]string{
+		{"run", dir},
+		{"method / architecture", fmt.Sprintf("%s / %s (fresh models: %s)", method, cfg.Arch, cfg.EvalArch)},
+		{"target / source", cfg.Dataset + " / " + cfg.Source},
+		{"epochs, meta-steps, resets", fmt.Sprintf("%d, %d, %d", rep.Epochs, rep.MetaSteps, len(rep.Resets))},
+		{"best validation", fmt.Sprintf("%.2f%% after epoch %d", rep.BestValidation.Accuracy, rep.BestValidation.Epoch)},
+		{"T (steps fresh models train)", fmt.Sprint(rep.Steps)},
+		{"seed", fmt.Sprint(rep.Seed)},
+		{"wall time", fmt.Sprintf("%s (meta-steps %s, %.3f s each)", time.Duration(rep.WallSeconds*float64(time.Second)).Round(time.Second), time.Duration(rep.DistillSeconds*float64(time.Second)).Round(time.Second), rep.SecondsPerStep)},
+		{"versions", fmt.Sprintf("ldtorch %s, libtorch %s", rep.LdtorchVersion, rep.LibtorchVersion)},
+	}
+	if res.Recovered >= 0 {
+		facts = append(facts, [2]string{"labels whose arg-max is the true class", fmt.Sprintf("%d of %d (%.0f%%)", res.Recovered, res.BaseExamples, 100*float64(res.Recovered)/float64(res.BaseExamples))})
+	}
+	var hes []htmlEntry
+	for i, e := range entries {
+		he := htmlEntry{Name: e.name, Mean: e.mean, Std: e.std, Models: e.models}
+		if i > 0 {
+			he.Gain = improvements[i-1].mean
+		}
+		hes = append(hes, he)
+	}
+	var figs []htmlFigure
+	for _, f := range res.Figures {
+		figs = append(figs, htmlFigure{Title: f.Title, Caption: f.Caption, Src: FiguresDir + "/" + f.Name})
+	}
+	_, histErr := os.Stat(filepath.Join(dir, labeldistill.HistoryFile))
+	var b strings.Builder
+	err := page.Execute(&b, map[string]any{
+		"Title": title, "Facts": facts, "Entries": hes, "Notes": res.Notes, "Figures": figs,
+		"History": histErr == nil, "Version": labeldistill.Version,
+	})
+	return []byte(b.String()), err
+}

@@ -1,0 +1,214 @@
+package report
+
+import (
+	"bytes"
+	"context"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// TestReconstructMatchesDirect: R = diag(1/colsum(Y)) Yᵀ X, computed here as a matrix
+// product in another order, on 3 images of 4 pixels and 3 classes (one class unused).
+func TestReconstructMatchesDirect(t *testing.T) {
+	x := []float64{
+		0.0, 0.5, 1.0, 0.2,
+		1.0, 1.0, 0.0, 0.4,
+		0.3, 0.1, 0.6, 0.9,
+	}
+	y := []float32{
+		0.7, 0.3, 0,
+		0.1, 0.9, 0,
+		0.5, 0.5, 0,
+	}
+	got, err := Reconstruct(x, 4, y, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for c := 0; c < 3; c++ {
+		colSum := 0.0
+		for i := 0; i < 3; i++ {
+			colSum += float64(y[i*3+c])
+		}
+		for p := 0; p < 4; p++ {
+			dot := 0.0
+			for i := 0; i < 3; i++ {
+				dot += float64(y[i*3+c]) * x[i*4+p]
+			}
+			want := 0.0
+			if colSum > 0 {
+				want = dot / colSum
+			}
+			if math.Abs(got[c][p]-want) > 1e-12 {
+				t.Fatalf("class %d pixel %d: %v, want %v", c, p, got[c][p], want)
+			}
+		}
+	}
+	// Class 0 by hand: (0.7·x0 + 0.1·x1 + 0.5·x2) / 1.3 at pixel 0 = (0 + 0.1 + 0.15) / 1.3.
+	if v := got[0][0]; math.Abs(v-0.25/1.3) > 1e-7 {
+		t.Fatalf("class 0 pixel 0: %v", v)
+	}
+	if _, err := Reconstruct(x, 4, y[:8], 3); err == nil {
+		t.Fatal("mismatched label count accepted")
+	}
+}
+
+func TestPixelsAndLabelAnalysis(t *testing.T) {
+	norm := labeldistill.Normalisation{Mean: []float64{0.1307}, Std: []float64{0.3081}}
+	p, err := Pixels([]float32{float32((0 - 0.1307) / 0.3081), float32((1 - 0.1307) / 0.3081), 10}, 1, 3, norm)
+	if err != nil || math.Abs(p[0]) > 1e-6 || math.Abs(p[1]-1) > 1e-6 || p[2] != 1 {
+		t.Fatalf("pixels %v, %v", p, err)
+	}
+	labels := []float32{
+		0.8, 0.2,
+		0.4, 0.6,
+		0.1, 0.9,
+	}
+	d, err := MeanLabelPerClass(labels, 2, []int64{0, 0, 1}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Count[0] != 2 || math.Abs(d.Mean[0][0]-0.6) > 1e-6 || math.Abs(d.Mean[1][1]-0.9) > 1e-6 {
+		t.Fatalf("distribution %+v", d)
+	}
+	if k := Recovered(labels, 2, []int64{0, 0, 1}); k != 2 {
+		t.Fatalf("recovered %d, want 2", k)
+	}
+}
+
+// tinyRun distils a few meta-steps on real data and writes its artifact and history.
+func tinyRun(t *testing.T, shared, target, source string) string {
+	t.Helper()
+	prev := torch.NumThreads()
+	t.Cleanup(func() { _ = torch.SetNumThreads(prev) })
+	cfg := labeldistill.DefaultConfig()
+	cfg.Dataset, cfg.Source, cfg.DataDir, cfg.Method = target, source, shared, labeldistill.MethodRR
+	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.TargetSetSize = 20, 10, 256, 1024
+	cfg.Epochs, cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = 3, 1, 2, 2
+	cfg.Threads, cfg.GradVarWindow = 1, 3
+	if source == target {
+		cfg.Baselines = []string{labeldistill.BaselineTrue}
+		cfg.BaselineMaxSteps = 50
+	} else {
+		cfg.Baselines = []string{labeldistill.BaselineTeacher}
+		cfg.TeacherSteps = 50
+	}
+	out := t.TempDir()
+	res, err := labeldistill.Distill(context.Background(), cfg, labeldistill.WithHistory(filepath.Join(out, labeldistill.HistoryFile)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := labeldistill.WriteArtifact(out, res); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// checkPNG requires a decodable PNG of sensible size whose pixels are not all one colour
+// and not mostly background.
+func checkPNG(t *testing.T, path string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("%s: not a PNG: %v", path, err)
+	}
+	r := img.Bounds()
+	if r.Dx() < 250 || r.Dy() < 200 || r.Dx() > 4000 || r.Dy() > 4000 {
+		t.Fatalf("%s: %d×%d pixels", path, r.Dx(), r.Dy())
+	}
+	colours := map[[3]uint32]bool{}
+	inked := 0
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{cr >> 8, cg >> 8, cb >> 8}] = true
+			if cr < 0xf000 || cg < 0xf000 || cb < 0xf000 {
+				inked++
+			}
+		}
+	}
+	if frac := float64(inked) / float64(r.Dx()*r.Dy()); len(colours) < 16 || frac < 0.02 {
+		t.Fatalf("%s: %d colours, %.1f%% non-background pixels: no real content", path, len(colours), 100*frac)
+	}
+	t.Logf("%s: %d×%d, %d colours, %.0f%% ink", filepath.Base(path), r.Dx(), r.Dy(), len(colours), 100*float64(inked)/float64(r.Dx()*r.Dy()))
+}
+
+var reRef = regexp.MustCompile(`(?:src|href)="([^"]+)"`)
+
+// TestWriteReportRealRuns: within MNIST and KMNIST → MNIST, every figure is a real PNG
+// and report.html references only files that exist.
+func TestWriteReportRealRuns(t *testing.T) {
+	shared, err := data.FindSharedDatasets(".")
+	if err != nil {
+		t.Skipf("no shared datasets: %v", err)
+	}
+	for _, tc := range []struct {
+		target, source string
+		want           []string
+	}{
+		{"mnist", "mnist", []string{"label_distribution.png", "example_labels.png", "reconstructions.png", "learning_curves.png", "accuracy.png", "gradient_variance.png"}},
+		{"mnist", "kmnist", []string{"label_distribution.png", "example_labels.png", "reconstructions.png", "learning_curves.png", "accuracy.png", "gradient_variance.png"}},
+	} {
+		t.Run(tc.source+"→"+tc.target, func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(shared, tc.source)); err != nil {
+				t.Skipf("no %s in %s", tc.source, shared)
+			}
+			dir := tinyRun(t, shared, tc.target, tc.source)
+			res, err := Write(dir, Options{DataDir: shared})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, f := range res.Figures {
+				names = append(names, f.Name)
+				checkPNG(t, filepath.Join(dir, FiguresDir, f.Name))
+			}
+			if !slices.Equal(names, tc.want) {
+				t.Fatalf("figures %v, want %v", names, tc.want)
+			}
+			if len(res.Notes) > 0 {
+				t.Fatalf("notes: %v", res.Notes)
+			}
+			html, err := os.ReadFile(res.HTML)
+			if err != nil {
+				t.Fatal(err)
+			}
+			refs := reRef.FindAllStringSubmatch(string(html), -1)
+			if len(refs) < len(tc.want)+2 {
+				t.Fatalf("report.html has only %d references", len(refs))
+			}
+			for _, m := range refs {
+				if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "/") {
+					t.Fatalf("report.html references %q outside the folder", m[1])
+				}
+				if _, err := os.Stat(filepath.Join(dir, m[1])); err != nil {
+					t.Fatalf("report.html references %q, which does not exist", m[1])
+				}
+			}
+			if (tc.source == tc.target) != (res.Recovered >= 0) {
+				t.Fatalf("recovered %d for %s → %s", res.Recovered, tc.source, tc.target)
+			}
+		})
+	}
+}
+
+// TestWriteReportNeedsArtifact: a folder without an artifact is an error naming the file.
+func TestWriteReportNeedsArtifact(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := Write(dir, Options{}); err == nil || !strings.Contains(err.Error(), labeldistill.DistilledFile) {
+		t.Fatalf("got %v", err)
+	}
+}
