@@ -110,7 +110,14 @@ func recipe(c Config, T int) TrainingRecipe {
 }
 
 // DatasetInfo returns a dataset's class names and normalisation from the data registry.
+// An image folder's class names are its folder names; its normalisation is not known here
+// (NewReport takes it from the config).
 func DatasetInfo(name string) ([]string, Normalisation) {
+	if path, ok := data.ImageFolderPath(name); ok {
+		if info, err := data.InspectImageFolder(path); err == nil {
+			return info.ClassNames, Normalisation{}
+		}
+	}
 	spec, err := data.Lookup(name)
 	if err != nil {
 		return nil, Normalisation{}
@@ -131,6 +138,9 @@ func NewReport(res *Result) *Report {
 	}
 	names, _ := DatasetInfo(c.Dataset)
 	sourceNames, norm := DatasetInfo(c.Source)
+	if _, folder := data.ImageFolderPath(c.Source); folder && c.Source == c.Dataset {
+		norm = Normalisation{Mean: c.NormMean, Std: c.NormStd, Formula: "x = (p/255 - mean[c]) / std[c] for pixel values p in 0..255, channel c"}
+	}
 	return &Report{
 		SchemaVersion: ArtifactSchema, LdtorchVersion: Version,
 		BaseClasses: baseClasses, ClassNames: names, SourceClassNames: sourceNames, Normalisation: norm,

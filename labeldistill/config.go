@@ -86,8 +86,17 @@ var datasetAliases = map[string]string{
 	"emnist": "emnist-letters",
 }
 
-// LookupDatasetFacts returns the facts for a dataset name (canonical or alias).
+// LookupDatasetFacts returns the facts for a dataset name (canonical or alias), or for a
+// user's image folder "imagefolder:PATH" (see data.InspectImageFolder).
 func LookupDatasetFacts(name string) (DatasetFacts, bool) {
+	if path, ok := data.ImageFolderPath(name); ok {
+		info, err := data.InspectImageFolder(path)
+		if err != nil {
+			return DatasetFacts{}, false
+		}
+		return DatasetFacts{Name: name, Classes: len(info.ClassNames), Colour: info.Colour, Target: true,
+			ValidationSize: info.ValidationSize()}, true
+	}
 	if c, ok := datasetAliases[name]; ok {
 		name = c
 	}
@@ -490,10 +499,11 @@ func (c Config) withDefaults() Config {
 		if r.ValidationSize == 0 {
 			r.ValidationSize = target.ValidationSize
 		}
-		if len(r.NormMean) == 0 {
+		_, folder := data.ImageFolderPath(r.Dataset)
+		if len(r.NormMean) == 0 && !folder { // an image folder's are computed from its images
 			r.NormMean = append([]float64(nil), pick(target.Colour, colourMean, greyMean)...)
 		}
-		if len(r.NormStd) == 0 {
+		if len(r.NormStd) == 0 && !folder {
 			r.NormStd = append([]float64(nil), pick(target.Colour, colourStd, greyStd)...)
 		}
 	}
@@ -538,13 +548,23 @@ func (c Config) check() error {
 	case c.Dataset == "":
 		bad("dataset", "must name the target dataset (one of %s)", known)
 	case !targetOK:
-		bad("dataset", "unknown dataset %q (known: %s)", c.Dataset, known)
+		if path, ok := data.ImageFolderPath(c.Dataset); ok {
+			_, err := data.InspectImageFolder(path)
+			bad("dataset", "%v", err)
+		} else {
+			bad("dataset", "unknown dataset %q (known: %s, imagefolder:PATH)", c.Dataset, known)
+		}
 	case !target.Target:
 		bad("dataset", "%s can only be a source, not a target", c.Dataset)
 	}
 	source, sourceOK := LookupDatasetFacts(c.Source)
 	if !sourceOK && c.Source != c.Dataset {
-		bad("source", "unknown dataset %q (known: %s)", c.Source, known)
+		if path, ok := data.ImageFolderPath(c.Source); ok {
+			_, err := data.InspectImageFolder(path)
+			bad("source", "%v", err)
+		} else {
+			bad("source", "unknown dataset %q (known: %s, imagefolder:PATH)", c.Source, known)
+		}
 	}
 	cross := c.Source != c.Dataset
 	if targetOK && sourceOK && cross && source.Colour != target.Colour {
@@ -622,11 +642,18 @@ func (c Config) check() error {
 	}
 	if targetOK {
 		channels := pick(target.Colour, 3, 1)
+		_, folder := data.ImageFolderPath(c.Dataset)
+		if folder && (len(c.NormMean) == 0) != (len(c.NormStd) == 0) {
+			bad("norm_std", "give norm_mean and norm_std together for an image folder (or neither: computed from its train images)")
+		}
 		for _, f := range []struct {
 			name string
 			v    []float64
 			pos  bool
 		}{{"norm_mean", c.NormMean, false}, {"norm_std", c.NormStd, true}} {
+			if folder && len(f.v) == 0 {
+				continue // computed from the images when the data is read
+			}
 			if len(f.v) != channels {
 				bad(f.name, "needs %d value(s) for the %d channel(s) of %s, got %d",
 					channels, channels, c.Dataset, len(f.v))

@@ -33,6 +33,9 @@ type Dataset struct {
 	// Warnings are the data package's notes on the data read (unknown checksums accepted,
 	// a subset layout, a JPEG copy, adapted split sizes).
 	Warnings []string
+	// NormMean and NormStd are the target's per-channel normalisation as applied (an image
+	// folder's are computed from its train images unless given).
+	NormMean, NormStd []float64
 }
 
 func (d *Dataset) imageSize() int { return int(d.Shape[0] * d.Shape[1] * d.Shape[2]) }

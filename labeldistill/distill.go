@@ -170,6 +170,9 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	if err != nil {
 		return nil, err
 	}
+	if len(cfg.NormMean) == 0 { // an image folder's, computed from its images: recorded
+		cfg.NormMean, cfg.NormStd = ds.NormMean, ds.NormStd
+	}
 	if o.progress != nil {
 		for _, w := range ds.Warnings {
 			o.progress(Progress{Phase: "data", Message: "warning: " + w})

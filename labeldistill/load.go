@@ -67,6 +67,7 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 		Base:       Split{Images: base.Images, Labels: base.Labels},
 		Files:      map[string]string{},
 	}
+	ds.NormMean, ds.NormStd = target.Spec.Mean, target.Spec.Std
 	ds.Warnings = append(ds.Warnings, target.Warnings...)
 	if cfg.IsCrossDataset() {
 		ds.Warnings = append(ds.Warnings, src.Warnings...)
@@ -101,25 +102,38 @@ func LoadTestSplit(cfg Config) (*Split, error) {
 // (LoadDataset applies cfg.TargetSetSize after choosing the base examples); the size is
 // only checked here, against the target dataset.
 func loadOne(cfg Config, name string) (*data.Dataset, error) {
-	dir, err := data.DataDir(cfg.DataDir)
-	if err != nil {
-		return nil, err
-	}
-	spec, err := data.Lookup(name)
-	if err != nil {
-		return nil, err
-	}
+	var raw *data.RawData
+	var err error
 	valSize := cfg.ValidationSize
-	if valSize == spec.ValidationSize {
-		valSize = 0 // the registry's rule, which also adapts to subset layouts
+	if path, ok := data.ImageFolderPath(name); ok {
+		var mean, std []float64 // nil: computed from the train images
+		if name == cfg.Dataset && len(cfg.NormMean) > 0 {
+			mean, std = cfg.NormMean, cfg.NormStd
+		}
+		if raw, err = data.LoadImageFolder(path, mean, std); err != nil {
+			return nil, err
+		}
+		if name != cfg.Dataset {
+			valSize = 0 // a source's own rule
+		}
+	} else {
+		dir, err := data.DataDir(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		spec, err := data.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if valSize == spec.ValidationSize {
+			valSize = 0 // the registry's rule, which also adapts to subset layouts
+		}
+		opt := data.Options{DataDir: dir, AllowUnknown: cfg.AllowUnknownData, Transpose: cfg.EMNISTTranspose}
+		if raw, err = data.LoadRaw(name, opt); err != nil {
+			return nil, err
+		}
 	}
-	opt := data.Options{DataDir: dir, Seed: uint64(cfg.BaseSelectionSeed()), AllowUnknown: cfg.AllowUnknownData,
-		ValidationSize: valSize, Transpose: cfg.EMNISTTranspose}
-	// data.Load, in its two steps, to check the sizes in between.
-	raw, err := data.LoadRaw(name, opt)
-	if err != nil {
-		return nil, err
-	}
+	spec := raw.Spec
 	// Sizes that only the data can rule out, named as the settings they come from.
 	n := raw.Train.N
 	target, validation, _ := spec.SplitSizes(n)
@@ -132,10 +146,14 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	if name == canonicalDataset(cfg.Dataset) && cfg.TargetSetSize > target {
 		return nil, &FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
 	}
-	return raw.Split(data.SplitOptions{Seed: opt.Seed, ValidationSize: opt.ValidationSize})
+	return raw.Split(data.SplitOptions{Seed: uint64(cfg.BaseSelectionSeed()), ValidationSize: valSize})
 }
 
+// fileSHA256 is the sha256 of a file, or data.TreeSHA256 of a folder (an image folder).
 func fileSHA256(path string) (string, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return data.TreeSHA256(path, fileSHA256)
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return "", err

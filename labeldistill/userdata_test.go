@@ -5,13 +5,21 @@ package labeldistill
 
 import (
 	"compress/gzip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"image"
+	"image/png"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // changedMNIST is a data folder whose MNIST test labels differ from the registry's file in
@@ -77,5 +85,108 @@ func TestSubsetWarningRecorded(t *testing.T) {
 	ds := loadForTest(t, func(c *Config) { c.Source = "kmnist"; c.BaseExamples = 10 })
 	if !strings.Contains(strings.Join(ds.Warnings, "\n"), "7011") {
 		t.Errorf("kmnist subset: warnings %q do not mention the subset", ds.Warnings)
+	}
+}
+
+// mnistFolder writes perClassTrain + perClassTest MNIST digits per class as PNGs in the
+// ImageFolder layout (train/<digit>/, test/<digit>/); the test images are JPEG-free PNGs of
+// another size (56×56) so that resizing is exercised.
+func mnistFolder(t *testing.T, perClassTrain, perClassTest int) string {
+	train, test := sharedMNIST(t)
+	root := t.TempDir()
+	for _, part := range []struct {
+		name  string
+		set   *data.RawSet
+		per   int
+		scale int
+	}{{"train", train, perClassTrain, 1}, {"test", test, perClassTest, 2}} {
+		count := map[int64]int{}
+		for i := 0; i < part.set.N; i++ {
+			y := part.set.Labels[i]
+			if count[y] >= part.per {
+				continue
+			}
+			count[y]++
+			s := 28 * part.scale
+			img := image.NewGray(image.Rect(0, 0, s, s))
+			for py := 0; py < s; py++ {
+				for px := 0; px < s; px++ {
+					img.Pix[py*s+px] = part.set.Pixels[i*784+(py/part.scale)*28+px/part.scale]
+				}
+			}
+			dir := filepath.Join(root, part.name, "digit-"+strconv.Itoa(int(y)))
+			os.MkdirAll(dir, 0o755)
+			f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%05d.png", i)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := png.Encode(f, img); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	return root
+}
+
+func TestImageFolderDistils(t *testing.T) {
+	root := mnistFolder(t, 30, 10)
+	cfg := DefaultConfig()
+	cfg.Dataset = "imagefolder:" + root
+	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.OuterBatch = MethodRR, 10, 30, 2, 50
+	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps, cfg.Threads = []string{BaselineTrue}, []int{5, 10}, 10, 1
+	r, err := cfg.Resolved()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NumClasses() != 10 || r.Arch != ArchLeNet || r.ValidationSize != 50 || r.NormMean != nil {
+		t.Fatalf("resolved: %d classes, arch %s, validation %d, norm %v", r.NumClasses(), r.Arch, r.ValidationSize, r.NormMean)
+	}
+	res, err := Distill(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BaseShape != [4]int64{10, 1, 28, 28} || len(res.TestAccuracies) != 2 {
+		t.Fatalf("base shape %v, %d test accuracies", res.BaseShape, len(res.TestAccuracies))
+	}
+	// The normalisation was computed from the 300 train PNGs: MNIST's statistics, roughly.
+	m, s := res.Config.NormMean, res.Config.NormStd
+	if len(m) != 1 || math.Abs(m[0]-0.13) > 0.02 || math.Abs(s[0]-0.31) > 0.02 {
+		t.Errorf("computed normalisation %v / %v, want about 0.13 / 0.31", m, s)
+	}
+	if res.TestMean < 20 { // 150 meta-steps on 250 images: well above chance (10 %)
+		t.Errorf("test accuracy %.2f%%: not above chance", res.TestMean)
+	}
+	for _, part := range []string{"train", "test"} {
+		if sum := res.DataSHA256[cfg.Dataset+"/"+part]; len(sum) != 64 {
+			t.Errorf("no tree checksum for %s: %v", part, res.DataSHA256)
+		}
+	}
+	dir := t.TempDir()
+	if err := WriteArtifact(dir, res); err != nil {
+		t.Fatal(err)
+	}
+	a, err := ReadArtifact(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Report.ClassNames[3] != "digit-3" || a.Report.Normalisation.Mean[0] != m[0] {
+		t.Errorf("report: classes %v, normalisation %+v", a.Report.ClassNames, a.Report.Normalisation)
+	}
+	// Given normalisation is used as given.
+	cfg.NormMean, cfg.NormStd = []float64{0.5}, []float64{0.5}
+	r, _ = cfg.Resolved()
+	ds, err := LoadDataset(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds.NormMean[0] != 0.5 || ds.Test.Images[0] != -1 { // a black corner pixel: (0 − 0.5)/0.5
+		t.Errorf("given normalisation: %v, first test value %v", ds.NormMean, ds.Test.Images[0])
+	}
+	// A folder without test/ is refused naming what is missing.
+	bad := DefaultConfig()
+	bad.Dataset = "imagefolder:" + filepath.Join(root, "train")
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "needs train/<class>/<image>") {
+		t.Errorf("bad folder: %v", err)
 	}
 }

@@ -38,8 +38,8 @@ const (
 // configHelp is each Config field's flag help and category, keyed by json name.
 var configHelp = map[string][2]string{
 	"method":              {"`METHOD`: \"ld\" (second-order) or \"rr\" (ridge regression)", catRun},
-	"dataset":             {"target `DATASET`: mnist, kmnist, fashion-mnist, emnist-letters, k49, cifar10 or cifar100", catRun},
-	"source":              {"`DATASET` the base examples come from (cross-dataset distillation; default: the target)", catRun},
+	"dataset":             {"target `DATASET`: mnist, kmnist, fashion-mnist, emnist-letters, k49, cifar10, cifar100, or imagefolder:PATH (PATH/train/<class>/*.png|jpg and PATH/test/<class>/...)", catRun},
+	"source":              {"`DATASET` the base examples come from (cross-dataset distillation; default: the target; imagefolder:PATH too)", catRun},
 	"base_examples":       {"`N`, the number of base examples whose labels are learnt", catRun},
 	"inner_batch":         {"`N_i`, base examples per inner step (auto: 10/10/25/50 for N = 10/20/50/≥100)", catRun},
 	"outer_batch":         {"`N_o`, target examples per meta-step", catRun},
@@ -68,8 +68,8 @@ var configHelp = map[string][2]string{
 	"arch":                {"network `ARCH` used during distillation: lenet or alexnet (default: lenet for greyscale, alexnet for colour)", catRun},
 	"target_set_size":     {"use only `K` target-set examples (0: all)", catData},
 	"validation_size":     {"size of the validation part of the train split (auto: 10000 greyscale, 5000 colour, 23237 k49)", catData},
-	"norm_mean":           {"per-channel normalisation mean `M1[,M2,M3]` (default: the dataset's)", catData},
-	"norm_std":            {"per-channel normalisation std `S1[,S2,S3]` (default: the dataset's)", catData},
+	"norm_mean":           {"per-channel normalisation mean `M1[,M2,M3]` (default: the dataset's; an image folder's computed from its train images)", catData},
+	"norm_std":            {"per-channel normalisation std `S1[,S2,S3]` (default: the dataset's; an image folder's computed from its train images)", catData},
 	"seed":                {"the run's `SEED` (initialisations, batches; also the split and base examples unless --base-seed)", catRun},
 	"base_seed":           {"`SEED` of the train/validation split and the base examples alone (default: --seed)", catData},
 	"base_indices":        {"distil the base examples listed in `FILE` (positions in the source's train file: .npy, an artifact's distilled.npz, or text)", catData},
