@@ -42,6 +42,7 @@ type batchedLearner struct {
 	scale   []*torch.Tensor   // RR only: model i's s (shape (1))
 	sOpt    *torch.Adam       // RR only, over scale
 	cfg     Config
+	onBlock func(block int) // when set, told of each scored block (progress)
 }
 
 // newBatchedLearner initialises len(seeds) models, model i from torch.NewGenerator(seeds[i])
@@ -322,6 +323,9 @@ func (l *batchedLearner) accuracies(ctx context.Context, x, y *torch.Tensor) ([]
 					return c.Err()
 				}
 			}
+			if l.onBlock != nil {
+				l.onBlock(int(start/evalChunk) + 1)
+			}
 			for i := range correct {
 				// accuracy's arithmetic: the block's error rate (errorPercent), then
 				// size·(100 − e)/100.
@@ -412,16 +416,21 @@ func (tr *trainer) evaluateModelsBatchedMode(ctx context.Context, steps, models 
 		return tr.evaluateModels(ctx, steps, models, seed, purpose, x, y)
 	}
 	accs := make([]float64, 0, models)
-	defer tr.reportSteps(steps * ((models + batchedMaxModels - 1) / batchedMaxModels))()
+	// Progress counts each group's training steps and scoring blocks.
+	blocks := int((x.Shape()[0] + evalChunk - 1) / evalChunk)
+	defer tr.reportSteps((steps + blocks) * ((models + batchedMaxModels - 1) / batchedMaxModels))()
 	for first := 0; first < models; first += batchedMaxModels {
 		seeds := make([]uint64, min(batchedMaxModels, models-first))
 		for i := range seeds {
 			seeds[i] = subSeed(seed, purpose, first+i)
 		}
-		tr.stepBase = first / batchedMaxModels * steps
+		tr.stepBase = first / batchedMaxModels * (steps + blocks)
 		l, err := tr.trainBatchedMode(ctx, steps, seeds, mode)
 		if err != nil {
 			return nil, err
+		}
+		if tr.onStep != nil {
+			l.onBlock = func(b int) { tr.onStep(steps + b) }
 		}
 		a, err := l.accuracies(ctx, x, y)
 		var diverged []bool

@@ -34,8 +34,8 @@ type Progress struct {
 	// ValidationAccuracy is the latest validation accuracy (%), NaN before the first.
 	ValidationAccuracy float64
 	Message            string
-	// Done and Total count the training steps of the phase's evaluation models (test,
-	// baseline), all models together; both 0 in the other phases.
+	// Done and Total measure the work of the phase's evaluation models (test, baseline):
+	// training steps and scoring blocks of all models together; both 0 in other phases.
 	Done, Total int
 }
 

@@ -59,8 +59,9 @@ type trainer struct {
 	batch int
 	opt   optSpec
 	dev   torch.Device
-	// progress, when set, hears how many training steps of an evaluation (all its models)
-	// are done; onStep and stepBase carry it into the training loops.
+	// progress, when set, hears how much of an evaluation (all its models) is done, in
+	// training steps and, on the batched path, scoring blocks; onStep and stepBase carry it
+	// into the loops.
 	progress func(done, total int)
 	onStep   func(step int)
 	stepBase int
@@ -207,7 +208,8 @@ type EvalConfig struct {
 	RR        bool    // train the RR head (features, ridge W, scale) instead of a linear classifier
 	Seed      int64   // 0 = the artifact's seed
 	Device    string  // "" = cpu
-	// Progress, when set, hears how many training steps of all the models are done.
+	// Progress, when set, hears how much of the work is done (training steps and scoring
+	// blocks of all the models, in arbitrary units: done of total).
 	Progress func(done, total int)
 }
 

@@ -9,12 +9,14 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +181,60 @@ func garbage(n int) []byte {
 	return b
 }
 
+// tinyRunOnce is the output folder of one tinyDistill run (artifact, checkpoints and
+// history), shared by the tests that only read it or work on a copy (copyTree, copyDir).
+var tinyRunOnce struct {
+	sync.Once
+	dir string
+	err error
+}
+
+// tinyRun returns the folder of the shared tiny run (made on first use; read it, do not
+// change it).
+func tinyRun(t *testing.T) string {
+	t.Helper()
+	shared := sharedDatasets(t)
+	tinyRunOnce.Do(func() {
+		dir := filepath.Join(testTmp, "tiny-run")
+		var stdout, stderr bytes.Buffer
+		if code := run(append([]string{"ldtorch"}, tinyDistill(shared, dir, "--quiet")...), &stdout, &stderr); code != 0 {
+			tinyRunOnce.err = fmt.Errorf("the shared tiny run: exit %d: %s", code, stderr.String())
+		}
+		tinyRunOnce.dir = dir
+	})
+	if tinyRunOnce.err != nil {
+		t.Fatal(tinyRunOnce.err)
+	}
+	return tinyRunOnce.dir
+}
+
+// copyTree copies src (files and sub-folders, not the lock file) into a fresh folder.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	err := filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		if d.Name() == lockFile {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
 // copyDir copies the regular files of src (not sub-folders) into a fresh folder.
 func copyDir(t *testing.T, src string) string {
 	t.Helper()
@@ -247,10 +303,7 @@ func TestHostileDataFiles(t *testing.T) {
 // line naming the file (exit 2) before anything trains.
 func TestHostileArtifact(t *testing.T) {
 	shared := sharedDatasets(t)
-	art := filepath.Join(t.TempDir(), "art")
-	if r := hostileRun(t, hostileLimit, tinyDistill(shared, art, "--quiet")...); r.code != 0 {
-		t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
-	}
+	art := tinyRun(t)
 	arc, err := npz.ReadFile(filepath.Join(art, "distilled.npz"))
 	if err != nil {
 		t.Fatal(err)
@@ -412,10 +465,7 @@ func TestHostileCheckpoints(t *testing.T) {
 // and checkpoints leave every file byte-identical.
 func TestHostileNothingLost(t *testing.T) {
 	shared := sharedDatasets(t)
-	out := filepath.Join(t.TempDir(), "out")
-	if r := hostileRun(t, hostileLimit, tinyDistill(shared, out, "--quiet")...); r.code != 0 {
-		t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
-	}
+	out := copyTree(t, tinyRun(t))
 	before := snapshot(t, out)
 	if before["distilled.npz"] == nil || before["report.json"] == nil {
 		t.Fatalf("no artifact in %s: %v", out, before)
@@ -540,11 +590,7 @@ func TestHostileValues(t *testing.T) {
 	}
 	// evaluate --threads 100000 on a real artifact: refused, not 100000 threads started.
 	t.Run("evaluate threads 100000", func(t *testing.T) {
-		art := filepath.Join(t.TempDir(), "art")
-		if r := hostileRun(t, hostileLimit, tinyDistill(shared, art, "--quiet")...); r.code != 0 {
-			t.Fatalf("distill: exit %d: %s", r.code, r.stderr)
-		}
-		r := hostileRun(t, time.Minute, "evaluate", "--distilled", art, "--steps", "5", "--models", "1", "--quiet", "--threads", "100000")
+		r := hostileRun(t, time.Minute, "evaluate", "--distilled", tinyRun(t), "--steps", "5", "--models", "1", "--quiet", "--threads", "100000")
 		wantOneLine(t, r, exitUsage, "--threads", "100000")
 	})
 	// A negative seed is a seed like any other (int64; the generators take its bits).

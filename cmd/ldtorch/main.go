@@ -60,18 +60,19 @@ func main() {
 }
 
 // stdoutClosed reports whether file descriptor 1 was closed when the process started (as
-// with `ldtorch version >&-`). Descriptor 1 is then taken by /dev/null, so that no file
-// the command opens can land on it and receive the output meant for stdout.
+// with `ldtorch version >&-`). Go's runtime puts /dev/null, opened read-write, on a closed
+// standard descriptor before main runs; a shell's `>/dev/null` opens it write-only, so a
+// read-write /dev/null on fd 1 is taken for a closed stdout.
 func stdoutClosed() bool {
-	var st syscall.Stat_t
-	if err := syscall.Fstat(1, &st); err != syscall.EBADF {
+	var st, null syscall.Stat_t
+	if err := syscall.Fstat(1, &st); err != nil {
+		return true
+	}
+	if err := syscall.Stat(os.DevNull, &null); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFCHR || st.Rdev != null.Rdev {
 		return false
 	}
-	if fd, err := syscall.Open(os.DevNull, syscall.O_WRONLY|syscall.O_CLOEXEC, 0); err == nil && fd != 1 {
-		syscall.Dup3(fd, 1, 0)
-		syscall.Close(fd)
-	}
-	return true
+	flags, _, errno := syscall.Syscall(syscall.SYS_FCNTL, 1, syscall.F_GETFL, 0)
+	return errno == 0 && flags&syscall.O_ACCMODE == syscall.O_RDWR
 }
 
 // failingWriter fails every write with err.
@@ -158,7 +159,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 	args = reorderArgs(app.Commands, args)
 	e.args, e.command = leafArgs(app.Commands, args)
 	err := app.RunContext(ctx, args)
-	if err == nil && out.err != nil {
+	if out.err != nil { // whatever else went wrong, the output is lost
 		err = failuref("writing to stdout: %v", out.err)
 	}
 	if err == nil {

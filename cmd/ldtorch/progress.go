@@ -86,7 +86,7 @@ func (pr *progress) update(p labeldistill.Progress) {
 				if p.Phase == "baseline" {
 					what = "baseline " + p.Message + " test"
 				}
-				pr.line(fmt.Sprintf("%s: training step %d/%d of its models (%.0f%%)", what, p.Done, p.Total, 100*float64(p.Done)/float64(p.Total)))
+				pr.line(fmt.Sprintf("%s: %.0f%% (%d/%d training steps and scoring blocks of its models)", what, 100*float64(p.Done)/float64(p.Total), p.Done, p.Total))
 			}
 			pr.phase = key
 			return
@@ -113,7 +113,7 @@ func (pr *progress) evalSteps(done, total int) {
 	if pr.quiet || (done != total && time.Since(pr.last) < plainEvery) {
 		return
 	}
-	pr.line(fmt.Sprintf("training step %d/%d of the models (%.0f%%)", done, total, 100*float64(done)/float64(total)))
+	pr.line(fmt.Sprintf("%.0f%% (%d/%d training steps and scoring blocks of the models)", 100*float64(done)/float64(total), done, total))
 }
 
 func (pr *progress) barUpdate(p labeldistill.Progress) {

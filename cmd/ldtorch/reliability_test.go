@@ -1,0 +1,324 @@
+// Hostile use, round 2: signals honoured in every phase (the binary, for real signals), one
+// run per output folder, --resume DIR alone and extending a finished run, diverged
+// evaluation models, and output that cannot be written.
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+)
+
+// startedRun is the binary running in the background with its stderr collected.
+type startedRun struct {
+	cmd    *exec.Cmd
+	lines  chan string // stderr, line by line
+	log    *bytes.Buffer
+	exited chan error
+}
+
+func startBinary(t *testing.T, args ...string) *startedRun {
+	t.Helper()
+	cmd := binaryCommand(t, []string{"OMP_NUM_THREADS=1"}, args...)
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r := &startedRun{cmd: cmd, lines: make(chan string, 1000), log: &bytes.Buffer{}, exited: make(chan error, 1)}
+	go func() {
+		sc := bufio.NewScanner(pipe)
+		for sc.Scan() {
+			r.lines <- sc.Text()
+		}
+		close(r.lines)
+		r.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return r
+}
+
+// waitFor reads stderr until a line contains sub (fails after limit or at exit).
+func (r *startedRun) waitFor(t *testing.T, sub string, limit time.Duration) {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if !ok {
+				t.Fatalf("the run ended before printing %q:\n%s", sub, r.log.String())
+			}
+			r.log.WriteString(l + "\n")
+			if strings.Contains(l, sub) {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %q after %v:\n%s", sub, limit, r.log.String())
+		}
+	}
+}
+
+// exitWithin waits for the process to end within limit and returns its exit code.
+func (r *startedRun) exitWithin(t *testing.T, limit time.Duration) int {
+	t.Helper()
+	deadline := time.After(limit)
+	for {
+		select {
+		case l, ok := <-r.lines:
+			if ok {
+				r.log.WriteString(l + "\n")
+				continue
+			}
+			r.lines = nil
+		case err := <-r.exited:
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					t.Fatalf("killed by %v instead of exiting:\n%s", ws.Signal(), r.log.String())
+				}
+				return ee.ExitCode()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return 0
+		case <-deadline:
+			t.Fatalf("still running %v after the signal:\n%s", limit, r.log.String())
+		}
+	}
+}
+
+// signalLimit is how long a signalled run may take to exit: the goal is about a second,
+// the margin is for a loaded machine.
+const signalLimit = 15 * time.Second
+
+// TestSignalsHonoured: SIGHUP during the meta-loop checkpoints and exits 130 (it used to
+// kill the run without a checkpoint); meanwhile a second run into the same --out is refused
+// naming the folder and the holder's PID; SIGTERM during the final test with T < 50 and
+// SIGINT while evaluate scores its models stop within seconds with exit 130 and no
+// artifact (both used to be ignored until the end).
+func TestSignalsHonoured(t *testing.T) {
+	shared := sharedDatasets(t)
+	t.Run("SIGHUP in the meta-loop, one run per folder", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		r := startBinary(t, tinyDistill(shared, out, "--epochs", "1000", "--validate-every", "1")...)
+		r.waitFor(t, "epoch 1/1000", 2*time.Minute)
+
+		second := ldtorch(t, nil, tinyDistill(shared, out, "--quiet")...)
+		wantOneLine(t, second, exitUsage, "--out", out, "in use", strconv.Itoa(r.cmd.Process.Pid))
+
+		if err := r.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
+			t.Fatalf("after SIGHUP: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+		if !strings.Contains(r.log.String(), "--resume "+out) {
+			t.Errorf("no --resume hint:\n%s", r.log.String())
+		}
+		if m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz")); len(m) == 0 {
+			t.Errorf("no checkpoint after SIGHUP")
+		}
+		noFile(t, filepath.Join(out, "distilled.npz"))
+		// The lock went with the process: the folder can be resumed at once.
+		res := ldtorch(t, nil, "distill", "--resume", out, "--dry-run")
+		if res.code != 0 || !strings.Contains(res.stdout, `"epochs": 1000`) {
+			t.Errorf("--resume %s --dry-run: exit %d: %s%s", out, res.code, res.stdout, res.stderr)
+		}
+	})
+	t.Run("SIGTERM in the final test", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		r := startBinary(t, tinyDistill(shared, out, "--epochs", "1", "--eval-models", "400")...)
+		r.waitFor(t, "final test: ", 2*time.Minute)
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
+			t.Fatalf("after SIGTERM: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+		noFile(t, filepath.Join(out, "distilled.npz"))
+		noFile(t, filepath.Join(out, "report.json"))
+		if !strings.Contains(r.log.String(), "--resume "+out) {
+			t.Errorf("no --resume hint:\n%s", r.log.String())
+		}
+	})
+	t.Run("SIGINT while evaluate scores", func(t *testing.T) {
+		art := tinyRun(t)
+		// One training step, then 32 models score 10,000 test images (tens of seconds): the
+		// first progress line (after ~10 s) comes while they score.
+		r := startBinary(t, "evaluate", "--distilled", art, "--data-dir", shared, "--steps", "1", "--models", "32", "--threads", "1")
+		r.waitFor(t, "scoring blocks", 2*time.Minute)
+		if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
+			t.Fatalf("after SIGINT: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+	})
+}
+
+func noFile(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		t.Errorf("%s exists", path)
+	}
+}
+
+// readReport reads OUT/report.json into a map.
+func readReport(t *testing.T, out string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestResumeAlone: `distill --resume DIR` alone continues with the checkpoint's settings
+// (it used to need every original flag again); more --epochs extends a finished run and is
+// recorded; other changes and fewer epochs are refused naming them; --overwrite starts
+// over.
+func TestResumeAlone(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := copyTree(t, tinyRun(t))
+	art, err := os.ReadFile(filepath.Join(out, "distilled.npz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A finished run resumed alone goes straight to the evaluation: the same artifact.
+	r := ldtorch(t, nil, "distill", "--resume", out)
+	if r.code != 0 {
+		t.Fatalf("--resume %s alone: exit %d: %s", out, r.code, r.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "distilled.npz")); !bytes.Equal(b, art) {
+		t.Errorf("a finished run resumed: distilled.npz changed")
+	}
+	// The checkpoints folder works as well, and --dry-run shows what would run.
+	r = ldtorch(t, nil, "distill", "--resume", filepath.Join(out, "checkpoints"), "--dry-run")
+	if r.code != 0 || !strings.Contains(r.stdout, `"out": "`+out+`"`) || !strings.Contains(r.stdout, `"method": "rr"`) {
+		t.Errorf("--resume DIR/checkpoints --dry-run: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"another label lr", []string{"--label-lr", "0.5"}, []string{"--resume", "label_lr: 0.001 -> 0.5"}},
+		{"fewer epochs", []string{"--epochs", "1"}, []string{"--resume", "epochs: 2 -> 1"}},
+		{"with --overwrite", []string{"--overwrite"}, []string{"--overwrite", "--resume"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantOneLine(t, ldtorch(t, nil, append([]string{"distill", "--quiet", "--resume", out}, c.args...)...), exitUsage, c.want...)
+		})
+	}
+	// Extending the finished run by an epoch: 8 more meta-steps, the change recorded.
+	r = ldtorch(t, nil, "distill", "--resume", out, "--epochs", "3", "--threads", "1", "--quiet")
+	if r.code != 0 {
+		t.Fatalf("--resume %s --epochs 3: exit %d: %s", out, r.code, r.stderr)
+	}
+	rep := readReport(t, out)
+	if rep["meta_steps"] != 24.0 || rep["epochs"] != 3.0 || !strings.Contains(fmt.Sprint(rep["resume_changes"]), "epochs: 2 -> 3") {
+		t.Errorf("extended run: meta_steps %v epochs %v resume_changes %v", rep["meta_steps"], rep["epochs"], rep["resume_changes"])
+	}
+	// Starting over with --overwrite: the old checkpoints go, the new run's stay.
+	r = ldtorch(t, nil, tinyDistill(shared, out, "--quiet", "--seed", "2", "--overwrite")...)
+	if r.code != 0 {
+		t.Fatalf("--overwrite: exit %d: %s", r.code, r.stderr)
+	}
+	if rep := readReport(t, out); rep["seed"] != 2.0 || rep["meta_steps"] != 16.0 {
+		t.Errorf("after --overwrite: seed %v meta_steps %v", rep["seed"], rep["meta_steps"])
+	}
+	m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz"))
+	for _, p := range m {
+		if meta, err := labeldistill.ReadCheckpointMeta(p); err != nil || !strings.Contains(string(meta), `"seed": 2`) {
+			t.Errorf("%s after --overwrite: not the new run's (%v)", p, err)
+		}
+	}
+}
+
+// TestDivergedModels: with --eval-lr 1e30 every evaluation model diverges; the run fails
+// naming the flag instead of reporting 9.80 % (one class everywhere) and keeping "best"
+// labels chosen on it; evaluate --lr 1e30 likewise.
+func TestDivergedModels(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "out")
+	r := ldtorch(t, nil, tinyDistill(shared, out, "--quiet", "--eval-lr", "1e30")...)
+	// Each diverged validation is a warning (shown with --quiet too), then the error.
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	r.stderr = lines[len(lines)-1] + "\n"
+	wantOneLine(t, r, exitFailure, "validation", "diverged", "--eval-lr 1e+30")
+	for _, l := range lines[:len(lines)-1] {
+		if !strings.Contains(l, "warning: the validation model after epoch") {
+			t.Errorf("unexpected line %q", l)
+		}
+	}
+	noFile(t, filepath.Join(out, "distilled.npz"))
+	noFile(t, filepath.Join(out, "report.json"))
+	r = ldtorch(t, nil, "evaluate", "--distilled", tinyRun(t), "--data-dir", shared, "--steps", "20", "--models", "2", "--lr", "1e30", "--quiet")
+	wantOneLine(t, r, exitFailure, "diverged", "--lr 1e+30")
+}
+
+// fullWriter fails every write like a full disk.
+type fullWriter struct{}
+
+func (fullWriter) Write([]byte) (int, error) { return 0, syscall.ENOSPC }
+
+// TestOutputWriteFailures: output that cannot be written (a full disk, /dev/full, a closed
+// stdout) fails the command with exit 1 instead of exiting 0 with nothing written.
+func TestOutputWriteFailures(t *testing.T) {
+	shared := sharedDatasets(t)
+	for _, args := range [][]string{
+		{"version"},
+		{"version", "--json"},
+		{"data", "list", "--data-dir", shared},
+		{"data", "verify", "mnist", "--data-dir", shared},
+		{"distill", "--dry-run"},
+		{"evaluate", "--distilled", tinyRun(t), "--data-dir", shared, "--steps", "2", "--models", "1", "--quiet", "--json"},
+	} {
+		var stderr bytes.Buffer
+		code := runContext(t.Context(), append([]string{"ldtorch"}, args...), fullWriter{}, &stderr)
+		r := result{code: code, stderr: stderr.String()}
+		t.Run(strings.Join(args[:min(2, len(args))], " "), func(t *testing.T) { wantOneLine(t, r, exitFailure, "stdout", "no space left") })
+	}
+	// The binary: /dev/full, and a closed stdout.
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full: %v", err)
+	}
+	defer full.Close()
+	cmd := binaryCommand(t, nil, "version")
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = full, &stderr
+	err = cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || !strings.Contains(stderr.String(), "stdout") {
+		t.Errorf("version > /dev/full: %v, stderr %q; want exit 1 naming stdout", err, stderr.String())
+	}
+	cmd = binaryCommand(t, nil, "-c", `exec "$0" version --json >&-`, builtBinary(t))
+	cmd.Path, cmd.Args = "/bin/sh", append([]string{"sh"}, cmd.Args[1:]...)
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	err = cmd.Run()
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || !strings.Contains(stderr.String(), "stdout") {
+		t.Errorf("version with stdout closed: %v, stderr %q; want exit 1 naming stdout", err, stderr.String())
+	}
+}
