@@ -5,12 +5,18 @@ package labeldistill
 // report.json. ReadArtifact validates both before anything trains on them.
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
@@ -92,6 +98,16 @@ type Report struct {
 	SourceClassNames []string       `json:"source_class_names,omitempty"` // the source's
 	Normalisation    Normalisation  `json:"normalisation"`
 	TrainingRecipe   TrainingRecipe `json:"training_recipe"`
+	// Distilled describes the distilled.npz written with this report: a reader refuses a
+	// distilled.npz that is not this file (absent in reports before it was added).
+	Distilled *DistilledFacts `json:"distilled,omitempty"`
+}
+
+// DistilledFacts identify a distilled.npz: its SHA-256 and its arrays' shapes.
+type DistilledFacts struct {
+	SHA256  string `json:"sha256"`
+	Images  []int  `json:"images_shape"` // N, C, H, W
+	Classes int    `json:"classes"`
 }
 
 // recipe is the fresh-model training of cfg for T steps.
@@ -198,10 +214,17 @@ func WriteArtifact(dir string, res *Result) error {
 		}
 		members = append(members, classes)
 	}
-	if err := npz.WriteFile(filepath.Join(dir, DistilledFile), members); err != nil {
+	var npzBytes bytes.Buffer
+	if err := npz.Write(&npzBytes, members); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
-	js, err := json.MarshalIndent(NewReport(res), "", "  ")
+	if err := WriteFileAtomic(filepath.Join(dir, DistilledFile), npzBytes.Bytes()); err != nil {
+		return fmt.Errorf("artifact: %w", err)
+	}
+	rep := NewReport(res)
+	sum := sha256.Sum256(npzBytes.Bytes())
+	rep.Distilled = &DistilledFacts{SHA256: hex.EncodeToString(sum[:]), Images: shape, Classes: classes}
+	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("artifact: report: %w", err)
 	}
@@ -233,9 +256,13 @@ type Artifact struct {
 // finite probability rows (non-negative, summing to 1 within 1e-3).
 func ReadArtifact(dir string) (*Artifact, error) {
 	path := filepath.Join(dir, DistilledFile)
-	arc, err := npz.ReadFile(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
@@ -301,7 +328,66 @@ func ReadArtifact(dir string) (*Artifact, error) {
 		if err := json.Unmarshal(js, &rep); err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ReportFile), err)
 		}
+		if err := rep.checkAgainst(a, raw); err != nil {
+			return nil, err
+		}
 		a.Report = &rep
 	}
 	return a, nil
+}
+
+// checkAgainst refuses a report that does not describe the artifact a (read from the
+// bytes npzBytes) or whose values contradict each other: a distilled.npz from another
+// run (or written after the report), or a report edited by hand.
+func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
+	npzPath, repPath := filepath.Join(a.Dir, DistilledFile), filepath.Join(a.Dir, ReportFile)
+	if d := rep.Distilled; d != nil {
+		sum := sha256.Sum256(npzBytes)
+		if got := hex.EncodeToString(sum[:]); got != d.SHA256 {
+			return fmt.Errorf("%s does not belong to %s: its SHA-256 is %s, the report was written for %s (%v images, %d classes); "+
+				"the two files come from different runs, or the run was stopped between writing them", npzPath, repPath, got, d.SHA256, d.Images, d.Classes)
+		}
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%s: %s (edited, or not written by ldtorch?)", repPath, fmt.Sprintf(format, args...))
+	}
+	c := rep.Config
+	if err := c.Validate(); err != nil {
+		return bad("config: %v", err)
+	}
+	switch {
+	case rep.Target != c.Dataset:
+		return bad("target %q but config.dataset %q", rep.Target, c.Dataset)
+	case rep.Method != c.Method:
+		return bad("method %q but config.method %q", rep.Method, c.Method)
+	case rep.BaseExamples != c.BaseExamples || int64(rep.BaseExamples) != a.Shape[0]:
+		return bad("base_examples %d, config.base_examples %d, %s holds %d images", rep.BaseExamples, c.BaseExamples, DistilledFile, a.Shape[0])
+	case rep.Epochs != c.Epochs:
+		return bad("epochs %d but config.epochs %d", rep.Epochs, c.Epochs)
+	case c.NumClasses() != a.Classes:
+		return bad("dataset %s has %d classes, the labels of %s have %d", c.Dataset, c.NumClasses(), DistilledFile, a.Classes)
+	}
+	if f, ok := LookupDatasetFacts(c.Dataset); ok {
+		want := [3]int64{1, 28, 28}
+		if f.Colour {
+			want = [3]int64{3, 32, 32}
+		}
+		if got := [3]int64{a.Shape[1], a.Shape[2], a.Shape[3]}; got != want {
+			return bad("dataset %s has %d×%d×%d images, %s holds %d×%d×%d", c.Dataset, want[0], want[1], want[2], DistilledFile, got[0], got[1], got[2])
+		}
+	}
+	// The dataset files the run read belong to its dataset or source ("mnist/...").
+	for _, k := range slices.Sorted(maps.Keys(rep.DataSHA256)) {
+		if ds, _, ok := strings.Cut(k, "/"); ok && ds != c.Dataset && ds != c.Source {
+			return bad("data_sha256 lists %s, a file of neither the dataset %s nor the source %s", k, c.Dataset, c.Source)
+		}
+	}
+	// T is the kept validation's T; a validation's T never exceeds its meta-step.
+	if rep.Steps < 1 || rep.Steps > max(rep.MetaSteps, 1) {
+		return bad("steps (T) %d is not between 1 and meta_steps %d", rep.Steps, rep.MetaSteps)
+	}
+	if len(rep.Validations) > 0 && rep.Steps != rep.BestValidation.T {
+		return bad("steps (T) %d but best_validation.steps_T %d", rep.Steps, rep.BestValidation.T)
+	}
+	return nil
 }

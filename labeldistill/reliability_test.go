@@ -17,11 +17,17 @@ import (
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
-// smallArtifactResult is a valid 20-example, 10-class result with 1×4×4 images.
+// smallArtifactResult is a valid 20-example MNIST result (a report consistent with it).
 func smallArtifactResult() *Result {
 	const n, classes = 20, 10
-	res := &Result{Config: DefaultConfig(), Classes: classes, BaseShape: [4]int64{n, 1, 4, 4}, T: 7}
-	res.BaseImages = make([]float32, n*16)
+	cfg := DefaultConfig()
+	cfg.BaseExamples = n
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		panic(err)
+	}
+	res := &Result{Config: cfg, Classes: classes, BaseShape: [4]int64{n, 1, 28, 28}, T: 7, MetaSteps: 7}
+	res.BaseImages = make([]float32, n*28*28)
 	for i := range res.BaseImages {
 		res.BaseImages[i] = float32(i%17) / 17
 	}
@@ -79,12 +85,12 @@ func TestReadArtifactRejectsTampering(t *testing.T) {
 		{"a negative label", []*npz.Array{orig["images"], labels(func(v []float32) { v[120], v[121] = -0.1, 0.15+0.05 })}, "row 12"},
 		{"a row summing to 0.9", []*npz.Array{orig["images"], labels(func(v []float32) { v[199] -= 0.1 })}, "row 19 sums to"},
 		{"an all-zero row", []*npz.Array{orig["images"], labels(func(v []float32) { clear(v[40:50]) })}, "row 4 sums to"},
-		{"a NaN pixel", []*npz.Array{{Name: "images", DType: "float32", Shape: []int{20, 1, 4, 4}, Data: func() []float32 {
+		{"a NaN pixel", []*npz.Array{{Name: "images", DType: "float32", Shape: []int{20, 1, 28, 28}, Data: func() []float32 {
 			v := slices.Clone(orig["images"].Data.([]float32))
 			v[33] = float32(math.NaN())
 			return v
 		}()}, orig["labels"]}, "non-finite"},
-		{"three-dimensional images", []*npz.Array{{Name: "images", DType: "float32", Shape: []int{20, 4, 4}, Data: orig["images"].Data}, orig["labels"]}, "N×C×H×W"},
+		{"three-dimensional images", []*npz.Array{{Name: "images", DType: "float32", Shape: []int{20, 28, 28}, Data: orig["images"].Data}, orig["labels"]}, "N×C×H×W"},
 		{"no labels", []*npz.Array{orig["images"]}, "needs arrays"},
 		{"an unknown array", []*npz.Array{orig["images"], orig["labels"], {Name: "base_indicez", DType: "int64", Shape: []int{20}, Data: orig["base_indices"].Data}}, "unexpected array"},
 		{"float base indices", []*npz.Array{orig["images"], orig["labels"], {Name: "base_indices", DType: "float32", Shape: []int{20}, Data: make([]float32, 20)}}, "base_indices"},

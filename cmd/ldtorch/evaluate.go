@@ -146,6 +146,15 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		if ec.Steps == 0 {
 			return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, labeldistill.ReportFile)
 		}
+		if f, ok := labeldistill.LookupDatasetFacts(ds); ok {
+			want := [3]int64{1, 28, 28}
+			if f.Colour {
+				want = [3]int64{3, 32, 32}
+			}
+			if got := [3]int64{art.Shape[1], art.Shape[2], art.Shape[3]}; got != want {
+				return usageErrorf("--dataset %s: its images are %d×%d×%d, those of %s/%s are %d×%d×%d", ds, want[0], want[1], want[2], dir, labeldistill.DistilledFile, got[0], got[1], got[2])
+			}
+		}
 		cfg = labeldistill.DefaultConfig()
 		cfg.Dataset = ds
 		cfg.BaseExamples = int(art.Shape[0])

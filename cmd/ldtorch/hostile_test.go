@@ -372,13 +372,31 @@ func TestHostileArtifact(t *testing.T) {
 			os.Remove(reportPath(d))
 			os.Mkdir(reportPath(d), 0o755)
 		}, nil, []string{"report.json"}},
-		// report.json's values are not validated by ReadArtifact: a negative T is caught by
-		// Evaluate (the message blames --steps).
+		// report.json's values are checked against each other and the artifact.
 		{"report.json with negative steps", editReport(func(m map[string]any) { m["steps"] = -5 }),
-			[]string{"--models", "1", "--threads", "1", "--quiet", "--data-dir", shared}, []string{"steps", "-5"}},
+			[]string{"--models", "1", "--threads", "1", "--quiet", "--data-dir", shared}, []string{"report.json", "steps", "-5"}},
+		{"report.json with steps 2e9", editReport(func(m map[string]any) { m["steps"] = 2e9 }), nil, []string{"report.json", "steps", "2000000000"}},
+		{"report.json with eval_models 1e9", editReport(func(m map[string]any) { m["config"].(map[string]any)["eval_models"] = 1e9 }), nil,
+			[]string{"report.json", "eval_models", "1000000000"}},
+		{"report.json for another dataset", editReport(func(m map[string]any) {
+			m["target"] = "cifar10"
+			m["config"].(map[string]any)["dataset"] = "cifar10"
+		}), nil, []string{"report.json", "cifar10"}},
+		{"report.json for another dataset of the same shape", editReport(func(m map[string]any) {
+			m["target"] = "kmnist"
+			m["config"].(map[string]any)["dataset"] = "kmnist"
+			m["config"].(map[string]any)["source"] = "kmnist"
+		}), nil, []string{"report.json", "data_sha256", "mnist/", "kmnist"}},
+		// distilled.npz and report.json must be one pair: a valid npz of other labels (another
+		// run's, or one written just before a kill left the old report) is named.
+		{"distilled.npz of another run", withLabels([]int{20, 10}, func(v []float32) []float32 {
+			return append(slices.Clone(v[10:]), v[:10]...) // rows rotated: valid, but not these labels
+		}), nil, []string{"distilled.npz does not belong to", "report.json", "SHA-256"}},
 		{"no report.json, no --dataset", func(d string) { os.Remove(reportPath(d)) }, nil, []string{"--dataset", "report.json"}},
 		{"no report.json, no --steps", func(d string) { os.Remove(reportPath(d)) },
 			[]string{"--dataset", "mnist", "--models", "1", "--quiet", "--data-dir", shared}, []string{"--steps", "report.json"}},
+		{"no report.json, --dataset of other images", func(d string) { os.Remove(reportPath(d)) },
+			[]string{"--dataset", "cifar10", "--steps", "5", "--models", "1", "--quiet", "--data-dir", shared}, []string{"--dataset cifar10", "3×32×32", "1×28×28"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
