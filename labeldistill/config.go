@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"reflect"
@@ -916,6 +917,12 @@ func describeJSONError(data []byte, err error) error {
 		return fmt.Errorf("line %d, column %d: %v", line, col, syn)
 	case errors.As(err, &typ):
 		return fmt.Errorf("key %q: cannot use JSON %s as %v", typ.Field, typ.Value, typ.Type)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		line, col := lineCol(data, int64(len(data)))
+		if len(bytes.TrimSpace(data)) == 0 {
+			return fmt.Errorf("the file is empty (want a JSON object)")
+		}
+		return fmt.Errorf("line %d, column %d: unexpected end of the file (an object, array or string is not closed)", line, col)
 	}
 	return err
 }

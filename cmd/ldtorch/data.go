@@ -239,8 +239,11 @@ func (e *env) dataVerify(c *cli.Context) error {
 			}
 		}
 		if len(names) == 0 {
-			fmt.Fprintf(e.stderr, "no datasets in %s (see ldtorch data fetch)\n", root)
-			return nil
+			// Nothing verified is not a success: the folder is missing, empty or unreadable.
+			if _, err := os.Stat(root); err != nil {
+				return usageErrorf("--data-dir: %s: %v (nothing to verify; get data with ldtorch data fetch)", root, unwrapPath(err))
+			}
+			return usageErrorf("--data-dir: no datasets in %s (nothing to verify; get data with ldtorch data fetch)", root)
 		}
 	}
 	var failed []string

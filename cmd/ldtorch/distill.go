@@ -86,17 +86,25 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 		}
 	}
 	if path := c.String("config"); c.IsSet("config") {
+		// Name what gave the file: the flag, or LDTORCH_CONFIG.
+		what := "--config"
+		if !src.onCommandLine("config") {
+			what = envName("config") + "=" + path
+		}
 		if path == "" {
-			return cfg, src, usageErrorf("--config needs a file name")
+			return cfg, src, usageErrorf("%s needs a file name", what)
 		}
 		src.configFile = path
 		loaded, err := labeldistill.LoadConfigFile(path)
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
-				return cfg, src, usageErrorf("--config: cannot read %s: %v", path, pe.Err)
+				if _, lerr := os.Lstat(path); lerr == nil {
+					return cfg, src, usageErrorf("%s: cannot read it: %s", what, unreadable(path, err))
+				}
+				return cfg, src, usageErrorf("%s: cannot read %s: %v", what, path, pe.Err)
 			}
-			return cfg, src, usageErrorf("--config: %v", err)
+			return cfg, src, usageErrorf("%s: %v", what, err)
 		}
 		if raw, err := os.ReadFile(path); err == nil {
 			var keys map[string]json.RawMessage
@@ -136,6 +144,11 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 
 // checkWritable creates dir if needed and proves it writable (labeldistill.EnsureWritableDir).
 func checkWritable(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return usageErrorf("--out: %s", unreadable(dir, err))
+		}
+	}
 	err := labeldistill.EnsureWritableDir(dir)
 	if err == nil {
 		return nil

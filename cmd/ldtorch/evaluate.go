@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -114,8 +116,14 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	art, err := labeldistill.ReadArtifact(dir)
 	if err != nil {
 		var pe *fs.PathError
-		if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
-			return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, labeldistill.DistilledFile)
+		if errors.As(err, &pe) {
+			path := filepath.Join(dir, labeldistill.DistilledFile)
+			if _, lerr := os.Lstat(path); lerr == nil { // there, but not readable
+				return usageErrorf("--distilled: %s", unreadable(path, err))
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, labeldistill.DistilledFile)
+			}
 		}
 		return usageErrorf("--distilled: %v", err)
 	}

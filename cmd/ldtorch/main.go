@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -170,7 +171,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 	if e.command != "" {
 		prefix += " " + e.command
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(msg))
+	fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(cliWords(msg)))
 	return code
 }
 
@@ -313,15 +314,60 @@ func classify(err error, ctx context.Context) (int, string) {
 // missingMessage says which dataset is missing and the command that gets it.
 func missingMessage(me *data.MissingError) string {
 	root := filepath.Dir(me.Dir)
+	// A file that is there but cannot be read (a symbolic link loop or to nothing, no
+	// permission) is not missing: say what is wrong with it.
+	var broken []string
+	for _, m := range me.Missing {
+		for _, name := range []string{m, m + ".gz"} {
+			path := filepath.Join(me.Dir, name)
+			if _, err := os.Lstat(path); err != nil {
+				continue
+			}
+			if _, err := os.Stat(path); err != nil {
+				broken = append(broken, unreadable(path, err))
+			} else if f, err := os.Open(path); err != nil {
+				broken = append(broken, unreadable(path, err))
+			} else {
+				f.Close()
+			}
+		}
+	}
+	if _, err := os.Stat(me.Dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		broken = append(broken, unreadable(me.Dir, err))
+	}
+	if len(broken) > 0 {
+		return fmt.Sprintf("dataset %s in %s cannot be read: %s", me.Dataset, me.Dir, strings.Join(broken, "; "))
+	}
 	how := fmt.Sprintf("ldtorch data fetch %s --data-dir %s", me.Dataset, root)
 	if me.Dataset != "mnist" && me.Dataset != "fashion-mnist" {
 		how = fmt.Sprintf("ldtorch data fetch %s --from-shared DIR --data-dir %s", me.Dataset, root)
 		if me.Hint != "" {
-			how += ", or " + me.Hint
+			how += ", or " + cliWords(me.Hint)
 		}
 	}
 	return fmt.Sprintf("dataset %s not found in %s (missing %s); get it with: %s",
 		me.Dataset, me.Dir, strings.Join(me.Missing, ", "), how)
+}
+
+// cliWords replaces the data package's Go API names in a hint by the CLI's commands.
+func cliWords(s string) string {
+	return strings.NewReplacer("with FromShared", "with ldtorch data fetch --from-shared DIR",
+		"use Fetch", "use ldtorch data fetch", "FromShared", "--from-shared").Replace(s)
+}
+
+// unreadable says why path, which exists, cannot be read: a symbolic link loop, a link
+// to nothing, no permission, or the error itself.
+func unreadable(path string, err error) string {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return path + " is a symbolic link loop"
+	case errors.Is(err, fs.ErrNotExist):
+		target, _ := os.Readlink(path)
+		return fmt.Sprintf("%s is a symbolic link to %s, which does not exist", path, target)
+	case errors.Is(err, fs.ErrPermission):
+		return path + ": permission denied"
+	}
+	return fmt.Sprintf("%s: %v", path, unwrapPath(err))
 }
 
 // oneLine folds a multi-line message into one line.

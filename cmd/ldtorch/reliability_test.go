@@ -322,3 +322,62 @@ func TestOutputWriteFailures(t *testing.T) {
 		t.Errorf("version with stdout closed: %v, stderr %q; want exit 1 naming stdout", err, stderr.String())
 	}
 }
+
+// TestMessages: the messages of round 2 name the file, flag or variable and what is wrong
+// with it: a config file cut short (line and column, not "EOF"), LDTORCH_CONFIG (not
+// --config), a symbolic link loop or a link to nothing (not "missing" or "file exists"),
+// data verify with nothing to verify (exit 2, not 0), the CLI's flag instead of the Go API's
+// FromShared; a run that fails on its data leaves no empty checkpoints folder.
+func TestMessages(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	symlink := func(target, name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cut := write("cut.json", "{\"epochs\": 3,\n  \"seed\": 4")
+	loop := symlink("loop-b", "loop-a")
+	symlink("loop-a", "loop-b")
+	dangling := symlink(filepath.Join(dir, "nowhere", "x"), "dangling")
+	emptyData := t.TempDir()
+	loopData := t.TempDir()
+	os.Mkdir(filepath.Join(loopData, "mnist"), 0o755)
+	os.Symlink(loop, filepath.Join(loopData, "mnist", "train-labels-idx1-ubyte.gz"))
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"config cut short", nil, []string{"distill", "--dry-run", "--config", cut}, []string{"--config", cut, "line 2, column 12", "end of the file"}},
+		{"config by variable", []string{"LDTORCH_CONFIG=" + cut}, []string{"distill", "--dry-run"}, []string{"LDTORCH_CONFIG=" + cut, "line 2"}},
+		{"config a symlink loop", nil, []string{"distill", "--dry-run", "--config", loop}, []string{"--config", loop, "symbolic link loop"}},
+		{"out a dangling symlink", nil, []string{"distill", "--quiet", "--data-dir", emptyData, "--out", dangling}, []string{"--out", dangling, "does not exist"}},
+		{"data verify of an empty folder", nil, []string{"data", "verify", "--data-dir", emptyData}, []string{"--data-dir", emptyData, "no datasets"}},
+		{"data verify of a missing folder", nil, []string{"data", "verify", "--data-dir", filepath.Join(dir, "none")}, []string{"--data-dir", "none", "no such file"}},
+		{"data file a symlink loop", nil, []string{"distill", "--quiet", "--data-dir", loopData, "--out", filepath.Join(dir, "o1")}, []string{"train-labels-idx1-ubyte.gz", "symbolic link loop"}},
+		{"missing kmnist", nil, []string{"distill", "--quiet", "--dataset", "kmnist", "--data-dir", emptyData, "--out", filepath.Join(dir, "o2")}, []string{"kmnist", "--from-shared"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := ldtorch(t, c.env, c.args...)
+			wantOneLine(t, r, exitUsage, c.want...)
+			if strings.Contains(r.stderr, "FromShared") || strings.Contains(r.stderr, "AllowUnknown") {
+				t.Errorf("names a Go API field: %s", r.stderr)
+			}
+		})
+	}
+	// A run that fails on its data leaves no empty checkpoints folder behind.
+	out := filepath.Join(dir, "o1")
+	if _, err := os.Stat(filepath.Join(out, "checkpoints")); err == nil {
+		t.Errorf("a failed run left %s", filepath.Join(out, "checkpoints"))
+	}
+}
