@@ -8,7 +8,6 @@ import (
 	"image"
 	"image/color"
 	"math"
-	"sort"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -188,14 +187,38 @@ func stretch(pix []float64) []float64 {
 	return out
 }
 
+// squareImage draws an image as large as fits its canvas, keeping its aspect ratio.
+type squareImage struct{ img image.Image }
+
+func (s squareImage) Plot(c draw.Canvas, _ *plot.Plot) {
+	b := s.img.Bounds()
+	size := c.Rectangle.Size()
+	scale := math.Min(float64(size.X)/float64(b.Dx()), float64(size.Y)/float64(b.Dy()))
+	w, h := vg.Length(scale*float64(b.Dx())), vg.Length(scale*float64(b.Dy()))
+	min := vg.Point{X: c.Rectangle.Min.X + (size.X-w)/2, Y: c.Rectangle.Min.Y + (size.Y-h)/2}
+	c.DrawImage(vg.Rectangle{Min: min, Max: vg.Point{X: min.X + w, Y: min.Y + h}}, s.img)
+}
+
 // imagePlot shows one image without axes.
 func imagePlot(img image.Image, title string) *plot.Plot {
 	p := newPlot(title)
 	p.Title.TextStyle.Font.Size = vg.Points(9)
-	b := img.Bounds()
-	p.Add(plotter.NewImage(img, 0, 0, float64(b.Dx()), float64(b.Dy())))
+	p.Add(squareImage{img})
 	p.HideAxes()
 	return p
+}
+
+// stepTicks are the default ticks labelled as whole numbers (meta-steps).
+type stepTicks struct{}
+
+func (stepTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = fmt.Sprintf("%.0f", ticks[i].Value)
+		}
+	}
+	return ticks
 }
 
 // exampleLabelsFigure: base images beside bar charts of their labels.
@@ -359,32 +382,39 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 	}
 	best := series(recs, labeldistill.HistoryValidation, func(r labeldistill.HistoryRecord) (float64, bool) { return r.Accuracy, r.Best })
 	if len(best) > 0 {
-		if err := addPoints(val, best[len(best)-1:], orange, draw.RingGlyph{}, "kept labels"); err != nil {
+		ring, err := plotter.NewScatter(best[len(best)-1:])
+		if err != nil {
 			return nil, err
+		}
+		ring.Color, ring.Shape, ring.Radius = orange, draw.RingGlyph{}, vg.Points(7)
+		val.Add(ring)
+		val.Legend.Add("kept labels", ring)
+	}
+	// Resets: the step lines where the reset count went up.
+	var resetSteps plotter.XYs
+	prev := 0
+	tXY := series(recs, labeldistill.HistoryStep, stepVal(func(r labeldistill.HistoryRecord) float64 { return float64(r.T) }))
+	for _, r := range recs {
+		if r.Kind == labeldistill.HistoryStep && r.Resets > prev {
+			resetSteps = append(resetSteps, plotter.XY{X: float64(r.Step), Y: float64(r.T)})
+			prev = r.Resets
 		}
 	}
 	tp := newPlot(fmt.Sprintf("T, the steps fresh models train for; %d model resets", len(resets)))
-	tXY := series(recs, labeldistill.HistoryStep, stepVal(func(r labeldistill.HistoryRecord) float64 { return float64(r.T) }))
 	if err := addLine(tp, tXY, blue, 1, "T"); err != nil {
 		return nil, err
 	}
-	var resetXY plotter.XYs
-	for _, s := range resets {
-		// T at the reset: the nearest step line at or after it.
-		i := sort.Search(len(tXY), func(i int) bool { return tXY[i].X >= float64(s) })
-		if i < len(tXY) {
-			resetXY = append(resetXY, plotter.XY{X: float64(s), Y: tXY[i].Y})
-		}
-	}
-	if err := addPoints(tp, resetXY, red, draw.CrossGlyph{}, "model reset"); err != nil {
+	if err := addPoints(tp, resetSteps, red, draw.CrossGlyph{}, "model reset"); err != nil {
 		return nil, err
 	}
 	for _, p := range []*plot.Plot{loss, errs, val, tp} {
 		p.X.Label.Text = "meta-step"
+		p.X.Tick.Marker = stepTicks{}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
 	}
+	val.Legend.Top = false
 	return renderPNG([][]*plot.Plot{{loss, errs}, {val, tp}}, 10*vg.Inch, 7*vg.Inch)
 }
 
@@ -408,12 +438,10 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 		vals[i], errs[i], yerr[i], names[i] = e.mean, plotter.XY{X: float64(i), Y: e.mean}, struct{ Low, High float64 }{e.std, e.std}, e.name
 		lo = math.Min(lo, e.mean-e.std)
 	}
-	bars, err := plotter.NewBarChart(vals, vg.Points(36))
-	if err != nil {
+	// Points, not bars: the axis does not start at 0, and a cut bar would misstate ratios.
+	if err := addPoints(p, errs, blue, draw.CircleGlyph{}, ""); err != nil {
 		return nil, err
 	}
-	bars.Color, bars.LineStyle.Width = blue, 0
-	p.Add(bars)
 	eb, err := plotter.NewYErrorBars(struct {
 		plotter.XYs
 		plotter.YErrors
@@ -421,7 +449,7 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	if err != nil {
 		return nil, err
 	}
-	eb.Width = vg.Points(1.5)
+	eb.Width, eb.CapWidth = vg.Points(1.5), vg.Points(10)
 	p.Add(eb)
 	var xys plotter.XYs
 	var texts []string
@@ -436,11 +464,19 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	for i := range lab.TextStyle {
 		lab.TextStyle[i].XAlign, lab.TextStyle[i].Font.Size = -0.5, vg.Points(8)
 	}
-	lab.Offset = vg.Point{Y: vg.Points(3)}
+	lab.Offset = vg.Point{X: vg.Points(8), Y: vg.Points(-4)}
+	for i := range lab.TextStyle {
+		lab.TextStyle[i].XAlign = 0
+	}
+	for i, e := range entries {
+		lab.XYs[i].Y = e.mean
+		lab.Labels[i] = fmt.Sprintf("%.2f ± %.2f", e.mean, e.std)
+	}
 	p.Add(lab)
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.5, float64(len(entries))-0.2
 	p.Y.Label.Text = "accuracy (%)"
-	p.Y.Min, p.Y.Max = math.Max(0, math.Floor(lo/10)*10-10), 100
+	p.Y.Min, p.Y.Max = math.Max(0, math.Floor(lo/5)*5-5), 100
 	p.Add(plotter.NewGrid())
 	row := []*plot.Plot{p}
 	if len(improvements) > 0 {
@@ -450,7 +486,7 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 		for i, e := range improvements {
 			iv[i], inames[i] = e.mean, e.name
 		}
-		ib, err := plotter.NewBarChart(iv, vg.Points(30))
+		ib, err := plotter.NewBarChart(iv, vg.Points(40))
 		if err != nil {
 			return nil, err
 		}
@@ -472,6 +508,7 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 		il.Offset = vg.Point{Y: vg.Points(3)}
 		q.Add(il)
 		q.NominalX(inames...)
+		q.X.Min, q.X.Max = -0.7, float64(len(improvements))-0.3
 		q.Y.Label.Text = "accuracy difference (points)"
 		lo, hi := 0.0, 1.0
 		for _, e := range improvements {
@@ -482,7 +519,7 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	}
 	width := 4.5 + 0.9*float64(len(entries))
 	if len(row) > 1 {
-		width += 1 + 0.9*float64(len(improvements))
+		width += 1.5 + 0.9*float64(len(improvements))
 	}
 	return renderPNG([][]*plot.Plot{row}, vg.Length(width)*vg.Inch, 4.5*vg.Inch)
 }
@@ -493,11 +530,13 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 	var row []*plot.Plot
 	norms := series(recs, labeldistill.HistoryStep, func(r labeldistill.HistoryRecord) (float64, bool) { return r.GradNorm, r.GradNorm > 0 })
 	if len(norms) > 0 {
-		p := newPlot("Label meta-gradient norm ‖∇_Ỹ L‖ per meta-step")
+		p := newPlot("Norm of the label meta-gradient dL/dY per meta-step")
 		if err := addLine(p, norms, grey, 0.7, ""); err != nil {
 			return nil, err
 		}
 		p.X.Label.Text = "meta-step"
+		p.X.Tick.Marker = stepTicks{}
+		p.Y.Label.Text = "L2 norm (log scale)"
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
@@ -517,7 +556,8 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 			return nil, err
 		}
 		p.X.Label.Text = "meta-step (window end)"
-		p.Y.Label.Text = "mean per-element variance"
+		p.X.Tick.Marker = stepTicks{}
+		p.Y.Label.Text = "mean per-element variance (log scale)"
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
@@ -549,7 +589,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		lab.Offset = vg.Point{Y: vg.Points(3)}
 		p.Add(lab)
 		p.NominalX(names...)
-		p.Y.Label.Text = "Var[∇_Ỹ L], mean over elements"
+		p.Y.Label.Text = "variance across models, mean over elements"
 		p.Y.Min = 0
 		hi := 0.0
 		for _, v := range vals {

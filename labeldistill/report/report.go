@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // File names inside an output folder.
@@ -126,6 +127,20 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	baseClasses := art.BaseClasses
 	if baseClasses == nil {
 		baseClasses = rep.BaseClasses
+	}
+	if len(baseClasses) != n && len(art.BaseIndices) == n {
+		// An artifact from before schema 2: the classes from the source's train labels.
+		var note string
+		if baseClasses, note = classesFromIndices(cfg, opt, art.BaseIndices); note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+	}
+	if len(rep.SourceClassNames) == 0 {
+		rep.SourceClassNames, _ = labeldistill.DatasetInfo(cfg.Source)
+	}
+	if len(rep.ClassNames) == 0 {
+		rep.ClassNames, _ = labeldistill.DatasetInfo(cfg.Dataset)
+		targetNames = namesOr(rep.ClassNames, classes)
 	}
 	sourceClasses := len(rep.SourceClassNames)
 	for _, s := range baseClasses {
@@ -307,6 +322,26 @@ func examplePicks(baseClasses []int64, n, k int) []int {
 		}
 	}
 	return picks
+}
+
+// classesFromIndices looks the base examples' classes up in the source's train labels.
+func classesFromIndices(cfg labeldistill.Config, opt Options, idx []int64) ([]int64, string) {
+	dir := cfg.DataDir
+	if opt.DataDir != "" {
+		dir = opt.DataDir
+	}
+	raw, err := data.LoadRaw(cfg.Source, data.Options{DataDir: dir, Transpose: cfg.EMNISTTranspose})
+	if err != nil {
+		return nil, fmt.Sprintf("the artifact does not record its base examples' classes and %s could not be read (%v): label distribution not drawn", cfg.Source, err)
+	}
+	out := make([]int64, len(idx))
+	for i, j := range idx {
+		if j < 0 || int(j) >= len(raw.Train.Labels) {
+			return nil, fmt.Sprintf("base index %d is outside %s's %d train images: label distribution not drawn", j, cfg.Source, len(raw.Train.Labels))
+		}
+		out[i] = raw.Train.Labels[j]
+	}
+	return out, ""
 }
 
 // realExamples reads k test images of each target class (as [0, 1] pixels), or says why not.
