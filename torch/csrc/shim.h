@@ -30,6 +30,7 @@ extern "C" {
 typedef struct ldt_tensor_s *ldt_tensor;
 typedef struct ldt_generator_s *ldt_generator;
 typedef char *ldt_error;
+typedef struct ldt_process_group_s *ldt_process_group;
 
 /* ---- runtime (core.cc) ---------------------------------------------------------------- */
 LDT_API int ldt_abi_version(void);
@@ -200,6 +201,32 @@ LDT_API ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grad
 LDT_API ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *bufs,
                                int n, int first_step, double lr, double momentum, double dampening,
                                double weight_decay, int nesterov);
+
+/* ---- collectives over c10d (dist.cc) -----------------------------------------------------------
+ * A Gloo process group whose ranks meet through a c10d TCPStore at addr:port. Rank 0 hosts
+ * the store unless client_only != 0, when every rank connects to an existing store (torchrun's
+ * agent store). prefix (may be NULL) namespaces the keys. Gloo binds to the network
+ * interface iface if given, else to the address bind_host if given (e.g. 127.0.0.1), else
+ * to the address this host's name resolves to (or loopback). timeout_ms bounds the rendezvous and every later collective: a dead peer
+ * fails a collective within about a second, a hung one after the timeout. Tensors are
+ * reduced in place, one collective per tensor, in list order. */
+LDT_API int ldt_dist_available(void); /* 1 when the shim was built with c10d/Gloo */
+LDT_API ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int rank, int world_size,
+                                int client_only, const char *prefix, const char *iface, const char *bind_host,
+                                int64_t timeout_ms);
+LDT_API ldt_error ldt_dist_all_reduce_sum(ldt_process_group pg, const ldt_tensor *ts, int n);
+LDT_API ldt_error ldt_dist_broadcast(ldt_process_group pg, const ldt_tensor *ts, int n, int root);
+LDT_API ldt_error ldt_dist_barrier(ldt_process_group pg);
+/* The store, for small notes between ranks (e.g. which rank failed). get blocks until the
+ * key exists or the timeout passes; it copies at most cap bytes and sets *n to the length. */
+LDT_API ldt_error ldt_dist_store_set(ldt_process_group pg, const char *key, const uint8_t *value, int64_t n);
+LDT_API ldt_error ldt_dist_store_check(ldt_process_group pg, const char *key, int *found);
+LDT_API ldt_error ldt_dist_store_get(ldt_process_group pg, const char *key, uint8_t *buf, int64_t cap, int64_t *n);
+/* Closes the Gloo group but keeps the store (peers' collectives then fail at once while
+ * notes can still be read). Never fails. */
+LDT_API void ldt_dist_close_collectives(ldt_process_group pg);
+/* Never fails; safe after any error (NULL is a no-op). */
+LDT_API void ldt_dist_destroy(ldt_process_group pg);
 
 #ifdef __cplusplus
 }

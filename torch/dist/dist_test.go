@@ -1,0 +1,273 @@
+package dist
+
+// Ranks are processes: libtorch's state (threads, allocator, Gloo's device) is per process,
+// so these tests start the test binary itself once per rank through Launch, with
+// LDTORCH_DIST_TEST_WORKER naming what the rank does (TestMain runs it instead of the
+// tests). Everything stays on 127.0.0.1.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+const workerVar = "LDTORCH_DIST_TEST_WORKER"
+
+func TestMain(m *testing.M) {
+	if w := os.Getenv(workerVar); w != "" {
+		os.Exit(runWorker(w))
+	}
+	if _, err := torch.RuntimeInfo(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(m.Run())
+}
+
+// runWorker is one rank of a scenario; its exit status and stderr are the result.
+func runWorker(scenario string) int {
+	fail := func(format string, a ...any) int {
+		fmt.Fprintf(os.Stderr, "worker: "+format+"\n", a...)
+		return 2
+	}
+	cfg, ok, err := FromEnv()
+	if err != nil || !ok {
+		return fail("environment: ok=%v err=%v", ok, err)
+	}
+	g, err := Init(cfg)
+	if err != nil {
+		return fail("init: %v", err)
+	}
+	defer g.Close()
+	r, n := g.Rank(), g.Size()
+	switch scenario {
+	case "collectives":
+		// all-reduce: rank r contributes (r+1)*[1 2 3]
+		x := torch.Must(torch.FromFloat32([]float32{float32(r + 1), float32(2 * (r + 1)), float32(3 * (r + 1))}, 3))
+		if err := g.AllReduceSum(x); err != nil {
+			return fail("all-reduce: %v", err)
+		}
+		s := float32(n * (n + 1) / 2)
+		if got := torch.Must(x.Float32s()); got[0] != s || got[1] != 2*s || got[2] != 3*s {
+			return fail("all-reduce gave %v, want %v·[1 2 3]", got, s)
+		}
+		// broadcast from the last rank
+		y := torch.Must(torch.FromFloat64([]float64{float64(r), -float64(r)}, 2))
+		if err := g.Broadcast(n-1, y); err != nil {
+			return fail("broadcast: %v", err)
+		}
+		if got := torch.Must(y.Float64s()); got[0] != float64(n-1) || got[1] != -float64(n-1) {
+			return fail("broadcast gave %v, want rank %d's", got, n-1)
+		}
+		xs := []float64{1, float64(r)}
+		if err := g.SumFloat64s(xs); err != nil {
+			return fail("sum: %v", err)
+		}
+		if xs[0] != float64(n) || xs[1] != float64(n*(n-1)/2) {
+			return fail("SumFloat64s gave %v", xs)
+		}
+		if err := g.Barrier(); err != nil {
+			return fail("barrier: %v", err)
+		}
+		return 0
+	case "killed", "hung", "abort":
+		if err := g.Barrier(); err != nil {
+			return fail("first barrier: %v", err)
+		}
+		if r == 1 {
+			switch scenario {
+			case "killed":
+				p, _ := os.FindProcess(os.Getpid())
+				_ = p.Kill() // SIGKILL: no chance to say anything
+			case "hung":
+				time.Sleep(time.Hour)
+			case "abort":
+				g.Abort(errors.New("disk full"))
+				return 3
+			}
+		}
+		x := torch.Must(torch.FromFloat32([]float32{1}, 1))
+		err := g.AllReduceSum(x)
+		var re *RankError
+		if !errors.As(err, &re) {
+			return fail("all-reduce after rank 1 left: want a RankError, got %v", err)
+		}
+		fmt.Fprintf(os.Stderr, "rank %d: %v\n", r, err)
+		if len(re.Culprit) != 1 || re.Culprit[0] != 1 {
+			return fail("the error names ranks %v, want [1]", re.Culprit)
+		}
+		return 4 // the expected failure
+	}
+	return fail("unknown scenario %q", scenario)
+}
+
+func launch(t *testing.T, scenario string, n int, timeout time.Duration) (error, string, time.Duration) {
+	t.Helper()
+	if !torch.DistributedAvailable() {
+		t.Fatal("the shim was built without c10d/Gloo (libgloo-dev missing at build time?)")
+	}
+	var out lockedBuffer
+	env := append(os.Environ(), workerVar+"="+scenario, "OMP_NUM_THREADS=1")
+	start := time.Now()
+	err := Launch(context.Background(), LaunchOptions{
+		N: n, Path: os.Args[0], Env: env, Stdout: &out, Stderr: &out, Timeout: timeout,
+	})
+	return err, out.String(), time.Since(start)
+}
+
+// lockedBuffer collects the output of several processes (exec copies each one's output
+// on its own goroutine).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestCollectivesTwoRanks(t *testing.T) {
+	if err, out, _ := launch(t, "collectives", 2, 30*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+func TestCollectivesThreeRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	if err, out, _ := launch(t, "collectives", 3, 30*time.Second); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// A killed rank: the survivor's all-reduce fails (connection closed) and names rank 1.
+func TestKilledRankFailsOthers(t *testing.T) {
+	err, out, took := launch(t, "killed", 2, 20*time.Second)
+	checkFailure(t, err, out, took, 15*time.Second, "was killed by signal killed")
+}
+
+// A hung rank: the survivor times out (3 s), names rank 1, and Launch kills the hung one.
+func TestHungRankFailsOthers(t *testing.T) {
+	err, out, took := launch(t, "hung", 2, 3*time.Second)
+	checkFailure(t, err, out, took, 3*time.Second+FailureGrace+20*time.Second, "")
+	if !strings.Contains(out, "stopped responding") {
+		t.Errorf("the survivor's message does not say rank 1 stopped responding:\n%s", out)
+	}
+}
+
+// A rank that fails on its own tells the others why.
+func TestAbortNamesRankAndReason(t *testing.T) {
+	err, out, took := launch(t, "abort", 2, 20*time.Second)
+	checkFailure(t, err, out, took, 15*time.Second, "exited with status 3")
+	if !strings.Contains(out, "rank 1 failed: disk full") {
+		t.Errorf("the survivor's message does not carry rank 1's reason:\n%s", out)
+	}
+}
+
+func checkFailure(t *testing.T, err error, out string, took, limit time.Duration, firstExit string) {
+	t.Helper()
+	var re *RankExit
+	if !errors.As(err, &re) {
+		t.Fatalf("Launch: want a RankExit, got %v\n%s", err, out)
+	}
+	if firstExit != "" && (re.Rank != 1 || !strings.Contains(re.Error(), firstExit)) {
+		t.Errorf("first failure: %v, want rank 1 %s", re, firstExit)
+	}
+	if strings.Contains(out, "worker:") {
+		t.Errorf("a rank did not fail as expected:\n%s", out)
+	}
+	if !strings.Contains(out, "rank 0: dist: rank 0: rank 1 ") {
+		t.Errorf("rank 0 did not name rank 1:\n%s", out)
+	}
+	if took > limit {
+		t.Errorf("took %v, want under %v", took, limit)
+	}
+	t.Logf("%v after %v; rank 0 said: %s", err, took.Round(time.Millisecond), strings.TrimSpace(out))
+}
+
+// A rank whose peers never come fails within the timeout instead of waiting forever.
+func TestInitTimesOut(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Init(Config{Addr: "127.0.0.1", Port: port, Rank: 0, WorldSize: 2, Timeout: 2 * time.Second})
+	if err == nil || !strings.Contains(err.Error(), "could not join") {
+		t.Fatalf("want a join error, got %v", err)
+	}
+	if took := time.Since(start); took > 15*time.Second {
+		t.Errorf("took %v for a 2 s timeout", took)
+	}
+	t.Log(err)
+}
+
+func TestFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	if _, ok, err := fromLookup(env()); ok || err != nil {
+		t.Errorf("no WORLD_SIZE: ok=%v err=%v", ok, err)
+	}
+	cfg, ok, err := fromLookup(env("WORLD_SIZE", "4", "RANK", "2", "LOCAL_RANK", "0", "MASTER_ADDR", "10.0.0.1",
+		"MASTER_PORT", "29500", "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RESTART_COUNT", "1",
+		"LDTORCH_DIST_TIMEOUT", "90s"))
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	want := Config{Addr: "10.0.0.1", Port: 29500, Rank: 2, WorldSize: 4, LocalRank: 0, AgentStore: true, Attempt: 1, Timeout: 90 * time.Second}
+	if cfg != want {
+		t.Errorf("got %+v, want %+v", cfg, want)
+	}
+	for _, bad := range []struct {
+		kv   []string
+		want string
+	}{
+		{[]string{"WORLD_SIZE", "2", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, "RANK is not set"},
+		{[]string{"WORLD_SIZE", "2", "RANK", "2", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, "RANK=2 is outside 0..1"},
+		{[]string{"WORLD_SIZE", "two", "RANK", "0"}, `WORLD_SIZE="two"`},
+		{[]string{"WORLD_SIZE", "2", "RANK", "0", "MASTER_PORT", "1"}, "MASTER_ADDR is not set"},
+		{[]string{"WORLD_SIZE", "2", "RANK", "0", "MASTER_ADDR", "x", "MASTER_PORT", "70000"}, "MASTER_PORT=70000"},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "soon"}, "LDTORCH_DIST_TIMEOUT"},
+	} {
+		if _, _, err := fromLookup(env(bad.kv...)); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: got %v, want an error with %q", bad.kv, err, bad.want)
+		}
+	}
+}
+
+// Misuse of a closed group returns errors, never crashes.
+func TestClosedGroup(t *testing.T) {
+	if !torch.DistributedAvailable() {
+		t.Fatal("no c10d/Gloo in this shim")
+	}
+	var pg *torch.ProcessGroup
+	if err := pg.Barrier(); err == nil {
+		t.Error("Barrier on a nil group: no error")
+	}
+	pg.Close()
+	if _, err := torch.NewProcessGroup(torch.ProcessGroupOptions{Addr: "127.0.0.1", Port: 1, Rank: 3, WorldSize: 2, Timeout: time.Second}); err == nil || !strings.Contains(err.Error(), "rank 3 is outside") {
+		t.Errorf("bad rank: %v", err)
+	}
+}

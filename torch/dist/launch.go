@@ -1,0 +1,191 @@
+package dist
+
+// launch.go: starting N ranks of a program on this machine, as torchrun --standalone does,
+// without Python.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// LaunchOptions describes a local launch.
+type LaunchOptions struct {
+	N      int      // number of ranks
+	Path   string   // program (e.g. os.Executable())
+	Args   []string // its arguments (without the program name)
+	Env    []string // base environment (nil: this process's)
+	Stdout io.Writer
+	Stderr io.Writer
+	// Timeout is the ranks' collective timeout (LDTORCH_DIST_TIMEOUT); 0 keeps theirs.
+	Timeout time.Duration
+}
+
+// RankExit is a rank that ended badly.
+type RankExit struct {
+	Rank int
+	Err  error // from exec: *exec.ExitError for an exit status or a signal
+}
+
+func (e *RankExit) Error() string { return fmt.Sprintf("rank %d %s", e.Rank, describeExit(e.Err)) }
+func (e *RankExit) Unwrap() error { return e.Err }
+
+func describeExit(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return "was killed by signal " + ws.Signal().String()
+		}
+		return "exited with status " + strconv.Itoa(ee.ExitCode())
+	}
+	return "failed: " + err.Error()
+}
+
+// FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Launch runs N ranks of the program over loopback and waits for all of them. When a rank
+// fails, the others normally fail soon after (their collectives name it); any still running
+// after their timeout plus a margin are killed, so Launch never hangs on a hung rank. When
+// ctx is cancelled every rank gets SIGTERM (and SIGKILL 10 s later). The error names the
+// first rank that failed.
+func Launch(ctx context.Context, o LaunchOptions) error {
+	if o.N < 1 {
+		return fmt.Errorf("dist: --nproc must be at least 1, got %d", o.N)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return fmt.Errorf("dist: no free port on 127.0.0.1: %w", err)
+	}
+	base := o.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+		if v, ok := lookupIn(base, "LDTORCH_DIST_TIMEOUT"); ok {
+			if d, err := time.ParseDuration(v); err == nil && d > 0 {
+				timeout = d
+			}
+		}
+	}
+	cmds := make([]*exec.Cmd, o.N)
+	for r := range cmds {
+		c := exec.Command(o.Path, o.Args...)
+		c.Env = append(withoutDistVars(base),
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"WORLD_SIZE="+strconv.Itoa(o.N), "RANK="+strconv.Itoa(r),
+			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(o.N),
+			"LDTORCH_DIST_TIMEOUT="+timeout.String())
+		c.Stdout, c.Stderr = o.Stdout, o.Stderr
+		cmds[r] = c
+	}
+	type exit struct {
+		rank int
+		err  error
+	}
+	done := make(chan exit, o.N)
+	var started sync.WaitGroup
+	for r, c := range cmds {
+		if err := c.Start(); err != nil {
+			for _, p := range cmds[:r] {
+				_ = p.Process.Kill()
+			}
+			for range cmds[:r] {
+				<-done
+			}
+			return fmt.Errorf("dist: starting rank %d: %w", r, err)
+		}
+		started.Add(1)
+		go func(r int, c *exec.Cmd) {
+			defer started.Done()
+			done <- exit{r, c.Wait()}
+		}(r, c)
+	}
+	exited := make([]bool, o.N)
+	signalAll := func(sig os.Signal) {
+		for r, c := range cmds {
+			if !exited[r] {
+				_ = c.Process.Signal(sig)
+			}
+		}
+	}
+	var first error
+	var killTimer <-chan time.Time
+	ctxDone := ctx.Done()
+	for left := o.N; left > 0; {
+		select {
+		case e := <-done:
+			left--
+			exited[e.rank] = true
+			if e.err != nil && first == nil {
+				first = &RankExit{Rank: e.rank, Err: e.err}
+				// peers see the failure within their timeout; past it, they are stuck
+				killTimer = time.After(timeout + FailureGrace + 3*time.Second)
+			}
+		case <-killTimer:
+			signalAll(syscall.SIGKILL)
+			killTimer = nil
+		case <-ctxDone:
+			signalAll(syscall.SIGTERM)
+			ctxDone = nil
+			killTimer = time.After(10 * time.Second)
+			if first == nil {
+				first = ctx.Err()
+			}
+		}
+	}
+	started.Wait()
+	if first != nil {
+		return fmt.Errorf("dist: %w", first)
+	}
+	return nil
+}
+
+var distVars = map[string]bool{
+	"MASTER_ADDR": true, "MASTER_PORT": true, "WORLD_SIZE": true, "RANK": true, "LOCAL_RANK": true,
+	"LOCAL_WORLD_SIZE": true, "LDTORCH_DIST_TIMEOUT": true, "TORCHELASTIC_USE_AGENT_STORE": true,
+	"TORCHELASTIC_RESTART_COUNT": true,
+}
+
+func withoutDistVars(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		k := kv
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				k = kv[:i]
+				break
+			}
+		}
+		if !distVars[k] {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func lookupIn(env []string, key string) (string, bool) {
+	for i := len(env) - 1; i >= 0; i-- {
+		if len(env[i]) > len(key) && env[i][:len(key)] == key && env[i][len(key)] == '=' {
+			return env[i][len(key)+1:], true
+		}
+	}
+	return "", false
+}
