@@ -15,8 +15,6 @@
 // TCPStoreOptions, which 1.13 already has and 2.x requires.
 #include "internal.h"
 
-#include <torch/csrc/api/include/torch/version.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -32,7 +30,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#if TORCH_VERSION_MAJOR >= 2
+#if LDT_TORCH_AT_LEAST(2, 0)
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -41,7 +39,7 @@
 
 #ifdef LDT_WITH_GLOO
 namespace {
-#if TORCH_VERSION_MAJOR >= 2
+#if LDT_TORCH_AT_LEAST(2, 0)
 using GlooBase = c10d::Backend;
 #else
 using GlooBase = c10d::ProcessGroup;

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 4
+#define LDT_ABI_VERSION 5
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))

@@ -78,13 +78,17 @@ func runWorker(scenario string) int {
 			return fail("barrier: %v", err)
 		}
 		return 0
-	case "killed", "hung", "abort":
+	case "killed", "hung", "abort", "root-killed":
 		if err := g.Barrier(); err != nil {
 			return fail("first barrier: %v", err)
 		}
-		if r == 1 {
+		culprit := 1
+		if scenario == "root-killed" {
+			culprit = 0
+		}
+		if r == culprit {
 			switch scenario {
-			case "killed":
+			case "killed", "root-killed":
 				p, _ := os.FindProcess(os.Getpid())
 				_ = p.Kill() // SIGKILL: no chance to say anything
 			case "hung":
@@ -101,8 +105,8 @@ func runWorker(scenario string) int {
 			return fail("all-reduce after rank 1 left: want a RankError, got %v", err)
 		}
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", r, err)
-		if len(re.Culprit) != 1 || re.Culprit[0] != 1 {
-			return fail("the error names ranks %v, want [1]", re.Culprit)
+		if len(re.Culprit) != 1 || re.Culprit[0] != culprit {
+			return fail("the error names ranks %v, want [%d]", re.Culprit, culprit)
 		}
 		return 4 // the expected failure
 	}
@@ -163,6 +167,22 @@ func TestKilledRankFailsOthers(t *testing.T) {
 	checkFailure(t, err, out, took, 15*time.Second, "was killed by signal killed")
 }
 
+// Rank 0, which hosts the store, killed: the survivor names it from the store's absence.
+func TestKilledStoreHostFailsOthers(t *testing.T) {
+	err, out, took := launch(t, "root-killed", 2, 20*time.Second)
+	var re *RankExit
+	if !errors.As(err, &re) || re.Rank != 0 {
+		t.Fatalf("Launch: want rank 0's exit first, got %v\n%s", err, out)
+	}
+	if strings.Contains(out, "worker:") || !strings.Contains(out, "rank 1: dist: rank 1: rank 0 exited or died") {
+		t.Errorf("rank 1 did not name rank 0:\n%s", out)
+	}
+	if took > 15*time.Second {
+		t.Errorf("took %v", took)
+	}
+	t.Logf("%v after %v; %s", err, took.Round(time.Millisecond), strings.TrimSpace(out))
+}
+
 // A hung rank: the survivor times out (3 s), names rank 1, and Launch kills the hung one.
 func TestHungRankFailsOthers(t *testing.T) {
 	err, out, took := launch(t, "hung", 2, 3*time.Second)
@@ -175,7 +195,7 @@ func TestHungRankFailsOthers(t *testing.T) {
 // A rank that fails on its own tells the others why.
 func TestAbortNamesRankAndReason(t *testing.T) {
 	err, out, took := launch(t, "abort", 2, 20*time.Second)
-	checkFailure(t, err, out, took, 15*time.Second, "exited with status 3")
+	checkFailure(t, err, out, took, 15*time.Second, "") // rank 0 may exit first: rank 1 leaves after Close
 	if !strings.Contains(out, "rank 1 failed: disk full") {
 		t.Errorf("the survivor's message does not carry rank 1's reason:\n%s", out)
 	}
