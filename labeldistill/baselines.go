@@ -153,7 +153,9 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	tr.progress = func(done, total int) {
 		r.report(Progress{Phase: "baseline", Step: r.step, Message: name, Done: done, Total: total})
 	}
-	accs, err := tr.evaluateModelsBatched(ctx, res.Steps, r.cfg.EvalModels, r.seed, "baseline-test-"+name, r.test.x, r.test.y)
+	accs, err := r.evaluateSplit(func(lo, hi int) ([]float64, error) {
+		return tr.evaluateModelRange(ctx, res.Steps, lo, hi, r.seed, "baseline-test-"+name, r.test.x, r.test.y, batchedMode(r.dev))
+	}, r.cfg.EvalModels)
 	if err != nil {
 		return res, err
 	}

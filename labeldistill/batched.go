@@ -412,19 +412,26 @@ func (tr *trainer) evaluateModelsBatched(ctx context.Context, steps, models int,
 
 // evaluateModelsBatchedMode is evaluateModelsBatched in a given body mode.
 func (tr *trainer) evaluateModelsBatchedMode(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor, mode nets.BodyMode) ([]float64, error) {
+	return tr.evaluateModelRange(ctx, steps, 0, models, seed, purpose, x, y, mode)
+}
+
+// evaluateModelRange trains and scores models lo..hi-1 (model i from subSeed(seed, purpose,
+// i)), batched in groups of at most batchedMaxModels starting at lo. A data-parallel run
+// gives each rank its own range.
+func (tr *trainer) evaluateModelRange(ctx context.Context, steps, lo, hi int, seed uint64, purpose string, x, y *torch.Tensor, mode nets.BodyMode) ([]float64, error) {
 	if _, err := nets.NewBatched(tr.net, 1); err != nil {
-		return tr.evaluateModels(ctx, steps, models, seed, purpose, x, y)
+		return tr.evaluateModelsFrom(ctx, steps, lo, hi, seed, purpose, x, y)
 	}
-	accs := make([]float64, 0, models)
+	accs := make([]float64, 0, max(0, hi-lo))
 	// Progress counts each group's training steps and scoring blocks.
 	blocks := int((x.Shape()[0] + evalChunk - 1) / evalChunk)
-	defer tr.reportSteps((steps + blocks) * ((models + batchedMaxModels - 1) / batchedMaxModels))()
-	for first := 0; first < models; first += batchedMaxModels {
-		seeds := make([]uint64, min(batchedMaxModels, models-first))
+	defer tr.reportSteps((steps + blocks) * ((max(0, hi-lo) + batchedMaxModels - 1) / batchedMaxModels))()
+	for first := lo; first < hi; first += batchedMaxModels {
+		seeds := make([]uint64, min(batchedMaxModels, hi-first))
 		for i := range seeds {
 			seeds[i] = subSeed(seed, purpose, first+i)
 		}
-		tr.stepBase = first / batchedMaxModels * (steps + blocks)
+		tr.stepBase = (first - lo) / batchedMaxModels * (steps + blocks)
 		l, err := tr.trainBatchedMode(ctx, steps, seeds, mode)
 		if err != nil {
 			return nil, err

@@ -38,6 +38,10 @@ type BenchResult struct {
 	BLAS              string  `json:"blas"`
 	Device            string  `json:"device"`
 	LibtorchVersion   string  `json:"libtorch_version"`
+	// Data-parallel runs (WithGroup): the number of ranks and the median wall time of the
+	// meta-step's one all-reduce (included in MetaStepMedian).
+	Ranks           int     `json:"ranks"`
+	AllReduceMedian float64 `json:"all_reduce_median_s"`
 }
 
 // Bench runs warmup untimed and then steps timed meta-steps of cfg's method, and times
@@ -60,7 +64,7 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 	defer r.close()
 	cfg, ds, dev := r.cfg, r.ds, r.dev
 	nTarget := ds.TargetSet.N()
-	var times, cpu []float64
+	var times, cpu, reduce []float64
 	order := r.rng.Perm(nTarget)
 	for i := 0; i < warmup+steps; i++ {
 		if err := ctx.Err(); err != nil {
@@ -77,6 +81,7 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		if i >= warmup {
 			times = append(times, time.Since(t0).Seconds())
 			cpu = append(cpu, threadCPU()-c0)
+			reduce = append(reduce, r.par.lastReduce.Seconds())
 		}
 	}
 	evalTimes, evalCPU, err := r.benchEvalSteps(ctx, 3, 20)
@@ -88,7 +93,7 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		OuterBatch: cfg.OuterBatch, Steps: steps, MetaStepMedian: quantile(times, 0.5), MetaStepP90: quantile(times, 0.9),
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
-		LibtorchVersion: torch.Version(),
+		LibtorchVersion: torch.Version(), Ranks: r.par.size(), AllReduceMedian: quantile(reduce, 0.5),
 	}, nil
 }
 
@@ -107,8 +112,16 @@ func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
+	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed), par: &parallel{g: o.group}}
 	if err := r.setup(); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := r.par.checkShards(cfg, ds.TargetSet.N()); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := r.broadcastState(); err != nil {
 		r.close()
 		return nil, err
 	}

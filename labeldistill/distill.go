@@ -17,6 +17,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
 // Progress is what Distill reports as it goes (through WithProgress); the library itself
@@ -47,6 +48,7 @@ type runOptions struct {
 	keep          int
 	keepSet       bool
 	historyPath   string
+	group         *dist.Group
 }
 
 // RunOption configures one Distill call.
@@ -161,6 +163,11 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 			ckptDir = resumeDir
 		}
 	}
+	par := &parallel{g: o.group}
+	if par.rank() != 0 {
+		// only rank 0 writes; every rank reads the checkpoint it resumes from
+		ckptDir, o.historyPath = "", ""
+	}
 	if ckptDir != "" && cfg.CheckpointEvery >= 0 {
 		if err := prepareCheckpointDir(ckptDir); err != nil {
 			return nil, err
@@ -183,7 +190,7 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 	defer runtime.UnlockOSThread()
 
 	r := &run{cfg: cfg, ds: ds, dev: dev, progress: o.progress, seed: uint64(cfg.Seed), start: start,
-		ckptDir: ckptDir, ckptKeep: DefaultCheckpointKeep}
+		ckptDir: ckptDir, ckptKeep: DefaultCheckpointKeep, par: par}
 	if o.keepSet {
 		r.ckptKeep = o.keep
 	}
@@ -203,6 +210,12 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 		if err := r.openHistory(o.historyPath, resumeDir != ""); err != nil {
 			return nil, err
 		}
+	}
+	if err := par.checkShards(cfg, ds.TargetSet.N()); err != nil {
+		return nil, err
+	}
+	if err := r.broadcastState(); err != nil {
+		return nil, err
 	}
 	if err := r.distill(ctx); err != nil {
 		return nil, err
@@ -311,6 +324,8 @@ type run struct {
 	ckptKeep   int
 	dataDigest string
 	lastCkpt   [3]int // (step, epoch, nextBatch) of the last checkpoint written or loaded
+
+	par *parallel // this process's place in a data-parallel group (a lone process: size 1)
 }
 
 // wallSeconds is the run's wall time so far, including the runs it resumes.
@@ -475,8 +490,10 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 	t0 := time.Now()
 	s := torch.NewScope()
 	defer s.Close()
-	idx := make([]int64, len(targetIdx))
-	for i, v := range targetIdx {
+	total := len(targetIdx)
+	lo, hi := r.par.shard(total) // this rank's part of the outer batch (all of it alone)
+	idx := make([]int64, hi-lo)
+	for i, v := range targetIdx[lo:hi] {
 		idx[i] = int64(v)
 	}
 	var c torch.Chain
@@ -490,9 +507,9 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 	var st stepStats
 	var err error
 	if r.cfg.Method == MethodRR {
-		st, err = rrStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg)
+		st, err = rrStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg, r.par, total)
 	} else {
-		st, err = ldStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg.InnerLR)
+		st, err = ldStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg.InnerLR, r.par, total)
 	}
 	if err != nil {
 		return err
@@ -560,6 +577,9 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 	if err != nil {
 		return err
 	}
+	if err := r.checkAgreement(acc); err != nil {
+		return err
+	}
 	rec := ValidationRecord{Epoch: epoch, Step: r.step, T: T, Accuracy: acc}
 	if diverged {
 		// Its accuracy (one class predicted everywhere) says nothing about the labels.
@@ -615,7 +635,9 @@ func (r *run) finalTest(ctx context.Context, res *Result) error {
 	defer table.Free()
 	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev,
 		progress: func(done, total int) { r.report(Progress{Phase: "test", Step: r.step, Done: done, Total: total}) }}
-	accs, err := tr.evaluateModelsBatched(ctx, res.T, r.cfg.EvalModels, r.seed, "test", r.test.x, r.test.y)
+	accs, err := r.evaluateSplit(func(lo, hi int) ([]float64, error) {
+		return tr.evaluateModelRange(ctx, res.T, lo, hi, r.seed, "test", r.test.x, r.test.y, batchedMode(r.dev))
+	}, r.cfg.EvalModels)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
 	}

@@ -154,10 +154,16 @@ func accuracy(l *learner, x, y *torch.Tensor) (float64, error) {
 // evaluateModels trains `models` fresh models for steps each and returns their accuracies
 // (%) on (x, y). Model i starts from seed subSeed(seed, purpose, i).
 func (tr *trainer) evaluateModels(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
-	accs := make([]float64, 0, models)
-	defer tr.reportSteps(steps * models)()
-	for i := 0; i < models; i++ {
-		tr.stepBase = i * steps
+	return tr.evaluateModelsFrom(ctx, steps, 0, models, seed, purpose, x, y)
+}
+
+// evaluateModelsFrom is evaluateModels for models lo..hi-1 only (a data-parallel run gives
+// each rank its own range).
+func (tr *trainer) evaluateModelsFrom(ctx context.Context, steps, lo, hi int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
+	accs := make([]float64, 0, max(0, hi-lo))
+	defer tr.reportSteps(steps * max(0, hi-lo))()
+	for i := lo; i < hi; i++ {
+		tr.stepBase = (i - lo) * steps
 		l, err := tr.train(ctx, steps, subSeed(seed, purpose, i), nil, nil)
 		if err != nil {
 			return nil, err

@@ -307,9 +307,9 @@ func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gr
 	labels.grads = acc
 	defer func() { labels.grads = nil }() // acc belongs to the caller
 	if cfg.Method == MethodRR {
-		_, err = rrStep(l, labels, r.base.x, bIdx, xt, yt, cfg)
+		_, err = rrStep(l, labels, r.base.x, bIdx, xt, yt, cfg, nil, 0)
 	} else {
-		_, err = ldStep(l, labels, r.base.x, bIdx, xt, yt, cfg.InnerLR)
+		_, err = ldStep(l, labels, r.base.x, bIdx, xt, yt, cfg.InnerLR, nil, 0)
 	}
 	return err
 }

@@ -33,7 +33,9 @@ func pseudoStep(w, wl *torch.Tensor, alpha float64) (*torch.Tensor, error) {
 // differentiated with respect to the labels; the label step; then soft-CE of the base
 // batch under the same, still attached W against the updated labels, whose gradient
 // reaches θ through the features and the ridge solve, and s; Adam steps on θ and s.
-func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Config) (stepStats, error) {
+// In a data-parallel run, xt and yt are this rank's shard of total target examples and
+// the label gradient is combined over the ranks as in ldStep.
+func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Config, p *parallel, total int) (stepStats, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
@@ -62,20 +64,24 @@ func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Co
 	if st.LabelLoss, err = labelLoss.Item(); err != nil {
 		return st, err
 	}
-	if !finite(st.LabelLoss) {
-		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	if st.Error, err = errorPercent(logitsT, yt); err != nil {
+		return st, err
 	}
 	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{RetainGraph: true})
 	if err != nil {
 		return st, err
 	}
-	if err := labels.Step(dY[0]); err != nil {
+	dYAll, st, err := p.combine(dY[0], st, int(xt.Shape()[0]), total)
+	if err != nil {
+		return st, err
+	}
+	if !finite(st.LabelLoss) {
+		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	}
+	if err := labels.Step(dYAll); err != nil {
 		return st, err
 	}
 	ybNew := c.T(c.T(labels.Y.Detach()).IndexSelect(0, idx))
-	if st.Error, err = errorPercent(logitsT, yt); err != nil {
-		return st, err
-	}
 	return st, rrFeatureStep(l, zb, w, ybNew, &c)
 }
 

@@ -11,7 +11,11 @@ import (
 // to the labels only (no parameter gradients are computed for it, unlike the reference);
 // an Adam step on the labels and the projection; then an Adam step on θ with ∂inner/∂θ
 // (computed with the labels from before the label step).
-func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha float64) (stepStats, error) {
+//
+// In a data-parallel run (p of size > 1), xt and yt are this rank's shard of a batch of
+// total target examples, and the label gradient, loss and error are combined over the
+// ranks (p.combine) before the label step, so every rank takes the same one.
+func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha float64, p *parallel, total int) (stepStats, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
@@ -38,14 +42,21 @@ func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha 
 	if st.LabelLoss, err = labelLoss.Item(); err != nil {
 		return st, err
 	}
-	if !finite(st.LabelLoss) {
-		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	if st.Error, err = errorPercent(logitsT, yt); err != nil {
+		return st, err
 	}
 	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{})
 	if err != nil {
 		return st, err
 	}
-	if err := labels.Step(dY[0]); err != nil {
+	dYAll, st, err := p.combine(dY[0], st, int(xt.Shape()[0]), total)
+	if err != nil {
+		return st, err
+	}
+	if !finite(st.LabelLoss) {
+		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	}
+	if err := labels.Step(dYAll); err != nil {
 		return st, err
 	}
 	detached := make([]*torch.Tensor, len(g))
@@ -55,9 +66,5 @@ func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha 
 	if c.Err() != nil {
 		return st, c.Err()
 	}
-	if err := l.opt.StepWith(detached); err != nil {
-		return st, err
-	}
-	st.Error, err = errorPercent(logitsT, yt)
-	return st, err
+	return st, l.opt.StepWith(detached)
 }

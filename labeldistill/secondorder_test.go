@@ -163,7 +163,7 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 	lAdam := tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{y}, torch.AdamOpts{LR: cfg.LabelLR, Beta1: cfg.LabelBetas[0], Beta2: cfg.LabelBetas[1], Eps: cfg.LabelEps}))
 	t.Cleanup(lAdam.Close)
 	labels := &Labels{Y: y, opt: lAdam}
-	st, err := ldStep(l, labels, baseX, idx, xt, yt, alpha)
+	st, err := ldStep(l, labels, baseX, idx, xt, yt, alpha, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestLDStepFloat32(t *testing.T) {
 	g64 := tVals(t, tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{outer}, []*torch.Tensor{L}, torch.GradOpts{}))[0])
 	gIn := innerGrad(t, net, p64, base64, idx, L)
 
-	st, err := ldStep(l, labels, base.x, idx, xt, yt, cfg.InnerLR)
+	st, err := ldStep(l, labels, base.x, idx, xt, yt, cfg.InnerLR, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ func (e *env) benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed warm-up meta-`STEPS` first", EnvVars: []string{envName("warmup")}, Category: catRun},
 		&cli.IntFlag{Name: "batched-eval-steps", Usage: "also time the final evaluation (--eval-models fresh models, `STEPS` steps each, scored on the test split) sequentially and batched (0: skip)",
 			EnvVars: []string{envName("batched-eval-steps")}, Category: catRun},
+		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "time data-parallel meta-steps of `N` local ranks (as distill --nproc; rank 0 prints)", Category: catSystem},
 	}, runConfigFlags()...)
 	return &cli.Command{
 		Name:      "bench",
@@ -33,7 +34,7 @@ func (e *env) benchCommand() *cli.Command {
 	}
 }
 
-func (e *env) benchAction(c *cli.Context) error {
+func (e *env) benchAction(c *cli.Context) (err error) {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (bench takes only flags)", c.Args().First())
 	}
@@ -54,6 +55,21 @@ func (e *env) benchAction(c *cli.Context) error {
 	if _, err := checkRuntime(cfg.Device); err != nil {
 		return err
 	}
+	rank, err := e.rankOf(c)
+	if err != nil {
+		return err
+	}
+	if rank.launch > 1 {
+		return e.launchRanks(c, cfg, rank.launch, false)
+	}
+	if g := rank.group; g != nil {
+		defer func() {
+			if err != nil {
+				g.Abort(err)
+			}
+			g.Close()
+		}()
+	}
 	fail := func(err error) error {
 		if c.Context.Err() != nil {
 			return &exitError{code: exitInterrupted, msg: "interrupted"}
@@ -66,6 +82,9 @@ func (e *env) benchAction(c *cli.Context) error {
 	}
 	// With the evaluation comparison too, both benchmarks share one loaded dataset.
 	var opts []labeldistill.RunOption
+	if rank.group != nil {
+		opts = append(opts, labeldistill.WithGroup(rank.group))
+	}
 	if evalSteps > 0 {
 		resolved, err := cfg.Resolved()
 		if err != nil {
@@ -86,6 +105,9 @@ func (e *env) benchAction(c *cli.Context) error {
 		if evalRes, err = labeldistill.BenchEvaluation(c.Context, cfg, evalSteps, opts...); err != nil {
 			return fail(err)
 		}
+	}
+	if !rank.root() {
+		return nil
 	}
 	b, err := json.Marshal(struct {
 		*labeldistill.BenchResult

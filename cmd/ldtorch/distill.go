@@ -47,6 +47,8 @@ func (e *env) distillCommand() *cli.Command {
 			"flags given beside it must agree, except more --epochs (extends the run, also a finished one), --threads, --device, --data-dir, --out, --checkpoint-every and --quiet", Category: catRun},
 		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
+		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "run as `N` data-parallel processes on this machine (c10d Gloo over 127.0.0.1; each rank gets OMP_NUM_THREADS=1 unless set). " +
+			"Under torchrun --no_python (or with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set) this process is one rank and --nproc may be left out", Category: catSystem},
 	}, runConfigFlags()...)
 	return &cli.Command{
 		Name:  "distill",
@@ -181,7 +183,7 @@ func checkRuntime(device string) (torch.Info, error) {
 	return info, nil
 }
 
-func (e *env) distillAction(c *cli.Context) error {
+func (e *env) distillAction(c *cli.Context) (err error) {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (distill takes only flags; see ldtorch distill --help)", c.Args().First())
 	}
@@ -196,6 +198,26 @@ func (e *env) distillAction(c *cli.Context) error {
 		}
 		_, err = e.stdout.Write(b)
 		return err
+	}
+	// Data-parallel: a launcher starts the ranks; a rank other than 0 computes and writes
+	// nothing; rank 0 goes on as a lone run would, with its group.
+	rank, err := e.rankOf(c)
+	if err != nil {
+		return err
+	}
+	if rank.launch > 1 {
+		return e.launchRanks(c, cfg, rank.launch, true)
+	}
+	if !rank.root() {
+		return e.distillRank(c, cfg, rank)
+	}
+	if rank.group != nil {
+		defer func() {
+			if err != nil {
+				rank.group.Abort(err) // the other ranks stop now, naming rank 0 and why
+			}
+			rank.group.Close()
+		}()
 	}
 	info, err := checkRuntime(cfg.Device)
 	if err != nil {
@@ -267,6 +289,10 @@ func (e *env) distillAction(c *cli.Context) error {
 	opts = append(opts, labeldistill.WithHistory(filepath.Join(cfg.Out, labeldistill.HistoryFile)))
 	if resuming {
 		opts = append(opts, labeldistill.WithResume(c.String("resume")))
+	}
+	if rank.group != nil {
+		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
+		opts = append(opts, labeldistill.WithGroup(rank.group))
 	}
 	res, err := labeldistill.Distill(ctx, cfg, opts...)
 	pr.done()

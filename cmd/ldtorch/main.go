@@ -122,6 +122,7 @@ func failuref(format string, args ...any) error {
 type env struct {
 	stdout, stderr io.Writer
 	args           []string // the leaf command's own arguments
+	argv           []string // the whole command line as given (program name first)
 	stderrTTY      bool
 	command        string // "distill", "data fetch", ...
 }
@@ -135,7 +136,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // an interrupting signal.
 func runContext(parent context.Context, args []string, stdout, stderr io.Writer) (code int) {
 	out := &checkedWriter{w: stdout}
-	e := &env{stdout: out, stderr: stderr}
+	e := &env{stdout: out, stderr: stderr, argv: append([]string(nil), args...)}
 	if f, ok := stderr.(*os.File); ok {
 		e.stderrTTY = term.IsTerminal(int(f.Fd()))
 	}

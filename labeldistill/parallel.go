@@ -1,0 +1,204 @@
+package labeldistill
+
+// parallel.go: data-parallel distillation over a torch/dist group. Every rank runs the
+// same meta-loop from the same seed, so base batches, model initialisations and resets
+// agree; the labels and the model start from rank 0 by broadcast. Each rank computes the
+// outer loss on its contiguous shard of the N_o target batch; one all-reduce per
+// meta-step sums the shard-size-weighted label gradients, losses and wrong-prediction
+// counts, so every rank takes the same label step and sees the same error (hence the same
+// reset decisions). The inner step and its backward to the labels are not split: every
+// rank computes them (identically) itself. Evaluation models are split across ranks and
+// their accuracies gathered. Only rank 0 writes files.
+
+import (
+	"fmt"
+	"hash/fnv"
+	"math"
+	"time"
+
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/dist"
+)
+
+// WithGroup runs Distill as one rank of a data-parallel group (see torch/dist). Every rank
+// calls Distill with the same configuration and data; rank 0 alone writes checkpoints
+// (and should be the only one to write anything else). A failing rank makes the others'
+// Distill fail with a dist.RankError naming it.
+func WithGroup(g *dist.Group) RunOption { return func(o *runOptions) { o.group = g } }
+
+// parallel is this run's place in its group; the zero value (and nil) is a lone process.
+type parallel struct {
+	g          *dist.Group
+	lastReduce time.Duration // wall time of the last meta-step's all-reduce (benchmarks)
+}
+
+func (p *parallel) size() int {
+	if p == nil || p.g == nil {
+		return 1
+	}
+	return p.g.Size()
+}
+
+func (p *parallel) rank() int {
+	if p == nil || p.g == nil {
+		return 0
+	}
+	return p.g.Rank()
+}
+
+// shard is this rank's contiguous part [lo, hi) of n items: sizes differ by at most one,
+// the first n mod size ranks taking one more.
+func (p *parallel) shard(n int) (lo, hi int) { return shardOf(n, p.rank(), p.size()) }
+
+func shardOf(n, rank, size int) (lo, hi int) {
+	q, r := n/size, n%size
+	lo = rank*q + min(rank, r)
+	hi = lo + q
+	if rank < r {
+		hi++
+	}
+	return lo, hi
+}
+
+// checkShards refuses a run where some rank would get an empty part of an outer batch.
+func (p *parallel) checkShards(cfg Config, nTarget int) error {
+	n := p.size()
+	if n == 1 {
+		return nil
+	}
+	smallest := min(cfg.OuterBatch, nTarget)
+	if last := nTarget % cfg.OuterBatch; last != 0 {
+		smallest = min(smallest, last)
+	}
+	if smallest < n {
+		return fmt.Errorf("%d ranks: an outer batch of %d target examples (outer_batch %d, target set %d) cannot give every rank one; use fewer ranks or another outer_batch", n, smallest, cfg.OuterBatch, nTarget)
+	}
+	return nil
+}
+
+// combine turns this rank's shard results into the whole batch's: dY is the gradient of
+// the shard's mean loss, st its loss and error, n the shard size and total the batch size.
+// One all-reduce (float64) carries (n/total)·dY, (n/total)·loss and the number of wrong
+// predictions, so the error is computed exactly as one process would (100·wrong/total).
+// A lone process returns its inputs untouched.
+func (p *parallel) combine(dY *torch.Tensor, st stepStats, n, total int) (*torch.Tensor, stepStats, error) {
+	if p.size() == 1 {
+		return dY, st, nil
+	}
+	w := float64(n) / float64(total)
+	wrong := math.Round(st.Error * float64(n) / 100)
+	var c torch.Chain
+	flat := c.T(c.T(c.T(dY.ToDType(torch.Double)).Reshape(-1)).MulScalar(w))
+	extra := c.T(torch.FromFloat64([]float64{w * st.LabelLoss, wrong}, 2))
+	if extra != nil && dY.Device() != torch.CPU {
+		extra = c.T(extra.To(dY.Device()))
+	}
+	buf := c.T(torch.Cat([]*torch.Tensor{flat, extra}, 0))
+	if c.Err() != nil {
+		return nil, st, c.Err()
+	}
+	t0 := time.Now()
+	if err := p.g.AllReduceSum(buf); err != nil {
+		return nil, st, err
+	}
+	p.lastReduce = time.Since(t0)
+	numel := dY.Numel()
+	sum := c.T(c.T(c.T(buf.Narrow(0, 0, numel)).Reshape(dY.Shape()...)).ToDType(dY.DType()))
+	vals, err := c.T(buf.Narrow(0, numel, 2)).Float64s()
+	if c.Err() != nil {
+		return nil, st, c.Err()
+	}
+	if err != nil {
+		return nil, st, err
+	}
+	st.LabelLoss = vals[0]
+	st.Error = 100 * vals[1] / float64(total)
+	return sum, st, nil
+}
+
+// broadcastState makes every rank start from rank 0's labels and model (they already
+// agree when every rank uses the same seed; this makes it so by construction) and checks
+// that the ranks are at the same position of the run (a resume must find the same
+// checkpoint everywhere).
+func (r *run) broadcastState() error {
+	p := r.par
+	if p.size() == 1 {
+		return nil
+	}
+	pos := []float64{float64(r.step), float64(r.epoch), float64(r.nextBatch), float64(len(r.tracker.Resets()))}
+	root := append([]float64(nil), pos...)
+	if err := p.g.BroadcastFloat64s(0, root); err != nil {
+		return err
+	}
+	for i := range pos {
+		if pos[i] != root[i] {
+			return fmt.Errorf("rank %d is at (meta-step %v, epoch %v, batch %v, resets %v), rank 0 at (%v, %v, %v, %v): the ranks must start from the same checkpoint",
+				p.rank(), pos[0], pos[1], pos[2], pos[3], root[0], root[1], root[2], root[3])
+		}
+	}
+	ts := []*torch.Tensor{r.labels.Y}
+	ts = append(ts, r.model.params...)
+	ts = append(ts, r.model.buffers...)
+	if r.model.rr {
+		ts = append(ts, r.model.w, r.model.scale)
+	}
+	return torch.NoGrad(func() error {
+		for _, t := range ts {
+			if err := p.g.Broadcast(0, t); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// checkAgreement verifies, at each validation, that every rank holds the same labels and
+// validation accuracy as rank 0 (they must, bit for bit: the same all-reduced label
+// steps from the same state); a mismatch means a rank diverged and stops the run.
+func (r *run) checkAgreement(acc float64) error {
+	p := r.par
+	if p.size() == 1 {
+		return nil
+	}
+	ys, err := r.labels.Y.Float32s()
+	if err != nil {
+		return err
+	}
+	h := fnv.New64a()
+	for _, v := range ys {
+		b := math.Float32bits(v)
+		h.Write([]byte{byte(b), byte(b >> 8), byte(b >> 16), byte(b >> 24)})
+	}
+	digest := float64(h.Sum64() >> 11) // 53 bits: exact in a float64
+	mine := []float64{digest, acc, float64(r.step)}
+	root := append([]float64(nil), mine...)
+	if err := p.g.BroadcastFloat64s(0, root); err != nil {
+		return err
+	}
+	for i := range mine {
+		if mine[i] != root[i] {
+			return fmt.Errorf("rank %d diverged from rank 0 (labels digest, validation accuracy, step: %v against %v)", p.rank(), mine, root)
+		}
+	}
+	return nil
+}
+
+// evaluateSplit trains models lo..hi-1 of `models` on this rank (its shard) and gathers
+// every rank's accuracies, in model order, on every rank.
+func (r *run) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int) ([]float64, error) {
+	p := r.par
+	lo, hi := p.shard(models)
+	mine, err := eval(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	if p.size() == 1 {
+		return mine, nil
+	}
+	all := make([]float64, models)
+	copy(all[lo:hi], mine)
+	if err := p.g.SumFloat64s(all); err != nil {
+		return nil, err
+	}
+	return all, nil
+}

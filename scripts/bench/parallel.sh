@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# parallel.sh: data-parallel meta-steps (ldtorch bench --nproc) against one process, on this
+# machine, interleaved round by round so all configurations see the same load:
+#   1r1t  one rank, one thread            1r2t  one rank, two threads
+#   2r1t  two ranks (--nproc 2), one thread each
+#   half  one rank, one thread, outer batch N_o/2: with 1r1t it splits a meta-step into the
+#         part that shards (the outer pass, ∝ N_o) and the part that does not
+# for LD and LD RR on MNIST with N = 100 (N_i 50, N_o 1024). Prints one JSON line per run and
+# a summary of medians, speed-ups, the split fraction and the all-reduce's share.
+# Usage: scripts/bench/parallel.sh [ROUNDS=3] [STEPS=20]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=${1:-3} steps=${2:-20}
+data=${LDTORCH_BENCH_DATA:-../shared/datasets}
+export OMP_WAIT_POLICY=passive
+out=$(mktemp)
+run() { # config method args...
+  local c=$1 m=$2; shift 2
+  local line
+  line=$("$@" bench --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" 2>/dev/null | grep '^{' || true)
+  [ -n "$line" ] || { echo "parallel.sh: $c $m failed" >&2; return 1; }
+  echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"
+}
+echo "load before: $(uptime)"
+for r in $(seq "$rounds"); do
+  for m in ld rr; do
+    OMP_NUM_THREADS=1 run 1r1t "$m" ./build/ldtorch --threads 1
+    OMP_NUM_THREADS=2 run 1r2t "$m" ./build/ldtorch --threads 2
+    OMP_NUM_THREADS=1 run 2r1t "$m" ./build/ldtorch --nproc 2 --threads 1
+    OMP_NUM_THREADS=1 run half "$m" ./build/ldtorch --threads 1 --outer-batch 512
+  done
+done
+echo "load after: $(uptime)"
+python3 - "$out" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+def med(c, m, k):
+    v = [r[k] for r in rows if r["config"] == c and r["method"] == m]
+    return statistics.median(v) if v else float("nan")
+print("\nmethod  1r1t s   1r2t s   2r1t s   half s   2r1t/1r1t speed-up  1r2t speed-up  split  all-reduce ms (share of 2r1t)")
+for m in ("ld", "rr"):
+    a, b, c, h = (med(x, m, "meta_step_median_s") for x in ("1r1t", "1r2t", "2r1t", "half"))
+    ar = med("2r1t", m, "all_reduce_median_s")
+    split = 2 * (a - h) / a  # outer pass ∝ N_o: t(N_o) − t(N_o/2) is half of it
+    print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {h:7.4f}  {a/c:6.2f}x             {a/b:6.2f}x        {split:5.1%}  {ar*1e3:6.2f} ({ar/c:5.1%})")
+PY
+rm -f "$out"
