@@ -46,45 +46,20 @@ const (
 	BaselineTeacher = "teacher" // ldtorch addition: a teacher trained on the target set labels the base examples
 )
 
-// DatasetFacts are the few per-dataset facts that configuration defaults depend on.
-//
-// The data package (labeldistill/data) owns the authoritative dataset registry (files,
-// splits, readers); this table only mirrors what Resolved needs and must agree with it.
+// DatasetFacts are the per-dataset facts that configuration defaults depend on, read from
+// the data package's registry (labeldistill/data), the one place they are written.
 type DatasetFacts struct {
 	Name    string // canonical name
 	Classes int    // C
 	Colour  bool   // 3×32×32 (true) or 1×28×28 greyscale (false)
 	// Target reports whether the dataset can be a distillation target, i.e. has the
-	// train → (target set, validation) / test split of docs/ALGORITHM.md §1. CUB is source-only
-	// (the paper and the reference use it only as cub → cifar10 base examples).
+	// train → (target set, validation) / test split of docs/ALGORITHM.md §1. CUB is
+	// source-only (the paper and the reference use it only as cub → cifar10 base examples).
 	Target bool
 	// ValidationSize is the default size of the validation part of the train split (§1).
 	ValidationSize int
-}
-
-var (
-	greyMean   = []float64{0.1307}
-	greyStd    = []float64{0.3081}
-	colourMean = []float64{125.3 / 255, 123.0 / 255, 113.9 / 255}
-	colourStd  = []float64{63.0 / 255, 62.1 / 255, 66.7 / 255}
-)
-
-// datasetTable mirrors the data package's registry (which is authoritative).
-var datasetTable = []DatasetFacts{
-	{Name: "mnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
-	{Name: "kmnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
-	{Name: "fashion-mnist", Classes: 10, Colour: false, Target: true, ValidationSize: 10000},
-	{Name: "emnist-letters", Classes: 26, Colour: false, Target: true, ValidationSize: 10000},
-	{Name: "k49", Classes: 49, Colour: false, Target: true, ValidationSize: 23237},
-	{Name: "cifar10", Classes: 10, Colour: true, Target: true, ValidationSize: 5000},
-	{Name: "cifar100", Classes: 100, Colour: true, Target: true, ValidationSize: 5000},
-	{Name: "cub", Classes: 200, Colour: true, Target: false},
-}
-
-// datasetAliases maps accepted alternative spellings to canonical names. "emnist" is the
-// name docs/ALGORITHM.md and the reference use for EMNIST "letters".
-var datasetAliases = map[string]string{
-	"emnist": "emnist-letters",
+	// NormMean and NormStd are the default per-channel normalisation (§1).
+	NormMean, NormStd []float64
 }
 
 // LookupDatasetFacts returns the facts for a dataset name (canonical or alias), or for a
@@ -98,25 +73,16 @@ func LookupDatasetFacts(name string) (DatasetFacts, bool) {
 		return DatasetFacts{Name: name, Classes: len(info.ClassNames), Colour: info.Colour, Target: true,
 			ValidationSize: info.ValidationSize()}, true
 	}
-	if c, ok := datasetAliases[name]; ok {
-		name = c
+	s, err := data.Lookup(data.Canonical(name))
+	if err != nil {
+		return DatasetFacts{}, false
 	}
-	for _, d := range datasetTable {
-		if d.Name == name {
-			return d, true
-		}
-	}
-	return DatasetFacts{}, false
+	return DatasetFacts{Name: s.Name, Classes: s.Classes, Colour: s.C == 3, Target: !s.SourceOnly,
+		ValidationSize: s.ValidationSize, NormMean: s.Mean, NormStd: s.Std}, true
 }
 
-// KnownDatasets lists the canonical dataset names in table order.
-func KnownDatasets() []string {
-	names := make([]string, len(datasetTable))
-	for i, d := range datasetTable {
-		names[i] = d.Name
-	}
-	return names
-}
+// KnownDatasets lists the canonical dataset names in registry order.
+func KnownDatasets() []string { return data.Names() }
 
 // Config holds every setting of docs/ALGORITHM.md (§ numbers below refer to it) plus the
 // operational ones of ldtorch. A zero value or "" documented as "auto" is filled in by
@@ -500,12 +466,12 @@ func (c Config) withDefaults() Config {
 		if r.ValidationSize == 0 {
 			r.ValidationSize = target.ValidationSize
 		}
-		_, folder := data.ImageFolderPath(r.Dataset)
-		if len(r.NormMean) == 0 && !folder { // an image folder's are computed from its images
-			r.NormMean = append([]float64(nil), pick(target.Colour, colourMean, greyMean)...)
+		// An image folder's normalisation is computed from its images (its facts have none).
+		if len(r.NormMean) == 0 {
+			r.NormMean = append([]float64(nil), target.NormMean...)
 		}
-		if len(r.NormStd) == 0 && !folder {
-			r.NormStd = append([]float64(nil), pick(target.Colour, colourStd, greyStd)...)
+		if len(r.NormStd) == 0 {
+			r.NormStd = append([]float64(nil), target.NormStd...)
 		}
 	}
 	if r.EvalArch == "" {

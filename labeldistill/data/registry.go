@@ -78,6 +78,9 @@ type Spec struct {
 	TestTotal                              int
 	// LabelOffset is subtracted from stored labels (EMNIST letters store 1..26).
 	LabelOffset int
+	// SourceOnly marks a dataset that can only provide base examples (cross-dataset), never
+	// be a distillation target (cub: the paper uses it only for cub → cifar10).
+	SourceOnly bool
 	// ClassNames in label order, where known.
 	ClassNames []string
 	Layouts    []Layout
@@ -175,11 +178,10 @@ var registry = []*Spec{
 		Obtain: "download the IDX .gz files from https://github.com/rois-codh/kmnist, or link ../shared/datasets (7011-image train subset) with FromShared",
 	},
 	{
-		// Only ever a source of base examples (cross-dataset). docs/ALGORITHM.md's
-		// 60000 → 50000/10000 row does not fit its 124800 train images; the validation
-		// fraction 1/6 is kept instead: 124800 → 104000/20800.
+		// docs/ALGORITHM.md §1 gives greyscale targets a 10000-image validation split; of
+		// EMNIST letters' 124800 train images that leaves 114800 for the target set.
 		Name: "emnist-letters", Classes: 26, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: lettersCls,
-		TrainTotal: 124800, TargetSize: 104000, ValidationSize: 20800, TestTotal: 20800, LabelOffset: 1,
+		TrainTotal: 124800, TargetSize: 114800, ValidationSize: 10000, TestTotal: 20800, LabelOffset: 1,
 		Layouts: []Layout{idxLayout("official", 124800, 20800,
 			[4]string{"emnist-letters-train-images-idx3-ubyte", "emnist-letters-train-labels-idx1-ubyte", "emnist-letters-test-images-idx3-ubyte", "emnist-letters-test-labels-idx1-ubyte"},
 			[4][]string{
@@ -265,7 +267,7 @@ var registry = []*Spec{
 	{
 		// CUB-200-2011 arranged as train/<class>/*.jpg and test/<class>/*.jpg by its
 		// train_test_split.txt (5994 / 5794 images).
-		Name: "cub", Classes: 200, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
+		Name: "cub", Classes: 200, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd, SourceOnly: true,
 		TrainTotal: 5994, TargetSize: 5395, ValidationSize: 599, TestTotal: 5794,
 		Layouts: []Layout{{
 			Name: "folders", Format: FormatImageFolder, TrainCount: 5994, TestCount: 5794,
@@ -276,6 +278,19 @@ var registry = []*Spec{
 		}},
 		Obtain: "download CUB_200_2011.tgz from https://www.vision.caltech.edu/datasets/cub_200_2011/ and arrange images/ into train/<class>/ and test/<class>/ by train_test_split.txt (folders cannot be checksummed: use --allow-unknown-data)",
 	},
+}
+
+// aliases maps accepted alternative spellings to registered names: "emnist" is the name the
+// paper and the authors' code use for EMNIST letters.
+var aliases = map[string]string{"emnist": "emnist-letters"}
+
+// Canonical returns the registered name of a dataset name or alias (name itself when it
+// is neither).
+func Canonical(name string) string {
+	if c, ok := aliases[name]; ok {
+		return c
+	}
+	return name
 }
 
 // Names returns the registered dataset names.
