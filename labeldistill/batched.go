@@ -354,14 +354,9 @@ func batchedMode(dev torch.Device) nets.BodyMode {
 	return nets.BodyPerModel
 }
 
-// trainBatched trains len(seeds) fresh models together for steps, model i from seed
-// seeds[i] (initialisation and minibatches as trainer.train(ctx, steps, seeds[i], ...)),
-// in the device's body mode.
-func (tr *trainer) trainBatched(ctx context.Context, steps int, seeds []uint64) (*batchedLearner, error) {
-	return tr.trainBatchedMode(ctx, steps, seeds, batchedMode(tr.dev))
-}
-
-// trainBatchedMode is trainBatched in a given body mode.
+// trainBatchedMode trains len(seeds) fresh models together for steps in the given body
+// mode, model i from seed seeds[i] (initialisation and minibatches as
+// trainer.train(ctx, steps, seeds[i], ...)).
 func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint64, mode nets.BodyMode) (*batchedLearner, error) {
 	l, err := newBatchedLearner(tr.net, tr.rr, tr.cfg, tr.opt, seeds, tr.dev, tr.baseX.DType(), mode)
 	if err != nil {

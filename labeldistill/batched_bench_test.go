@@ -87,7 +87,7 @@ func cpuSeconds() float64 {
 
 // benchEvaluate: how is "sequential", "batched" (the device's body mode) or "grouped"
 // (nets.BodyGrouped). With trainOnly, each iteration trains the models (trainer.train per
-// model, or trainBatched) without scoring them.
+// model, or trainBatchedMode) without scoring them.
 func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 	prev := torch.NumThreads()
 	tOK(b, torch.SetNumThreads(threads))

@@ -89,7 +89,7 @@ func trainSequentialIn(t *testing.T, tr *trainer, steps int, seed uint64, dtype 
 	}
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(seed))
 	defer gen.Close()
-	l := &learner{net: tr.net, rr: tr.rr, cfg: tr.cfg, lr: tr.opt.LR}
+	l := &learner{net: tr.net, rr: tr.rr, cfg: tr.cfg}
 	l.specs = tr.net.Params()
 	if tr.rr {
 		l.specs = tr.net.Body

@@ -23,7 +23,6 @@ type learner struct {
 	scale   *torch.Tensor // RR only, shape (1)
 	sOpt    *torch.Adam   // RR only
 	cfg     Config
-	lr      float64
 }
 
 // optimizer is what a learner needs of torch.Adam and torch.SGD.
@@ -64,7 +63,7 @@ func newOptimizer(spec optSpec, cfg Config, params []*torch.Tensor) (optimizer, 
 
 // newLearner initialises a model from gen (a CPU generator).
 func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
-	l := &learner{net: net, rr: rr, cfg: cfg, lr: spec.LR}
+	l := &learner{net: net, rr: rr, cfg: cfg}
 	l.specs = net.Params()
 	if rr {
 		l.specs = net.Body

@@ -84,14 +84,3 @@ func ValidationDue(epoch, epochs, every int) bool {
 	}
 	return every > 0 && epoch%every == 0 && epoch < epochs
 }
-
-// ValidationEpochs lists the 1-based epochs after which ValidationDue is true.
-func ValidationEpochs(epochs, every int) []int {
-	var out []int
-	for e := 1; e <= epochs; e++ {
-		if ValidationDue(e, epochs, every) {
-			out = append(out, e)
-		}
-	}
-	return out
-}

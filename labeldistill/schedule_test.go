@@ -115,15 +115,26 @@ func TestValidationDue(t *testing.T) {
 		{4, 1, []int{1, 2, 3, 4}},
 		{0, 5, nil},
 	} {
-		if got := ValidationEpochs(c.epochs, c.every); !reflect.DeepEqual(got, c.want) {
-			t.Errorf("ValidationEpochs(%d, %d) = %v, want %v", c.epochs, c.every, got, c.want)
+		if got := validationEpochs(c.epochs, c.every); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("validationEpochs(%d, %d) = %v, want %v", c.epochs, c.every, got, c.want)
 		}
 	}
-	v := ValidationEpochs(400, 5)
+	v := validationEpochs(400, 5)
 	if len(v) != 80 || v[0] != 5 || v[79] != 400 {
 		t.Errorf("400 epochs every 5: %d validations, first %d, last %d", len(v), v[0], v[len(v)-1])
 	}
 	if ValidationDue(0, 10, 5) || ValidationDue(15, 10, 5) || ValidationDue(-5, 10, 5) {
 		t.Error("epochs outside 1..epochs reported due")
 	}
+}
+
+// validationEpochs lists the 1-based epochs after which ValidationDue is true.
+func validationEpochs(epochs, every int) []int {
+	var out []int
+	for e := 1; e <= epochs; e++ {
+		if ValidationDue(e, epochs, every) {
+			out = append(out, e)
+		}
+	}
+	return out
 }

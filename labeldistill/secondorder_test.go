@@ -157,7 +157,7 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 	}
 	adam := tNeed[*torch.Adam](t)(torch.NewAdam(lp, torch.AdamOpts{LR: cfg.ModelLR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}))
 	t.Cleanup(adam.Close)
-	l := &learner{net: net, specs: net.Params(), params: lp, opt: adam, cfg: cfg, lr: cfg.ModelLR}
+	l := &learner{net: net, specs: net.Params(), params: lp, opt: adam, cfg: cfg}
 	y := T(torch.FromFloat64(slices.Clone(l0), nBase, classes))
 	tOK(t, y.SetRequiresGrad(true))
 	lAdam := tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{y}, torch.AdamOpts{LR: cfg.LabelLR, Beta1: cfg.LabelBetas[0], Beta2: cfg.LabelBetas[1], Eps: cfg.LabelEps}))

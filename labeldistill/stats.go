@@ -1,5 +1,5 @@
 // Summary statistics for reports: mean ± standard deviation over evaluation models
-// (docs/ALGORITHM.md §7, §10) and a moving average for progress logs.
+// (docs/ALGORITHM.md §7, §10).
 
 package labeldistill
 
@@ -33,38 +33,3 @@ func MeanStd(xs []float64) (mean, std float64) {
 	}
 	return mean, math.Sqrt(variance)
 }
-
-// MovingAverage is the mean of the last Window values added (fewer while it fills). The
-// zero value with Window 0 averages everything added.
-type MovingAverage struct {
-	Window int
-	values []float64
-	next   int
-}
-
-// Add appends x (evicting the oldest value once Window values are held) and returns the
-// current mean.
-func (m *MovingAverage) Add(x float64) float64 {
-	if m.Window > 0 && len(m.values) == m.Window {
-		m.values[m.next] = x
-		m.next = (m.next + 1) % m.Window
-	} else {
-		m.values = append(m.values, x)
-	}
-	return m.Mean()
-}
-
-// Mean returns the mean of the held values, NaN when there are none.
-func (m *MovingAverage) Mean() float64 {
-	if len(m.values) == 0 {
-		return math.NaN()
-	}
-	s := 0.0
-	for _, v := range m.values {
-		s += v
-	}
-	return s / float64(len(m.values))
-}
-
-// Len returns the number of values held.
-func (m *MovingAverage) Len() int { return len(m.values) }

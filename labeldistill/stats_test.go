@@ -34,25 +34,3 @@ func TestMeanStdPopulation(t *testing.T) {
 		t.Fatalf("constant: %v, %v", m, s)
 	}
 }
-
-func TestMovingAverage(t *testing.T) {
-	ma := MovingAverage{Window: 3}
-	if !math.IsNaN(ma.Mean()) {
-		t.Fatal("empty mean not NaN")
-	}
-	for i, want := range []float64{1, 1.5, 2, 3, 4} {
-		if got := ma.Add(float64(i + 1)); got != want {
-			t.Fatalf("after adding %d: mean %v, want %v", i+1, got, want)
-		}
-	}
-	if ma.Len() != 3 {
-		t.Fatalf("Len = %d", ma.Len())
-	}
-	all := MovingAverage{}
-	for i := 1; i <= 10; i++ {
-		all.Add(float64(i))
-	}
-	if all.Mean() != 5.5 || all.Len() != 10 {
-		t.Fatalf("unbounded: mean %v len %d", all.Mean(), all.Len())
-	}
-}
