@@ -266,7 +266,7 @@ func (e *env) dataVerify(c *cli.Context) error {
 			case fc.Known:
 				fmt.Fprintf(e.stdout, "%-14s ok        %s  %s\n", name, short(fc.SHA256), fc.Path)
 			default:
-				fmt.Fprintf(e.stdout, "%-14s MISMATCH  %s  %s\n", name, short(fc.SHA256), fc.Path)
+				fmt.Fprintf(e.stdout, "%-14s MISMATCH  %s  %s: %s\n", name, short(fc.SHA256), fc.Path, diagnose(name, fc.Path))
 			}
 		}
 		var ce *data.ChecksumError
@@ -301,4 +301,32 @@ func short(sha string) string {
 		return sha[:16]
 	}
 	return sha
+}
+
+// diagnose says what is wrong with a data file whose checksum is unknown, when its content
+// shows it (IDX files: not gzip, bad magic, size against the header's count, labels out of
+// range); otherwise that it parses but is not the registered file.
+func diagnose(dataset, path string) string {
+	base := filepath.Base(path)
+	if !strings.Contains(base, "idx") {
+		return "not the registered file"
+	}
+	idx, err := data.ReadIDX(path)
+	if err != nil {
+		msg := err.Error()
+		msg = strings.TrimPrefix(msg, "data: ")
+		return strings.TrimPrefix(msg, path+": ")
+	}
+	if len(idx.Dims) == 1 { // labels
+		classes := 0
+		if f, ok := labeldistill.LookupDatasetFacts(dataset); ok {
+			classes = f.Classes
+		}
+		for i, v := range idx.Data {
+			if classes > 0 && int(v) >= classes {
+				return fmt.Sprintf("label %d of item %d is out of range (%s has %d classes)", v, i, dataset, classes)
+			}
+		}
+	}
+	return fmt.Sprintf("a valid IDX file (%v) but not the registered one: modified, or another version", idx.Dims)
 }

@@ -415,8 +415,47 @@ func TestDataCommands(t *testing.T) {
 		}
 	}
 	r = ldtorch(t, nil, "data", "verify", "--data-dir", bad)
-	if r.code != exitUsage || !strings.Contains(r.stdout, "MISMATCH") || !strings.Contains(r.stderr, "mnist") {
+	if r.code != exitUsage || !strings.Contains(r.stdout, "MISMATCH") || !strings.Contains(r.stderr, "mnist") ||
+		!strings.Contains(r.stdout, "a valid IDX file ([10000]) but not the registered one") {
 		t.Errorf("verify of a corrupted file: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// What is wrong, when the content shows it (it used to say only MISMATCH).
+	labels := filepath.Join(bad, "mnist", "t10k-labels-idx1-ubyte.gz")
+	for _, c := range []struct {
+		name   string
+		edit   func(raw []byte) []byte // the decompressed content
+		gzipIt bool
+		want   string
+	}{
+		{"label out of range", func(raw []byte) []byte { raw[20] = 200; return raw }, true, "label 200 of item 12 is out of range (mnist has 10 classes)"},
+		{"count against size", func(raw []byte) []byte { return raw[:len(raw)-10] }, true, "labels"},
+		{"bad magic", func(raw []byte) []byte { raw[2] = 0x0d; return raw }, true, "element type 0x0d"},
+		{"not gzip", func(raw []byte) []byte { return raw[:100] }, false, "t10k-labels"},
+	} {
+		orig, err := os.ReadFile(filepath.Join(shared, "mnist", "t10k-labels-idx1-ubyte.gz"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(orig))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(zr)
+		content := c.edit(raw)
+		if c.gzipIt {
+			var buf bytes.Buffer
+			zw := gzip.NewWriter(&buf)
+			zw.Write(content)
+			zw.Close()
+			content = buf.Bytes()
+		}
+		if err := os.WriteFile(labels, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r = ldtorch(t, nil, "data", "verify", "mnist", "--data-dir", bad)
+		if r.code != exitUsage || !strings.Contains(r.stdout, c.want) {
+			t.Errorf("%s: exit %d, want %q in\n%s%s", c.name, r.code, c.want, r.stdout, r.stderr)
+		}
 	}
 }
 
