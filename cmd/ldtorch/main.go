@@ -194,7 +194,7 @@ func (e *env) newApp() *cli.App {
 		OnUsageError:         onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep, report, gradvar; see ldtorch --help)", c.Args().First())
+				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
@@ -207,6 +207,7 @@ func (e *env) newApp() *cli.App {
 			e.sweepCommand(),
 			e.reportCommand(),
 			e.gradvarCommand(),
+			e.studyCommand(),
 		},
 	}
 	setUsageHandlers(app.Commands)

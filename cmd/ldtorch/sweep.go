@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -94,6 +95,18 @@ func (e *env) sweepAction(c *cli.Context) error {
 	cells, err := grid.Cells(dir, adjust)
 	if err != nil {
 		return usageErrorf("--grid %s: %s", c.String("grid"), flagWords(err.Error()))
+	}
+	for _, sel := range []struct {
+		flag   string
+		labels []string
+		of     func(labeldistill.SweepCell) string
+	}{{"rows", c.StringSlice("rows"), func(x labeldistill.SweepCell) string { return x.Row }},
+		{"columns", c.StringSlice("columns"), func(x labeldistill.SweepCell) string { return x.Column }}} {
+		for _, l := range sel.labels {
+			if !slices.ContainsFunc(cells, func(x labeldistill.SweepCell) bool { return sel.of(x) == l }) {
+				return usageErrorf("--%s: no %s labelled %q in %s", sel.flag, strings.TrimSuffix(sel.flag, "s"), l, c.String("grid"))
+			}
+		}
 	}
 	if c.Bool("list") {
 		for _, cell := range cells {

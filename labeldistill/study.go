@@ -1,0 +1,363 @@
+package labeldistill
+
+// study.go: the paper's flexibility and sensitivity studies on a distilled artifact: fresh
+// models trained with other step counts (steps), optimisers and learning rates
+// (optimizer), architectures beside their true-label baselines (arch), and RR labels used
+// to train a standard model with early stopping on validation (rr-standard).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// Study kinds.
+const (
+	StudySteps      = "steps"
+	StudyOptimizer  = "optimizer"
+	StudyArch       = "arch"
+	StudyRRStandard = "rr-standard"
+)
+
+// StudyKinds lists the study kinds.
+var StudyKinds = []string{StudySteps, StudyOptimizer, StudyArch, StudyRRStandard}
+
+// Defaults of the studies: the paper's step deviations (Table "Sensitivity to number of
+// training steps") and a learning-rate grid around each optimiser's usual value.
+var (
+	DefaultStudyDeltas   = []int{-50, -20, -10, 0, 10, 20, 50, 100}
+	DefaultStudyAdamLRs  = []float64{1e-4, 3e-4, 1e-3, 3e-3, 1e-2}
+	DefaultStudySGDLRs   = []float64{1e-3, 3e-3, 1e-2, 3e-2, 1e-1}
+	DefaultStudyMomenta  = []float64{0, 0.9}
+	DefaultStudyArchs    = []string{ArchLeNet, ArchAlexNet, ArchResNet}
+	DefaultStudyOptimize = []string{"adam", "sgd"}
+)
+
+// StudyConfig selects what a study varies; zero values take the defaults above and the
+// artifact's settings (models, seed, batch).
+type StudyConfig struct {
+	Models     int       // M fresh models per setting; 0 = the artifact's eval_models
+	Seed       int64     // 0 = the artifact's seed
+	Deltas     []int     // steps: T + Δ for each Δ (used when Steps is empty)
+	Steps      []int     // steps: absolute step counts; also the step count of the other studies (first value; default T)
+	Optimizers []string  // optimizer: "adam", "sgd"
+	LRs        []float64 // optimizer: learning rates (default per optimiser)
+	Momenta    []float64 // optimizer: SGD momenta
+	Archs      []string  // arch: architectures (those that fit the images)
+	Device     string
+	// Progress hears the setting being trained and its training steps done.
+	Progress func(setting string, done, total int)
+}
+
+// StudySetting is one setting of a study with its M test accuracies.
+type StudySetting struct {
+	Label      string    `json:"label"`
+	Labels     string    `json:"labels"` // "distilled" or "true" (a true-label baseline)
+	Arch       string    `json:"arch"`
+	Optimizer  string    `json:"optimizer"`
+	LR         float64   `json:"lr"`
+	Momentum   float64   `json:"momentum"`
+	Steps      int       `json:"steps"`
+	Delta      *int      `json:"delta,omitempty"` // steps study: Steps − T
+	RR         bool      `json:"rr"`
+	Accuracies []float64 `json:"test_accuracies"`
+	Mean       float64   `json:"test_accuracy_mean"`
+	Std        float64   `json:"test_accuracy_std"` // population
+	Diverged   int       `json:"diverged_models"`
+	// ValidationErrors: rr-standard's early stopping, validation error (%) per step count.
+	ValidationErrors map[int]float64 `json:"validation_errors,omitempty"`
+}
+
+// Study is DIR/studies/NAME.json.
+type Study struct {
+	Study        string         `json:"study"`
+	Artifact     string         `json:"artifact"`
+	Method       string         `json:"method"`
+	Dataset      string         `json:"dataset"`
+	Source       string         `json:"source"`
+	BaseExamples int            `json:"base_examples"`
+	T            int            `json:"T"`
+	Models       int            `json:"models"`
+	Seed         int64          `json:"seed"`
+	Settings     []StudySetting `json:"settings"`
+	Notes        []string       `json:"notes,omitempty"`
+	WallSeconds  float64        `json:"wall_seconds"`
+}
+
+// StudyData is the data a study scores on: the target's test split, and its validation
+// split for rr-standard's early stopping.
+type StudyData struct {
+	Test, Validation *Split
+}
+
+// LoadStudyData reads the test and validation splits of an artifact's configuration (the
+// same split as the distillation: same base seed).
+func LoadStudyData(cfg Config) (*StudyData, error) {
+	ds, err := LoadDataset(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &StudyData{Test: &ds.Test, Validation: &ds.Validation}, nil
+}
+
+// RunStudy runs one study on an artifact (with its report).
+func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc StudyConfig) (*Study, error) {
+	if art.Report == nil {
+		return nil, errors.New("study: the artifact has no report.json (T, method and data are taken from it)")
+	}
+	rep := art.Report
+	cfg := rep.Config
+	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, Dataset: cfg.Dataset, Source: cfg.Source,
+		BaseExamples: cfg.BaseExamples, T: rep.Steps, Models: sc.Models, Seed: sc.Seed}
+	if st.Models == 0 {
+		st.Models = cfg.EvalModels
+	}
+	if st.Seed == 0 {
+		st.Seed = cfg.Seed
+	}
+	rr := cfg.Method == MethodRR
+	steps := rep.Steps
+	if len(sc.Steps) > 0 && kind != StudySteps {
+		steps = sc.Steps[0]
+	}
+	base := StudySetting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
+	var settings []StudySetting
+	switch kind {
+	case StudySteps:
+		if len(sc.Steps) > 0 {
+			for _, s := range sc.Steps {
+				x := base
+				x.Steps, x.Label = s, strconv.Itoa(s)
+				delta := s - rep.Steps
+				x.Delta = &delta
+				settings = append(settings, x)
+			}
+		} else {
+			for _, dlt := range orDefault(sc.Deltas, DefaultStudyDeltas) {
+				x := base
+				x.Steps = rep.Steps + dlt
+				if x.Steps < 1 {
+					st.Notes = append(st.Notes, fmt.Sprintf("T%+d = %d steps skipped (below 1)", dlt, x.Steps))
+					continue
+				}
+				delta := dlt
+				x.Delta, x.Label = &delta, fmt.Sprintf("T%+d", dlt)
+				settings = append(settings, x)
+			}
+		}
+	case StudyOptimizer:
+		for _, opt := range orDefault(sc.Optimizers, DefaultStudyOptimize) {
+			lrs := sc.LRs
+			momenta := []float64{0}
+			switch opt {
+			case "adam":
+				lrs = orDefault(lrs, DefaultStudyAdamLRs)
+			case "sgd":
+				lrs = orDefault(lrs, DefaultStudySGDLRs)
+				momenta = orDefault(sc.Momenta, DefaultStudyMomenta)
+			default:
+				return nil, fmt.Errorf("optimizers: unknown optimizer %q (want adam or sgd)", opt)
+			}
+			for _, m := range momenta {
+				for _, lr := range lrs {
+					x := base
+					x.Optimizer, x.LR, x.Momentum = opt, lr, m
+					x.Label = fmt.Sprintf("%s lr %g", opt, lr)
+					if opt == "sgd" {
+						x.Label = fmt.Sprintf("sgd momentum %g lr %g", m, lr)
+					}
+					settings = append(settings, x)
+				}
+			}
+		}
+	case StudyArch:
+		trueSteps := steps
+		for _, k := range []string{BaselineTrue, BaselineTrue + "_rr"} {
+			if b, ok := rep.Baselines[k]; ok && b.Steps > 0 && len(sc.Steps) == 0 {
+				trueSteps = b.Steps
+			}
+		}
+		haveTrue := art.BaseClasses != nil && !cfg.IsCrossDataset()
+		if !haveTrue {
+			st.Notes = append(st.Notes, "no true-label baseline: the base examples have no labels in the target's label space (cross-dataset, or an artifact before schema 2)")
+		} else {
+			st.Notes = append(st.Notes, fmt.Sprintf("true-label baselines train %d steps (the distillation's true-label baseline search, else T)", trueSteps))
+		}
+		for _, a := range orDefault(sc.Archs, DefaultStudyArchs) {
+			if _, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
+				if len(sc.Archs) > 0 {
+					return nil, fmt.Errorf("archs: %s does not fit %d×%d×%d images: %v", a, art.Shape[1], art.Shape[2], art.Shape[3], err)
+				}
+				st.Notes = append(st.Notes, fmt.Sprintf("%s left out: it needs colour 32×32 images, these are %d×%d×%d", a, art.Shape[1], art.Shape[2], art.Shape[3]))
+				continue
+			}
+			x := base
+			x.Arch, x.Label = a, a+" (distilled labels)"
+			settings = append(settings, x)
+			if haveTrue {
+				y := x
+				y.Labels, y.Steps, y.Label = "true", trueSteps, a+" (true labels)"
+				settings = append(settings, y)
+			}
+		}
+	case StudyRRStandard:
+		if !rr {
+			return nil, fmt.Errorf("study rr-standard: the artifact was distilled with method %s; it needs LD RR labels (method rr)", cfg.Method)
+		}
+		x := base
+		x.Label = "RR model (as distilled)"
+		y := base
+		y.RR, y.Label = false, "standard model, early stopping on validation"
+		settings = append(settings, x, y)
+	default:
+		return nil, fmt.Errorf("study: unknown study %q (want %v)", kind, StudyKinds)
+	}
+	start := time.Now()
+	for i := range settings {
+		s := &settings[i]
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a := art
+		if s.Labels == "true" {
+			a = withTrueLabels(art)
+		}
+		if kind == StudyRRStandard && !s.RR {
+			best, valErr, err := searchSteps(ctx, a, d.Validation, cfg, sc.Device, uint64(st.Seed))
+			if err != nil {
+				return nil, err
+			}
+			s.Steps, s.ValidationErrors = best, valErr
+			s.Label = fmt.Sprintf("standard model, early stopping on validation (%d steps)", best)
+		}
+		ec := EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
+			Models: st.Models, RR: s.RR, Seed: st.Seed, Device: sc.Device}
+		if sc.Progress != nil {
+			label := s.Label
+			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }
+		}
+		res, err := Evaluate(ctx, a, d.Test, ec)
+		var de *DivergedError
+		switch {
+		case errors.As(err, &de): // every model diverged: a result of the study, not a failure
+			s.Accuracies, s.Diverged = []float64{}, st.Models
+			s.Mean, s.Std = 0, 0
+			st.Notes = append(st.Notes, fmt.Sprintf("%s: all %d models diverged", s.Label, st.Models))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", s.Label, err)
+		}
+		s.Accuracies, s.Mean, s.Std, s.Diverged = res.Accuracies, res.Mean, res.Std, res.Diverged
+	}
+	st.Settings = settings
+	st.WallSeconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+func orDefault[T any](v, def []T) []T {
+	if len(v) > 0 {
+		return v
+	}
+	return def
+}
+
+// withTrueLabels is the artifact with one-hot true classes as labels.
+func withTrueLabels(art *Artifact) *Artifact {
+	t := *art
+	t.Labels = make([]float32, len(art.Labels))
+	for i, c := range art.BaseClasses {
+		t.Labels[i*art.Classes+int(c)] = 1
+	}
+	return &t
+}
+
+// searchSteps trains one standard (non-RR) model on the artifact along the baseline step
+// grid, measuring validation error at each grid point, and returns the best step count
+// (earliest on ties), as the baselines' search does.
+func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg Config, device string, seed uint64) (int, map[int]float64, error) {
+	if val == nil || val.N() == 0 {
+		return 0, nil, errors.New("study rr-standard: no validation data")
+	}
+	if device == "" {
+		device = "cpu"
+	}
+	dev, err := torch.ParseDevice(device)
+	if err != nil {
+		return 0, nil, err
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	s := art.Shape
+	net, err := nets.New(cfg.EvalArch, s[1], s[2], s[3], int64(art.Classes))
+	if err != nil {
+		return 0, nil, err
+	}
+	shape := [3]int64{s[1], s[2], s[3]}
+	base, err := upload(&Split{Images: art.Images, Labels: make([]int64, s[0])}, shape, dev)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer base.free()
+	v, err := upload(val, shape, dev)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer v.free()
+	table, err := torch.FromFloat32(art.Labels, s[0], int64(art.Classes))
+	if err != nil {
+		return 0, nil, err
+	}
+	if table, err = toDevice(table, dev); err != nil {
+		return 0, nil, err
+	}
+	defer table.Free()
+	grid := cfg.BaselineSteps
+	if len(grid) == 0 {
+		grid = BaselineStepGrid(cfg.BaselineMaxSteps)
+	}
+	valErr := map[int]float64{}
+	errs := make([]float64, 0, len(grid))
+	tr := &trainer{net: net, rr: false, cfg: cfg, baseX: base.x, table: table, batch: cfg.EvalBatch, opt: adamSpec(cfg.EvalLR), dev: dev}
+	l, err := tr.train(ctx, grid[len(grid)-1], subSeed(seed, "study-rr-standard-search", 0), grid, func(step int, l *learner) error {
+		acc, err := accuracy(l, v.x, v.y)
+		if err != nil {
+			return err
+		}
+		valErr[step] = 100 - acc
+		errs = append(errs, 100-acc)
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	l.close()
+	return BestSteps(grid, errs), valErr, nil
+}
+
+// StudyTable formats a study as rows of text: setting, mean ± std, models, steps.
+func StudyTable(st *Study) [][]string {
+	rows := [][]string{{"setting", "test accuracy (mean ± std)", "models", "steps"}}
+	for _, s := range st.Settings {
+		acc := fmt.Sprintf("%.2f%% ± %.2f", s.Mean, s.Std)
+		if len(s.Accuracies) == 0 {
+			acc = "diverged"
+		}
+		models := strconv.Itoa(len(s.Accuracies))
+		if s.Diverged > 0 {
+			models += fmt.Sprintf(" (+%d diverged)", s.Diverged)
+		}
+		rows = append(rows, []string{s.Label, acc, models, strconv.Itoa(s.Steps)})
+	}
+	return rows
+}
+
+// StudyFileNames are a study's files inside an artifact folder: studies/NAME.json, .png.
+func StudyFileNames(kind string) (json, png string) {
+	return "studies/" + kind + ".json", "studies/" + kind + ".png"
+}
