@@ -378,7 +378,8 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 	}
 	// The dataset files the run read belong to its dataset or source ("mnist/...").
 	for _, k := range slices.Sorted(maps.Keys(rep.DataSHA256)) {
-		if ds, _, ok := strings.Cut(k, "/"); ok && ds != c.Dataset && ds != c.Source {
+		// (an image folder's name "imagefolder:PATH" holds slashes itself)
+		if strings.Contains(k, "/") && !strings.HasPrefix(k, c.Dataset+"/") && !strings.HasPrefix(k, c.Source+"/") {
 			return bad("data_sha256 lists %s, a file of neither the dataset %s nor the source %s", k, c.Dataset, c.Source)
 		}
 	}
