@@ -369,8 +369,9 @@ func readCheckpoint(path string) (*checkpoint, error) {
 	return c, nil
 }
 
-// listCheckpoints returns the checkpoint files in dir, newest (highest step) first.
-func listCheckpoints(dir string) ([]string, error) {
+// CheckpointFiles returns the checkpoint files (ckpt-<step>.npz) in dir, newest (highest
+// step) first.
+func CheckpointFiles(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -434,7 +435,7 @@ func pruneCheckpoints(dir string, keep int) error {
 	if keep < 1 {
 		return nil
 	}
-	paths, err := listCheckpoints(dir)
+	paths, err := CheckpointFiles(dir)
 	if err != nil {
 		return err
 	}
@@ -623,12 +624,12 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 // checkpoints are skipped with a warning (Progress.Message); a checkpoint of another
 // configuration or other data is refused with an error naming the difference.
 func (r *run) resume(dir string) error {
-	paths, err := listCheckpoints(dir)
+	paths, err := CheckpointFiles(dir)
 	if err != nil {
-		return fmt.Errorf("resume: %w", err)
+		return resumeErrorf("%w", err)
 	}
 	if len(paths) == 0 {
-		return fmt.Errorf("resume: no checkpoint (%s*%s) in %s", checkpointPrefix, checkpointSuffix, dir)
+		return resumeErrorf("no checkpoint (%s*%s) in %s", checkpointPrefix, checkpointSuffix, dir)
 	}
 	var problems []string
 	for _, p := range paths {
@@ -654,7 +655,7 @@ func (r *run) resume(dir string) error {
 			Message: fmt.Sprintf("resumed from %s at meta-step %d%s", p, r.step, changed)})
 		return nil
 	}
-	return fmt.Errorf("resume: no valid checkpoint in %s: %s", dir, strings.Join(problems, "; "))
+	return resumeErrorf("no valid checkpoint in %s: %s", dir, strings.Join(problems, "; "))
 }
 
 // CheckpointConfig returns the configuration of the newest valid checkpoint in dir (a
@@ -665,12 +666,12 @@ func CheckpointConfig(dir string) (cfg Config, path, ckptDir string, err error) 
 	if ckptDir, err = resolveResumeDir(dir); err != nil {
 		return cfg, "", "", err
 	}
-	paths, err := listCheckpoints(ckptDir)
+	paths, err := CheckpointFiles(ckptDir)
 	if err != nil {
-		return cfg, "", "", fmt.Errorf("resume: %w", err)
+		return cfg, "", "", resumeErrorf("%w", err)
 	}
 	if len(paths) == 0 {
-		return cfg, "", "", fmt.Errorf("resume: no checkpoint (%s*%s) in %s", checkpointPrefix, checkpointSuffix, ckptDir)
+		return cfg, "", "", resumeErrorf("no checkpoint (%s*%s) in %s", checkpointPrefix, checkpointSuffix, ckptDir)
 	}
 	var problems []string
 	for _, p := range paths {
@@ -681,7 +682,7 @@ func CheckpointConfig(dir string) (cfg Config, path, ckptDir string, err error) 
 		}
 		return c.Meta.Config, p, ckptDir, nil
 	}
-	return cfg, "", "", fmt.Errorf("resume: no valid checkpoint in %s: %s", ckptDir, strings.Join(problems, "; "))
+	return cfg, "", "", resumeErrorf("no valid checkpoint in %s: %s", ckptDir, strings.Join(problems, "; "))
 }
 
 func isDir(p string) bool {
@@ -700,7 +701,7 @@ func (r *run) compatible(c *checkpoint) error {
 				lines = append(lines, d)
 			}
 		}
-		return fmt.Errorf("resume: %s was written under a different configuration (checkpoint -> now): %s",
+		return resumeErrorf("%s was written under a different configuration (checkpoint -> now): %s",
 			c.Path, strings.Join(lines, "; "))
 	}
 	var diffs []string
@@ -734,7 +735,7 @@ func (r *run) compatible(c *checkpoint) error {
 		diffs = append(diffs, fmt.Sprintf("the data trained on (splits and base examples) differ: digest %s -> %s", c.Meta.DataDigest, r.dataDigest))
 	}
 	if len(diffs) > 0 {
-		return fmt.Errorf("resume: %s was written with different data (checkpoint -> now): %s", c.Path, strings.Join(diffs, "; "))
+		return resumeErrorf("%s was written with different data (checkpoint -> now): %s", c.Path, strings.Join(diffs, "; "))
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func requireSameResult(t *testing.T, what string, got, want *Result) {
 
 func ckptFiles(t *testing.T, dir string) []int {
 	t.Helper()
-	paths, err := listCheckpoints(dir)
+	paths, err := CheckpointFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -487,14 +487,44 @@ func pick[T any](cond bool, a, b T) T {
 	return b
 }
 
-// FieldError is one configuration problem: Field is the json name, Msg the rest of the
-// sentence.
+// FieldError is a problem with one setting, wherever it is found (Validate, the data,
+// Distill, Evaluate): Field is the setting's json name (a Config key, or an EvalConfig
+// setting: steps, models, batch, lr, arch, optimizer, device), Msg the rest of the
+// sentence. Err, when set, is the underlying error (errors.Is and errors.As see it).
 type FieldError struct {
 	Field string
 	Msg   string
+	Err   error
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// fieldErr is a *FieldError for field whose message is err's.
+func fieldErr(field string, err error) *FieldError {
+	return &FieldError{Field: field, Msg: err.Error(), Err: err}
+}
+
+// fieldErrorf is a *FieldError for field with a formatted message.
+func fieldErrorf(field, format string, args ...any) *FieldError {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
+// valid, another configuration or other data); Msg is the sentence after "resume: ". Err,
+// when set, is the underlying error.
+type ResumeError struct {
+	Msg string
+	Err error
+}
+
+func (e *ResumeError) Error() string { return "resume: " + e.Msg }
+func (e *ResumeError) Unwrap() error { return e.Err }
+
+func resumeErrorf(format string, args ...any) *ResumeError {
+	err := fmt.Errorf(format, args...)
+	return &ResumeError{Msg: err.Error(), Err: errors.Unwrap(err)}
+}
 
 // check validates a config after withDefaults.
 func (c Config) check() error {

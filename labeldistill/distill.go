@@ -251,7 +251,7 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 		return none, nil, err
 	}
 	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
-		return none, nil, fmt.Errorf("device: %s requested but CUDA is not available in this libtorch", cfg.Device)
+		return none, nil, fieldErrorf("device", "%s requested but CUDA is not available in this libtorch", cfg.Device)
 	}
 	if err := applyThreads(cfg.Threads); err != nil {
 		return none, nil, err
@@ -266,7 +266,7 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 		return none, nil, err
 	}
 	if ds.Base.N() != cfg.BaseExamples {
-		return none, nil, fmt.Errorf("base_examples: config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
+		return none, nil, fieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
 	}
 	return dev, ds, nil
 }
@@ -275,9 +275,9 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 // holds checkpoints, else dir/checkpoints when that is a folder.
 func resolveResumeDir(dir string) (string, error) {
 	if !isDir(dir) {
-		return "", fmt.Errorf("resume: %s is not a folder", dir)
+		return "", resumeErrorf("%s is not a folder", dir)
 	}
-	if paths, err := listCheckpoints(dir); err == nil && len(paths) == 0 {
+	if paths, err := CheckpointFiles(dir); err == nil && len(paths) == 0 {
 		if sub := filepath.Join(dir, "checkpoints"); isDir(sub) {
 			return sub, nil
 		}

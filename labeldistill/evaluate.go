@@ -272,13 +272,13 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	}
 	switch {
 	case ec.Steps < 1:
-		return nil, fmt.Errorf("steps: must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
+		return nil, fieldErrorf("steps", "must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
 	case ec.Models < 1 || ec.Models > MaxEvalModels:
-		return nil, fmt.Errorf("models: must be between 1 and %d, got %d", MaxEvalModels, ec.Models)
+		return nil, fieldErrorf("models", "must be between 1 and %d, got %d", MaxEvalModels, ec.Models)
 	case ec.Batch < 1:
-		return nil, fmt.Errorf("batch: must be at least 1, got %d", ec.Batch)
+		return nil, fieldErrorf("batch", "must be at least 1, got %d", ec.Batch)
 	case !finite(ec.LR) || ec.LR <= 0:
-		return nil, fmt.Errorf("lr: must be a positive number, got %v", ec.LR)
+		return nil, fieldErrorf("lr", "must be a positive number, got %v", ec.LR)
 	case test == nil || test.N() == 0:
 		return nil, fmt.Errorf("evaluate: no test data")
 	}

@@ -50,7 +50,7 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 			return nil, fmt.Errorf("base_indices: %w", err)
 		}
 	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
-		return nil, fmt.Errorf("base_examples: %w", err)
+		return nil, fieldErr("base_examples", err)
 	}
 	target.TargetSet = target.TargetSet.Prefix(cfg.TargetSetSize)
 	ts := target.TargetSet

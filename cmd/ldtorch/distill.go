@@ -79,7 +79,11 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 		}
 		ck, _, ckptDir, err := labeldistill.CheckpointConfig(dir)
 		if err != nil {
-			return cfg, src, usageErrorf("--resume: %s", strings.TrimPrefix(err.Error(), "resume: "))
+			var re *labeldistill.ResumeError
+			if errors.As(err, &re) {
+				return cfg, src, usageErrorf("--resume: %s", re.Msg)
+			}
+			return cfg, src, usageErrorf("--resume: %v", err)
 		}
 		cfg = ck
 		cfg.Out = filepath.Clean(dir) // the resumed run's output folder
@@ -238,7 +242,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		return usageErrorf("--overwrite starts a fresh run and --resume continues one: give one of them")
 	}
 	ckptDir := filepath.Join(cfg.Out, "checkpoints")
-	oldCkpts, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz"))
+	oldCkpts, _ := labeldistill.CheckpointFiles(ckptDir) // none when the folder is absent
 	replacing := fileExists(filepath.Join(cfg.Out, labeldistill.DistilledFile)) || fileExists(filepath.Join(cfg.Out, labeldistill.ReportFile))
 	// A fresh run must not mix with an earlier run in the same folder: keeping the newest
 	// three checkpoints would delete its own, --resume would find the other run's, and the
@@ -303,13 +307,14 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		os.Remove(ckptDir) // only when empty: a run that failed early leaves no empty folder
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
-			if m, _ := filepath.Glob(filepath.Join(ckptDir, "ckpt-*.npz")); len(m) > 0 {
+			if m, _ := labeldistill.CheckpointFiles(ckptDir); len(m) > 0 {
 				msg += fmt.Sprintf("; continue with: ldtorch distill --resume %s", cfg.Out)
 			}
 			return &exitError{code: exitInterrupted, msg: msg}
 		}
-		if rest, ok := strings.CutPrefix(err.Error(), "resume: "); ok {
-			return usageErrorf("--resume: %s", rest)
+		var re *labeldistill.ResumeError
+		if errors.As(err, &re) {
+			return usageErrorf("--resume: %s", re.Msg)
 		}
 		var de *labeldistill.DivergedError
 		if errors.As(err, &de) {
@@ -390,15 +395,12 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// distillError classifies an error of Distill: problems with a setting (errors that start
-// with a config key, the library's convention) and data problems are usage errors.
+// distillError classifies an error of Distill: problems with a setting (*FieldError) are
+// usage errors naming the flag, variable or file key.
 func distillError(err error, src *valueSource) error {
 	var fe *labeldistill.FieldError
 	if errors.As(err, &fe) {
 		return configError(err, src)
-	}
-	if key, rest, ok := keyPrefixed(err.Error()); ok {
-		return usageErrorf("%s: %s", src.describe(key), flagWords(rest))
 	}
 	return err
 }

@@ -227,10 +227,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		if errors.As(err, &de) {
 			return failuref("%s", divergedMessage(de))
 		}
-		for _, k := range []string{"steps", "models", "batch", "lr", "device"} {
-			if strings.HasPrefix(err.Error(), k+": ") {
-				return usageErrorf("--%s", err.Error())
-			}
+		var fe *labeldistill.FieldError
+		if errors.As(err, &fe) {
+			return usageErrorf("--%s: %s", fe.Field, fe.Msg)
 		}
 		return err
 	}

@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -370,7 +371,8 @@ func flagWords(msg string) string {
 func configError(err error, src *valueSource) error {
 	var parts []string
 	for _, e := range unjoin(err) {
-		if fe, ok := e.(*labeldistill.FieldError); ok {
+		var fe *labeldistill.FieldError
+		if errors.As(e, &fe) {
 			parts = append(parts, src.describe(fe.Field)+": "+flagWords(fe.Msg))
 			continue
 		}
@@ -389,14 +391,4 @@ func unjoin(err error) []error {
 		return out
 	}
 	return []error{err}
-}
-
-// keyPrefixed recognises library errors of the form "<config json name>: ..." (the
-// convention of labeldistill for problems with a setting) and returns the key.
-func keyPrefixed(msg string) (key, rest string, ok bool) {
-	key, rest, ok = strings.Cut(msg, ": ")
-	if !ok || flagForKey(key) == "" {
-		return "", "", false
-	}
-	return key, rest, true
 }
