@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,6 +77,25 @@ func runWorker(scenario string) int {
 		}
 		if err := g.Barrier(); err != nil {
 			return fail("barrier: %v", err)
+		}
+		return 0
+	case "latency":
+		// back-to-back all-reduces of one meta-step's buffer (N×C = 100×10 label gradients
+		// plus loss and error, float64); rank 0 prints the median
+		x := torch.Must(torch.Zeros([]int64{1002}, torch.WithDType(torch.Double)))
+		var times []time.Duration
+		for i := 0; i < 230; i++ {
+			t0 := time.Now()
+			if err := g.AllReduceSum(x); err != nil {
+				return fail("all-reduce %d: %v", i, err)
+			}
+			if i >= 30 {
+				times = append(times, time.Since(t0))
+			}
+		}
+		slices.Sort(times)
+		if r == 0 {
+			fmt.Printf("median %d ns p90 %d ns\n", times[len(times)/2].Nanoseconds(), times[len(times)*9/10].Nanoseconds())
 		}
 		return 0
 	case "killed", "hung", "abort", "root-killed":
@@ -158,6 +178,22 @@ func TestCollectivesThreeRanks(t *testing.T) {
 	}
 	if err, out, _ := launch(t, "collectives", 3, 30*time.Second); err != nil {
 		t.Fatalf("%v\n%s", err, out)
+	}
+}
+
+// The all-reduce of one meta-step's buffer between two processes: its latency (logged).
+func TestAllReduceLatency(t *testing.T) {
+	err, out, _ := launch(t, "latency", 2, 30*time.Second)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var med, p90 int64
+	if _, err := fmt.Sscanf(strings.TrimSpace(out), "median %d ns p90 %d ns", &med, &p90); err != nil {
+		t.Fatalf("cannot read %q: %v", out, err)
+	}
+	t.Logf("1002 float64 all-reduce between 2 local processes: median %.3f ms, p90 %.3f ms (200 calls)", float64(med)/1e6, float64(p90)/1e6)
+	if med > int64(100*time.Millisecond) {
+		t.Errorf("median all-reduce %.1f ms: something is wrong (expected well under a millisecond on an idle machine)", float64(med)/1e6)
 	}
 }
 
