@@ -447,6 +447,10 @@ func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, impr
 		title += " from " + cfg.Source + " base images"
 	}
 	title += fmt.Sprintf(", %d base examples", rep.BaseExamples)
+	version := rep.LdtorchVersion
+	if version == "" {
+		version = "(not recorded: artifact before schema 2)"
+	}
 	facts := [][2]string{
 		{"run", dir},
 		{"method / architecture", fmt.Sprintf("%s / %s (fresh models: %s)", method, cfg.Arch, cfg.EvalArch)},
@@ -456,7 +460,7 @@ func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, impr
 		{"T (steps fresh models train)", fmt.Sprint(rep.Steps)},
 		{"seed", fmt.Sprint(rep.Seed)},
 		{"wall time", fmt.Sprintf("%s (meta-steps %s, %.3f s each)", time.Duration(rep.WallSeconds*float64(time.Second)).Round(time.Second), time.Duration(rep.DistillSeconds*float64(time.Second)).Round(time.Second), rep.SecondsPerStep)},
-		{"versions", fmt.Sprintf("ldtorch %s, libtorch %s", rep.LdtorchVersion, rep.LibtorchVersion)},
+		{"versions", fmt.Sprintf("ldtorch %s, libtorch %s", version, rep.LibtorchVersion)},
 	}
 	if res.Recovered >= 0 {
 		facts = append(facts, [2]string{"labels whose arg-max is the true class", fmt.Sprintf("%d of %d (%.0f%%)", res.Recovered, res.BaseExamples, 100*float64(res.Recovered)/float64(res.BaseExamples))})
