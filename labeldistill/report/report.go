@@ -96,6 +96,12 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	case err != nil:
 		return nil, err
 	}
+	if len(hist) > 0 {
+		if why := historyMismatch(hist, rep); why != "" {
+			res.Notes = append(res.Notes, labeldistill.HistoryFile+" is not this artifact's history ("+why+"): learning curves not drawn")
+			hist = nil
+		}
+	}
 	var gv *GradVarFile
 	if b, err := os.ReadFile(filepath.Join(dir, GradVarJSON)); err == nil {
 		gv = &GradVarFile{}
@@ -278,6 +284,25 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	return res, nil
+}
+
+// historyMismatch says why a history does not belong to the artifact's run ("" when it
+// does): another run's settings, or a run that has not ended with this artifact's test
+// accuracy (a later run into the same folder, still going or failed).
+func historyMismatch(hist []labeldistill.HistoryRecord, rep *labeldistill.Report) string {
+	start := hist[0]
+	if start.Kind != labeldistill.HistoryStart {
+		return "no start line"
+	}
+	if start.Method != rep.Method || start.Dataset != rep.Target || start.Seed != rep.Seed || start.BaseExamples != rep.BaseExamples {
+		return fmt.Sprintf("its run is %s on %s, %d base, seed %d", start.Method, start.Dataset, start.BaseExamples, start.Seed)
+	}
+	for _, r := range hist {
+		if r.Kind == labeldistill.HistoryPhase && r.Name == "test" && r.Mean == rep.TestAccuracyMean {
+			return ""
+		}
+	}
+	return "it has no final test with this artifact's accuracy"
 }
 
 func namesOr(names []string, n int) []string {

@@ -212,3 +212,22 @@ func TestWriteReportNeedsArtifact(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestHistoryMismatch: a history of another run, or of a run that has not finished with
+// this artifact, is not drawn as this artifact's.
+func TestHistoryMismatch(t *testing.T) {
+	rep := &labeldistill.Report{Method: "rr", Target: "mnist", Seed: 1, BaseExamples: 100, TestAccuracyMean: 85}
+	start := labeldistill.HistoryRecord{Kind: labeldistill.HistoryStart, Method: "rr", Dataset: "mnist", Seed: 1, BaseExamples: 100}
+	test := labeldistill.HistoryRecord{Kind: labeldistill.HistoryPhase, Name: "test", Mean: 85}
+	if why := historyMismatch([]labeldistill.HistoryRecord{start, test}, rep); why != "" {
+		t.Fatalf("own history refused: %s", why)
+	}
+	if historyMismatch([]labeldistill.HistoryRecord{start}, rep) == "" {
+		t.Fatal("an unfinished history accepted")
+	}
+	other := start
+	other.Seed = 2
+	if historyMismatch([]labeldistill.HistoryRecord{other, test}, rep) == "" {
+		t.Fatal("another seed's history accepted")
+	}
+}
