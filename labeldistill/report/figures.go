@@ -208,6 +208,31 @@ func imagePlot(img image.Image, title string) *plot.Plot {
 	return p
 }
 
+// logTicks label 1, 2 and 5 times each power of ten (gonum's LogTicks label only the
+// powers, often a single tick on these plots).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if !(lo > 0) || !(hi > lo) {
+		return ticks
+	}
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1.0; m < 10; m++ {
+			v := m * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = fmt.Sprintf("%.3g", v)
+			}
+			ticks = append(ticks, t)
+		}
+	}
+	return ticks
+}
+
 // stepTicks are the default ticks labelled as whole numbers (meta-steps).
 type stepTicks struct{}
 
@@ -258,9 +283,19 @@ func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classe
 // reconstructionFigure: per target class, its reconstruction beside real examples.
 func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, names []string, subtitle string) ([]byte, error) {
 	classes := len(recon)
-	cols := 1
+	// The class-specific part: each reconstruction minus their mean over the classes (a
+	// soft label spreads weight over many images, so the plain combination is mostly the
+	// average base image; across datasets especially).
+	mean := make([]float64, len(recon[0]))
+	for _, r := range recon {
+		for p, v := range r {
+			mean[p] += v / float64(classes)
+		}
+	}
+	const fixed = 2 // columns before the real examples
+	cols := fixed
 	for _, r := range real {
-		cols = max(cols, 1+len(r))
+		cols = max(cols, fixed+len(r))
 	}
 	const gap = 2
 	cellW, cellH := w+gap, h+gap
@@ -278,9 +313,14 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 	}
 	for k := 0; k < classes; k++ {
 		put(toImage(stretch(recon[k]), c, h, w), k, 0)
+		diff := make([]float64, len(mean))
+		for p := range diff {
+			diff[p] = recon[k][p] - mean[p]
+		}
+		put(toImage(stretch(diff), c, h, w), k, 1)
 		if k < len(real) {
 			for j, r := range real[k] {
-				put(toImage(r, c, h, w), k, 1+j)
+				put(toImage(r, c, h, w), k, fixed+j)
 			}
 		}
 	}
@@ -291,9 +331,9 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 		yt[k] = plot.Tick{Value: float64(classes-k) - 0.5, Label: names[k]}
 	}
 	p.Y.Tick.Marker = yt
-	xt := plot.ConstantTicks{{Value: 0.5, Label: "weighted"}}
-	for j := 1; j < cols; j++ {
-		xt = append(xt, plot.Tick{Value: float64(j) + 0.5, Label: fmt.Sprintf("real %d", j)})
+	xt := plot.ConstantTicks{{Value: 0.5, Label: "weighted"}, {Value: 1.5, Label: "− mean"}}
+	for j := fixed; j < cols; j++ {
+		xt = append(xt, plot.Tick{Value: float64(j) + 0.5, Label: fmt.Sprintf("real %d", j-fixed+1)})
 	}
 	p.X.Tick.Marker = xt
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, float64(cols), 0, float64(classes)
@@ -400,7 +440,11 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 			prev = r.Resets
 		}
 	}
-	tp := newPlot(fmt.Sprintf("T, the steps fresh models train for; %d model resets", len(resets)))
+	resetWord := "model resets"
+	if len(resets) == 1 {
+		resetWord = "model reset"
+	}
+	tp := newPlot(fmt.Sprintf("T, the steps fresh models train for; %d %s", len(resets), resetWord))
 	if err := addLine(tp, tXY, blue, 1, "T"); err != nil {
 		return nil, err
 	}
@@ -537,7 +581,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.X.Label.Text = "meta-step"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "L2 norm (log scale)"
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
@@ -558,7 +602,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.X.Label.Text = "meta-step (window end)"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "mean per-element variance (log scale)"
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}

@@ -229,7 +229,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	}
 	if err := save(Figure{Name: "reconstructions.png", Title: "Reconstructed class images",
 		Caption: "Left column: for each target class c, Σ_i y_ic x_i / Σ_i y_ic over the base images x_i (pixels in [0, 1]) with their distilled labels y, " +
-			"stretched to the full grey range; right: real " + cfg.Dataset + " test images of the class. " +
+			"stretched to the full grey range; second column: the same minus the mean of all classes' combinations (the class-specific part), stretched; right: real " + cfg.Dataset + " test images of the class. " +
 			"Labels that put weight on images resembling the class make its combination resemble it (the paper's Figure on reconstructed images)."}, png); err != nil {
 		return nil, err
 	}
