@@ -159,9 +159,9 @@ func TestSignalsHonoured(t *testing.T) {
 	})
 	t.Run("SIGINT while evaluate scores", func(t *testing.T) {
 		art := tinyRun(t)
-		// One training step, then 32 models score 10,000 test images (tens of seconds): the
-		// first progress line (after ~10 s) comes while they score.
-		r := startBinary(t, "evaluate", "--distilled", art, "--data-dir", shared, "--steps", "1", "--models", "32", "--threads", "1")
+		// One training step, then 32 models score 10,000 test images (tens of seconds), three
+		// times: the first progress line (after ~10 s) comes while they score.
+		r := startBinary(t, "evaluate", "--distilled", art, "--data-dir", shared, "--steps", "1", "--models", "96", "--threads", "1")
 		r.waitFor(t, "scoring blocks", 2*time.Minute)
 		if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
 			t.Fatal(err)
