@@ -11,7 +11,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -309,6 +311,54 @@ func TestFromEnv(t *testing.T) {
 	} {
 		if _, _, err := fromLookup(env(bad.kv...)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: got %v, want an error with %q", bad.kv, err, bad.want)
+		}
+	}
+}
+
+// Under torchrun the agent hosts the store and every rank is a client, with its keys under
+// /worker/attempt_<restart count>. Here this test process plays the agent: it hosts a
+// TCPStore (as rank 0 of a group of one) and starts two ranks with torchrun's variables.
+func TestAgentStore(t *testing.T) {
+	if !torch.DistributedAvailable() {
+		t.Fatal("no c10d/Gloo in this shim")
+	}
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, err := torch.NewProcessGroup(torch.ProcessGroupOptions{Addr: "127.0.0.1", Port: port, Rank: 0, WorldSize: 1,
+		BindHost: "127.0.0.1", Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
+	var out lockedBuffer
+	cmds := make([]*exec.Cmd, 2)
+	for r := range cmds {
+		c := exec.Command(os.Args[0])
+		c.Env = append(withoutDistVars(os.Environ()), workerVar+"=collectives", "OMP_NUM_THREADS=1",
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "WORLD_SIZE=2", "RANK="+strconv.Itoa(r),
+			"LOCAL_RANK="+strconv.Itoa(r), "TORCHELASTIC_USE_AGENT_STORE=True", "TORCHELASTIC_RESTART_COUNT=3",
+			"LDTORCH_DIST_TIMEOUT=30s")
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds[r] = c
+	}
+	for r, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+	if t.Failed() {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	// The ranks met under the attempt's prefix in the agent's store: Gloo's rendezvous keys
+	// <prefix>/<device>/<rank>.
+	for _, k := range []string{"/worker/attempt_3/0/0", "/worker/attempt_3/0/1"} {
+		if ok, err := agent.StoreCheck(k); err != nil || !ok {
+			t.Errorf("no key %s in the agent's store (found %v, %v)", k, ok, err)
 		}
 	}
 }
