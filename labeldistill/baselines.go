@@ -111,6 +111,7 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("teacher step %d: %w", step, err)
 		}
+		r.report(Progress{Phase: "baseline", Step: r.step, Message: "teacher: its classifier", Done: step, Total: r.cfg.TeacherSteps})
 	}
 	var table *torch.Tensor
 	err = torch.NoGrad(func() error {
@@ -143,7 +144,12 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 		res.ValidationErrors[step] = 100 - acc
 		return nil
 	}
+	tr.progress = func(done, total int) {
+		r.report(Progress{Phase: "baseline", Step: r.step, Message: name + ": step search", Done: done, Total: total})
+	}
+	unset := tr.reportSteps(grid[len(grid)-1])
 	l, err := tr.train(ctx, grid[len(grid)-1], subSeed(r.seed, "baseline-search-"+name, 0), grid, probe)
+	unset()
 	if err != nil {
 		return res, err
 	}
@@ -151,7 +157,7 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	res.Steps = BestSteps(grid, valErr)
 	tr.net = r.evalNet
 	tr.progress = func(done, total int) {
-		r.report(Progress{Phase: "baseline", Step: r.step, Message: name, Done: done, Total: total})
+		r.report(Progress{Phase: "baseline", Step: r.step, Message: name + ": test models", Done: done, Total: total})
 	}
 	accs, err := r.evaluateSplit(func(lo, hi int) ([]float64, error) {
 		return tr.evaluateModelRange(ctx, res.Steps, lo, hi, r.seed, "baseline-test-"+name, r.test.x, r.test.y, batchedMode(r.dev))

@@ -78,15 +78,16 @@ func (pr *progress) update(p labeldistill.Progress) {
 	default: // "test", "baseline" and anything later
 		pr.finishBar()
 		if p.Total > 0 {
-			// Training steps of the phase's evaluation models: a line when the phase
-			// starts, then every plainEvery, and at its end.
+			// The phase's models (test, baseline step search and test, teacher): a line
+			// when a part starts, then every plainEvery, and at its end.
 			key := p.Phase + " " + p.Message
 			if key != pr.phase || p.Done == p.Total || time.Since(pr.last) >= plainEvery {
 				what := "final test"
 				if p.Phase == "baseline" {
-					what = "baseline " + p.Message + " test"
+					what = "baseline " + p.Message
 				}
-				pr.line(fmt.Sprintf("%s: %.0f%% (%d/%d training steps and scoring blocks of its models)", what, 100*float64(p.Done)/float64(p.Total), p.Done, p.Total))
+				// Units: training steps (and for test models, scoring blocks of 256 images).
+				pr.line(fmt.Sprintf("%s: %.0f%% (%d/%d)", what, 100*float64(p.Done)/float64(p.Total), p.Done, p.Total))
 			}
 			pr.phase = key
 			return
