@@ -152,26 +152,40 @@ type MethodGradVariance struct {
 	PerBatch []GradVariance `json:"per_batch"`
 }
 
+// GradVarOptions say what MeasureGradVariance measures.
+type GradVarOptions struct {
+	Methods []string // MethodLD, MethodRR
+	Models  int      // fresh models per batch pair (≥ 2)
+	Batches int      // fixed (base batch, target batch) pairs (≥ 1)
+	// Warmup trains each fresh model this many steps on the fixed labels first (Adam on the
+	// model, as during distillation; for RR also the ridge head), so that the gradient is
+	// taken through models like those of a run in progress. 0: at initialisation, where
+	// the meta-gradient hardly depends on the labels (the inner loss is linear in them and
+	// RR's head starts at W = 0).
+	Warmup int
+}
+
 // MeasureGradVariance measures, for each method, how much the label meta-gradient ∇_Ỹ L
-// varies across fresh models at one fixed label state: for each of `batches` fixed pairs
-// (base batch, target batch), `models` fresh models (the same seeds for every method)
-// each take one meta-step's gradient with the labels set to labels (N×classes, rows
-// summing to 1; nil: uniform), and the per-element variance across the models is
-// averaged over elements, then over the batches.
+// varies across fresh models at one fixed label state: for each of o.Batches fixed pairs
+// (base batch, target batch), o.Models fresh models (the same seeds for every method),
+// each trained o.Warmup steps on the labels, take one meta-step's gradient with the labels
+// set to labels (N×classes, rows summing to 1; nil: uniform), and the per-element variance
+// across the models is averaged over elements, then over the batches.
 //
 // Why across models at a fixed state: the within-run window statistics of the history
 // also move with the labels and the sampled batches; fixing the labels and the batches
 // leaves only the randomness of the model the meta-gradient is taken through, which is
 // what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
 // synthetic label meta-gradient variance").
-func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, methods []string, models, batches int, opts ...RunOption) (out []MethodGradVariance, err error) {
+func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, g GradVarOptions, opts ...RunOption) (out []MethodGradVariance, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
 		}
 	}()
-	if models < 2 || batches < 1 {
-		return nil, fmt.Errorf("gradvar: need at least 2 models and 1 batch, got %d and %d", models, batches)
+	methods, models, batches := g.Methods, g.Models, g.Batches
+	if models < 2 || batches < 1 || g.Warmup < 0 {
+		return nil, fmt.Errorf("gradvar: need at least 2 models, 1 batch and a warm-up ≥ 0, got %d, %d and %d", models, batches, g.Warmup)
 	}
 	var o runOptions
 	for _, f := range opts {
@@ -195,16 +209,20 @@ func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, meth
 	if err := r.setup(); err != nil {
 		return nil, err
 	}
-	var table *torch.Tensor
-	if labels != nil {
-		if table, err = torch.FromFloat32(labels, int64(n), int64(classes)); err != nil {
-			return nil, err
+	if labels == nil {
+		labels = make([]float32, n*classes)
+		for i := range labels {
+			labels[i] = 1 / float32(classes)
 		}
-		if table, err = toDevice(table, dev); err != nil {
-			return nil, err
-		}
-		defer table.Free()
 	}
+	table, err := torch.FromFloat32(labels, int64(n), int64(classes))
+	if err != nil {
+		return nil, err
+	}
+	if table, err = toDevice(table, dev); err != nil {
+		return nil, err
+	}
+	defer table.Free()
 	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-batches", 0), 0x9a7))
 	outer := min(cfg.OuterBatch, ds.TargetSet.N())
 	for _, m := range methods {
@@ -220,7 +238,7 @@ func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, meth
 		targetIdx := rng.Perm(ds.TargetSet.N())[:outer]
 		baseIdx := rng.Perm(n)[:cfg.InnerBatch]
 		for k := range out {
-			v, err := r.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models)
+			v, err := r.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
 			if err != nil {
 				return nil, fmt.Errorf("gradvar %s, batch %d: %w", out[k].Name, b+1, err)
 			}
@@ -244,7 +262,7 @@ func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, meth
 
 // gradVarianceAt takes one meta-gradient per fresh model on fixed batches and labels and
 // returns their statistics across the models.
-func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models int) (GradVariance, error) {
+func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models, warmup int) (GradVariance, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	cfg := r.cfg
@@ -274,7 +292,7 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 		if err := ctx.Err(); err != nil {
 			return GradVariance{}, err
 		}
-		if err := r.oneGradient(cfg, table, bIdx, xt, yt, acc, m); err != nil {
+		if err := r.oneGradient(cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
 			return GradVariance{}, err
 		}
 	}
@@ -283,7 +301,7 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 
 // oneGradient adds the meta-gradient of fresh model m (seeded by m alone, so every method
 // sees the same initialisations) to acc.
-func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m int) error {
+func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
 	gen, err := torch.NewGenerator(subSeed(r.seed, "gradvar-model", m))
 	if err != nil {
 		return err
@@ -294,15 +312,25 @@ func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gr
 		return err
 	}
 	defer l.close()
+	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-warmup", m), 0x3a7))
+	n := r.ds.Base.N()
+	for k := 0; k < warmup; k++ {
+		idx, err := sampleIndices(rng, n, min(cfg.InnerBatch, n), r.dev)
+		if err == nil {
+			err = trainStep(l, r.base.x, table, idx)
+			idx.Free()
+		}
+		if err != nil {
+			return fmt.Errorf("warm-up step %d: %w", k+1, err)
+		}
+	}
 	labels, err := NewLabels(r.ds.Base.N(), r.ds.Classes, cfg, r.dev)
 	if err != nil {
 		return err
 	}
 	defer labels.Close()
-	if table != nil {
-		if err := torch.NoGrad(func() error { return labels.Y.Copy_(table) }); err != nil {
-			return err
-		}
+	if err := torch.NoGrad(func() error { return labels.Y.Copy_(table) }); err != nil {
+		return err
 	}
 	labels.grads = acc
 	defer func() { labels.grads = nil }() // acc belongs to the caller

@@ -191,12 +191,12 @@ func TestMeasureGradVariance(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
 	cfg := ckptConfig(MethodLD)
-	methods := []string{MethodLD, MethodRR}
-	a, err := MeasureGradVariance(context.Background(), cfg, nil, methods, 4, 2, WithDataset(ds))
+	g := GradVarOptions{Methods: []string{MethodLD, MethodRR}, Models: 4, Batches: 2, Warmup: 5}
+	a, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithDataset(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := MeasureGradVariance(context.Background(), cfg, nil, methods, 4, 2, WithDataset(ds))
+	b, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithDataset(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,8 +209,8 @@ func TestMeasureGradVariance(t *testing.T) {
 			t.Fatalf("%s: %+v", m.Name, m)
 		}
 	}
-	t.Logf("uniform labels, 4 models, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
-	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), methods, 4, 1, WithDataset(ds)); err == nil {
+	t.Logf("uniform labels, 4 models warmed up 5 steps, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
+	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), g, WithDataset(ds)); err == nil {
 		t.Fatal("a 7-value label table was accepted")
 	}
 }

@@ -89,13 +89,14 @@ func (e *env) gradvarCommand() *cli.Command {
 		Usage:     "measure the label meta-gradient's variance across fresh models, LD against LD RR, on a run's labels",
 		UsageText: "ldtorch gradvar DIR [--models M] [--batches B] [--labels distilled|uniform]",
 		Description: "Holds the labels of DIR's artifact (or uniform labels) fixed, draws B fixed (base batch, target batch) pairs, " +
-			"takes one label meta-gradient per fresh model (M models, the same initialisations for both methods) with LD " +
+			"trains M fresh models (the same initialisations for both methods) --warmup steps on the labels, takes one label meta-gradient per model with LD " +
 			"and with LD RR, and reports the per-element variance across the models, averaged over the N×C elements and " +
 			"the batches (the paper's Figure \"RR-based LD reduces synthetic label meta-gradient variance\"). " +
 			"Writes DIR/gradvar.json, which `ldtorch report` draws.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "models", Value: 20, Usage: "fresh models `M` per batch"},
 			&cli.IntFlag{Name: "batches", Value: 5, Usage: "fixed (base, target) batch pairs `B`"},
+			&cli.IntFlag{Name: "warmup", Value: 100, Usage: "train each fresh model `K` steps on the labels before its gradient (0: at initialisation)"},
 			&cli.StringFlag{Name: "labels", Value: "distilled", Usage: "label state: distilled (the artifact's) or uniform (the start of a run)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the run's data_dir)"},
 			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)"},
@@ -150,12 +151,16 @@ func (e *env) gradvarAction(c *cli.Context) error {
 		return usageErrorf("%s: the artifact holds %d base image values, the run's data %d", dir, len(art.Images), len(ds.Base.Images))
 	}
 	ds.Base.Images = art.Images
-	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, []string{labeldistill.MethodLD, labeldistill.MethodRR},
-		c.Int("models"), c.Int("batches"), labeldistill.WithDataset(ds))
+	if c.Int("warmup") < 0 {
+		return usageErrorf("--warmup: must be 0 or positive, got %d", c.Int("warmup"))
+	}
+	g := labeldistill.GradVarOptions{Methods: []string{labeldistill.MethodLD, labeldistill.MethodRR},
+		Models: c.Int("models"), Batches: c.Int("batches"), Warmup: c.Int("warmup")}
+	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, g, labeldistill.WithDataset(ds))
 	if err != nil {
 		return failuref("%v", err)
 	}
-	file := report.GradVarFile{Labels: c.String("labels"), Models: c.Int("models"), Batches: c.Int("batches"), Methods: out}
+	file := report.GradVarFile{Labels: c.String("labels"), Models: g.Models, Batches: g.Batches, Warmup: g.Warmup, Methods: out}
 	b, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		return err
@@ -170,7 +175,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	}
 	tw.Flush()
 	if len(out) == 2 && out[1].Variance.Variance > 0 {
-		fmt.Fprintf(e.stdout, "LD / LD RR variance ratio: %.3g (%s labels, %d batch pairs)\n", out[0].Variance.Variance/out[1].Variance.Variance, file.Labels, file.Batches)
+		fmt.Fprintf(e.stdout, "LD / LD RR variance ratio: %.3g (%s labels, %d batch pairs, models warmed up %d steps)\n", out[0].Variance.Variance/out[1].Variance.Variance, file.Labels, file.Batches, file.Warmup)
 	}
 	fmt.Fprintf(e.stdout, "written %s\n", filepath.Join(dir, report.GradVarJSON))
 	return nil

@@ -607,7 +607,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		row = append(row, p)
 	}
 	if measured != nil && len(measured.Methods) > 0 {
-		p := newPlot(fmt.Sprintf("Across %d fresh models, same labels and batches", measured.Models))
+		p := newPlot(fmt.Sprintf("Across %d fresh models at the %s labels, same batches", measured.Models, measured.Labels))
 		vals := make(plotter.Values, len(measured.Methods))
 		names := make([]string, len(measured.Methods))
 		var xys plotter.XYs
@@ -633,6 +633,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		lab.Offset = vg.Point{Y: vg.Points(3)}
 		p.Add(lab)
 		p.NominalX(names...)
+		p.X.Min, p.X.Max = -0.7, float64(len(names))-0.3
 		p.Y.Label.Text = "variance across models, mean over elements"
 		p.Y.Min = 0
 		hi := 0.0

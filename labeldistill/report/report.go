@@ -63,6 +63,7 @@ type GradVarFile struct {
 	Labels  string                            `json:"labels"` // where the label state came from
 	Models  int                               `json:"models"`
 	Batches int                               `json:"batches"`
+	Warmup  int                               `json:"warmup"` // steps each fresh model trained on the labels first
 	Methods []labeldistill.MethodGradVariance `json:"methods"`
 }
 
@@ -267,7 +268,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if png != nil {
 		caption := "From the run history (" + labeldistill.HistoryFile + "): the norm of each meta-step's label meta-gradient and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
 		if gv != nil {
-			caption += fmt.Sprintf(" Last panel: its variance across %d fresh models at one label state (%s), same base and target batches, per method (%s); the paper's Figure on RR reducing the meta-gradient variance.", gv.Models, gv.Labels, GradVarJSON)
+			caption += fmt.Sprintf(" Last panel: its variance across %d fresh models, each trained %d steps on the %s labels, at those labels, with the same base and target batches, per method (%s); the paper's Figure on RR reducing the meta-gradient variance.", gv.Models, gv.Warmup, gv.Labels, GradVarJSON)
 		} else {
 			caption += " Run `ldtorch gradvar " + dir + "` to add LD against LD RR across fresh models."
 		}
