@@ -29,7 +29,7 @@ func TestDistillReportAndGradvar(t *testing.T) {
 		}
 	}
 
-	r = ldtorch(t, nil, "gradvar", out, "--models", "3", "--batches", "1", "--data-dir", shared)
+	r = ldtorch(t, nil, "gradvar", out, "--models", "3", "--batches", "1", "--warmup", "5", "--data-dir", shared)
 	if r.code != 0 || !strings.Contains(r.stdout, "LD RR") || !strings.Contains(r.stdout, "gradvar.json") {
 		t.Fatalf("gradvar: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -38,7 +38,7 @@ func TestDistillReportAndGradvar(t *testing.T) {
 		t.Fatalf("report: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
 	page, err := os.ReadFile(html)
-	if err != nil || !strings.Contains(string(page), "fresh models at one label state") {
+	if err != nil || !strings.Contains(string(page), "fresh models, each trained 5 steps") {
 		t.Fatalf("report.html does not show the gradvar measurement (%v)", err)
 	}
 
