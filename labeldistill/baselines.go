@@ -136,7 +136,7 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	res := BaselineResult{ValidationErrors: map[int]float64{}}
 	tr := &trainer{net: r.net, rr: rr, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	probe := func(step int, l *learner) error {
-		acc, err := accuracy(l, r.validation.x, r.validation.y)
+		acc, err := r.validationAccuracy(l)
 		if err != nil {
 			return err
 		}

@@ -568,7 +568,7 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 	if err != nil {
 		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
 	}
-	acc, err := accuracy(l, r.validation.x, r.validation.y)
+	acc, err := r.validationAccuracy(l)
 	var diverged bool
 	if err == nil {
 		diverged, err = l.diverged()

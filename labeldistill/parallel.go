@@ -8,7 +8,8 @@ package labeldistill
 // counts, so every rank takes the same label step and sees the same error (hence the same
 // reset decisions). The inner step and its backward to the labels are not split: every
 // rank computes them (identically) itself. Evaluation models are split across ranks and
-// their accuracies gathered. Only rank 0 writes files.
+// their accuracies gathered; the validation split is scored in parts. Only rank 0 writes
+// files.
 
 import (
 	"fmt"
@@ -201,4 +202,38 @@ func (r *run) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int
 		return nil, err
 	}
 	return all, nil
+}
+
+// validationAccuracy scores l on the validation split. In a data-parallel run every rank
+// holds the same model (trained identically) and scores only its contiguous part of the
+// split; the correct counts are summed, so every rank gets the same accuracy.
+func (r *run) validationAccuracy(l *learner) (float64, error) {
+	p := r.par
+	x, y := r.validation.x, r.validation.y
+	if p.size() == 1 {
+		return accuracy(l, x, y)
+	}
+	n := int(x.Shape()[0])
+	lo, hi := p.shard(n)
+	counts := []float64{0}
+	if hi > lo {
+		s := torch.NewScope()
+		var c torch.Chain
+		xs := c.T(x.Narrow(0, int64(lo), int64(hi-lo)))
+		ys := c.T(y.Narrow(0, int64(lo), int64(hi-lo)))
+		if c.Err() != nil {
+			s.Close()
+			return 0, c.Err()
+		}
+		acc, err := accuracy(l, xs, ys)
+		s.Close()
+		if err != nil {
+			return 0, err
+		}
+		counts[0] = math.Round(acc * float64(hi-lo) / 100)
+	}
+	if err := p.g.SumFloat64s(counts); err != nil {
+		return 0, err
+	}
+	return 100 * counts[0] / float64(n), nil
 }

@@ -86,6 +86,10 @@ func TestParallelMatchesOneRank(t *testing.T) {
 	if ra.MetaSteps != rb.MetaSteps || ra.Steps != rb.Steps || !reflect.DeepEqual(ra.Resets, rb.Resets) {
 		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.Steps, rb.Steps, ra.Resets, rb.Resets)
 	}
+	if len(ra.Validations) != len(rb.Validations) || ra.BestValidation.Epoch != rb.BestValidation.Epoch ||
+		math.Abs(ra.BestValidation.Accuracy-rb.BestValidation.Accuracy) > 0.5 {
+		t.Errorf("validations %+v (1 rank) vs %+v (2 ranks, validation split scored in halves)", ra.Validations, rb.Validations)
+	}
 	if len(ra.TestAccuracies) != 3 || len(rb.TestAccuracies) != 3 {
 		t.Fatalf("test accuracies %v / %v", ra.TestAccuracies, rb.TestAccuracies)
 	}

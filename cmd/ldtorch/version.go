@@ -28,6 +28,7 @@ type versionInfo struct {
 	CUDA         bool   `json:"cuda_available"`
 	CUDADevices  int    `json:"cuda_devices"`
 	Threads      int    `json:"threads"`
+	Gloo         bool   `json:"c10d_gloo"` // the shim has the collectives (--nproc, torchrun)
 	Malloc       string `json:"malloc"`
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
@@ -70,6 +71,8 @@ func (e *env) versionAction(c *cli.Context) error {
 	}
 	if rerr != nil {
 		v.RuntimeError = rerr.Error()
+	} else {
+		v.Gloo = torch.DistributedAvailable() // only once the shim is known to have the symbol
 	}
 	switch {
 	case c.Bool("json"):
@@ -98,6 +101,11 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "CUDA        not available\n")
 		}
 		fmt.Fprintf(e.stdout, "threads     %d (libtorch intra-op)\n", v.Threads)
+		if v.Gloo {
+			fmt.Fprintf(e.stdout, "c10d        Gloo (data-parallel: distill --nproc, torchrun)\n")
+		} else {
+			fmt.Fprintf(e.stdout, "c10d        not built (no Gloo headers when the shim was built)\n")
+		}
 		fmt.Fprintf(e.stdout, "malloc      %s\n", v.Malloc)
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)
