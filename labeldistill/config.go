@@ -879,8 +879,9 @@ func parseConfig(data []byte) (Config, error) {
 	if _, err := dec.Token(); err != nil { // the closing '}'
 		return cfg, describeJSONError(data, err)
 	}
-	if _, err := dec.Token(); err == nil {
-		return cfg, errors.New("trailing data after the JSON object")
+	if _, err := dec.Token(); err != io.EOF {
+		line, col := lineCol(data, dec.InputOffset())
+		return cfg, fmt.Errorf("line %d, column %d: text after the JSON object", line, col)
 	}
 
 	// Second pass: decode for real (DisallowUnknownFields as a second guard).

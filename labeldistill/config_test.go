@@ -393,9 +393,9 @@ func TestLoadConfigFile(t *testing.T) {
 		"duplicate": {`{"epochs": 5, "epochs": 6}`, `key "epochs" appears twice`},
 		"type":      {`{"base_examples": "100"}`, `key "base_examples": cannot use JSON string as int`},
 		"syntax":    {"{\n  \"epochs\": 5,\n  \"seed\": ,\n}", "line 3, column"},
-		"trailing":  {`{"epochs": 5} {}`, "trailing data"},
+		"trailing":  {`{"epochs": 5} {}`, "text after the JSON object"},
 		"array":     {`[1, 2]`, "expected a JSON object"},
-		"empty":     {``, "EOF"},
+		"empty":     {``, "the file is empty"},
 	} {
 		p := writeFile(t, tc.content)
 		_, err := LoadConfigFile(p)

@@ -120,6 +120,15 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 				}
 			}
 		}
+		// Integers are capped like flags and variables: anything larger is a typo.
+		lv := reflect.ValueOf(loaded)
+		for _, f := range configFlags() {
+			if k := f.typ.Kind(); src.configKeys[f.key] && k == reflect.Int {
+				if n := lv.Field(f.field).Int(); n > maxIntFlag || n < -maxIntFlag {
+					return cfg, src, usageErrorf("%s in %s: %d is out of range (at most %d in magnitude)", f.key, path, n, maxIntFlag)
+				}
+			}
+		}
 		if resuming {
 			copyConfigKeys(&cfg, loaded, src.configKeys)
 		} else {

@@ -345,6 +345,8 @@ func TestMessages(t *testing.T) {
 		return p
 	}
 	cut := write("cut.json", "{\"epochs\": 3,\n  \"seed\": 4")
+	trailing := write("trailing.json", "{\"epochs\": 3} trailing")
+	huge := write("huge.json", "{\"epochs\": 1000000000000}")
 	loop := symlink("loop-b", "loop-a")
 	symlink("loop-a", "loop-b")
 	dangling := symlink(filepath.Join(dir, "nowhere", "x"), "dangling")
@@ -359,6 +361,8 @@ func TestMessages(t *testing.T) {
 		want []string
 	}{
 		{"config cut short", nil, []string{"distill", "--dry-run", "--config", cut}, []string{"--config", cut, "line 2, column 12", "end of the file"}},
+		{"config with text after the object", nil, []string{"distill", "--dry-run", "--config", trailing}, []string{trailing, "line 1, column", "text after the JSON object"}},
+		{"config with a huge integer", nil, []string{"distill", "--dry-run", "--config", huge}, []string{"epochs in " + huge, "1000000000000", "out of range"}},
 		{"config by variable", []string{"LDTORCH_CONFIG=" + cut}, []string{"distill", "--dry-run"}, []string{"LDTORCH_CONFIG=" + cut, "line 2"}},
 		{"config a symlink loop", nil, []string{"distill", "--dry-run", "--config", loop}, []string{"--config", loop, "symbolic link loop"}},
 		{"out a dangling symlink", nil, []string{"distill", "--quiet", "--data-dir", emptyData, "--out", dangling}, []string{"--out", dangling, "does not exist"}},
