@@ -457,8 +457,14 @@ func TestDiff(t *testing.T) {
 	if got, want := Diff(a, b), []string{"label_betas", "epochs", "baselines", "device", "out"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("Diff = %v, want %v", got, want)
 	}
-	if got, want := ResumeConflicts(a, b), []string{"label_betas", "epochs", "baselines"}; !reflect.DeepEqual(got, want) {
+	// More epochs extend the run; fewer would change what was already trained.
+	if got, want := ResumeConflicts(a, b), []string{"label_betas", "baselines"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("ResumeConflicts = %v, want %v", got, want)
+	}
+	fewer := b
+	fewer.Epochs = 200
+	if got, want := ResumeConflicts(a, fewer), []string{"label_betas", "epochs", "baselines"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ResumeConflicts with fewer epochs = %v, want %v", got, want)
 	}
 	details := DiffDetails(a, b)
 	if details[1] != "epochs: 400 -> 800" || details[0] != "label_betas: [0.9,0.999] -> [0.9,0.99]" {
