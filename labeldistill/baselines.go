@@ -102,7 +102,7 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 			idx := c.T(sampleIndices(rng, n, min(r.cfg.TeacherBatch, n), r.dev))
 			x := c.T(r.target.x.IndexSelect(0, idx))
 			y := c.T(r.target.y.IndexSelect(0, idx))
-			loss := c.T(torch.CrossEntropy(c.T(l.net.Forward(l.params, l.buffers, x, true)), y))
+			loss := c.T(torch.CrossEntropyInRange(c.T(l.net.Forward(l.params, l.buffers, x, true)), y)) // dataset labels, checked on load
 			if c.Err() != nil {
 				return c.Err()
 			}

@@ -178,7 +178,14 @@ func ridgeWeightsBatched(z, y *torch.Tensor, lambda float64) (*torch.Tensor, err
 	n := z.Shape()[1]
 	eye := c.T(torch.Eye(n, torch.WithDType(z.DType()), torch.OnDevice(z.Device())))
 	a := c.T(c.T(z.Bmm(zt)).Add(c.T(eye.MulScalar(lambda))))
-	sol := c.T(torch.LinalgSolve(a, y))
+	if c.Err() != nil {
+		return nil, c.Err()
+	}
+	// Unchecked, as trainStep's solve: a failed solve shows as a diverged model.
+	sol, _, err := torch.LinalgSolveEx(a, y)
+	if err != nil {
+		return nil, err
+	}
 	w := c.T(zt.Bmm(sol))
 	return w, c.Err()
 }
@@ -225,7 +232,8 @@ func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) erro
 		each := make([]*torch.Tensor, m)
 		for i := range each {
 			z := c.T(withBias(fs[i]))
-			wl := c.T(RidgeWeights(z, c.T(yb.Select(0, int64(i))), l.cfg.RidgeLambda))
+			wl, _, err := ridgeWeightsUnchecked(z, c.T(yb.Select(0, int64(i))), l.cfg.RidgeLambda) // as trainStep
+			c.Check(err)
 			ws[i] = c.T(pseudoStep(l.w[i], wl, l.cfg.RidgePseudoStep))
 			each[i] = c.T(c.T(z.Mm(ws[i])).Mul(l.scale[i]))
 			if c.Err() != nil {
@@ -281,62 +289,84 @@ const scoreChunk = 256
 
 // accuracies is accuracy for every model: top-1 accuracy (%) on (x, y), without
 // gradients. It scores blocks of evalChunk images and combines the per-block error counts
-// with accuracy's arithmetic; a block is scored in sub-chunks of scoreChunk images per
-// model (nets.BodyPerModel, one model's activations alive at a time) or evalChunk/M
-// images for all models at once (nets.BodyGrouped), so the activations stay the size of
-// the sequential path's or smaller.
+// with accuracy's arithmetic. In nets.BodyPerModel a block is scored in sub-chunks of
+// scoreChunk images per model (one model's activations alive at a time); in
+// nets.BodyGrouped (a GPU) all models score the whole block in one grouped pass. The
+// counts stay on the device and are read once, at the end (one synchronisation on a GPU,
+// instead of one per model and sub-chunk).
 func (l *batchedLearner) accuracies(ctx context.Context, x, y *torch.Tensor) ([]float64, error) {
 	m := int(l.bn.M)
 	n := x.Shape()[0]
 	sub := int64(scoreChunk)
 	if l.bn.Mode == nets.BodyGrouped {
-		sub = max(1, int64(evalChunk/m))
+		sub = evalChunk
 	}
-	correct := make([]float64, m)
-	wrong := make([]float64, m)
-	err := torch.NoGrad(func() error {
-		for start := int64(0); start < n; start += evalChunk {
-			if err := ctx.Err(); err != nil { // scoring many models takes seconds
+	var counts []int64 // block after block, m counts each
+	err := torch.WithScope(func(outer *torch.Scope) error {
+		return torch.NoGrad(func() error {
+			var blocks []*torch.Tensor
+			for start := int64(0); start < n; start += evalChunk {
+				if err := ctx.Err(); err != nil { // scoring many models takes seconds
+					return err
+				}
+				size := min(evalChunk, n-start)
+				wrong := make([]*torch.Tensor, m) // this block's counts so far, per model
+				bs := torch.NewScope()
+				for off := int64(0); off < size; off += sub {
+					k := min(sub, size-off)
+					var c torch.Chain
+					xs := c.T(x.Narrow(0, start+off, k))
+					ys := c.T(y.Narrow(0, start+off, k))
+					var logits []*torch.Tensor
+					if c.Err() == nil {
+						var err error
+						logits, err = l.logitsEach(xs)
+						c.Check(err)
+					}
+					for i := 0; i < m && c.Err() == nil; i++ {
+						w := c.T(wrongCount(logits[i], ys))
+						if wrong[i] != nil {
+							w = c.T(wrong[i].Add(w)) // integer counts: exact
+						}
+						wrong[i] = w
+					}
+					if c.Err() != nil {
+						bs.Close()
+						return c.Err()
+					}
+				}
+				block, err := torch.Stack(wrong, 0)
+				if err != nil {
+					bs.Close()
+					return err
+				}
+				bs.Keep(block)
+				bs.Close()
+				blocks = append(blocks, block)
+				if l.onBlock != nil { // (on a GPU: queued, not yet done)
+					l.onBlock(int(start/evalChunk) + 1)
+				}
+			}
+			all, err := torch.Stack(blocks, 0)
+			if err != nil {
 				return err
 			}
-			size := min(evalChunk, n-start)
-			clear(wrong)
-			for off := int64(0); off < size; off += sub {
-				k := min(sub, size-off)
-				s := torch.NewScope()
-				var c torch.Chain
-				xs := c.T(x.Narrow(0, start+off, k))
-				ys := c.T(y.Narrow(0, start+off, k))
-				var logits []*torch.Tensor
-				if c.Err() == nil {
-					var err error
-					logits, err = l.logitsEach(xs)
-					c.Check(err)
-				}
-				for i := 0; i < m && c.Err() == nil; i++ {
-					bad, err := c.T(c.T(c.T(logits[i].Argmax(1, false)).Ne(ys)).Sum()).Item()
-					c.Check(err)
-					wrong[i] += bad
-				}
-				s.Close()
-				if c.Err() != nil {
-					return c.Err()
-				}
-			}
-			if l.onBlock != nil {
-				l.onBlock(int(start/evalChunk) + 1)
-			}
-			for i := range correct {
-				// accuracy's arithmetic: the block's error rate (errorPercent), then
-				// size·(100 − e)/100.
-				e := 100 * wrong[i] / float64(size)
-				correct[i] += float64(size) * (100 - e) / 100
-			}
-		}
-		return nil
+			counts, err = all.Int64s()
+			return err
+		})
 	})
 	if err != nil {
 		return nil, err
+	}
+	correct := make([]float64, m)
+	for b := range len(counts) / m {
+		size := min(evalChunk, n-int64(b)*evalChunk)
+		for i := range correct {
+			// accuracy's arithmetic: the block's error rate (errorPercent), then
+			// size·(100 − e)/100.
+			e := percentWrong(float64(counts[b*m+i]), size)
+			correct[i] += float64(size) * (100 - e) / 100
+		}
 	}
 	accs := make([]float64, m)
 	for i := range accs {

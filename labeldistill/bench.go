@@ -40,8 +40,10 @@ type BenchResult struct {
 	LibtorchVersion   string  `json:"libtorch_version"`
 	// Data-parallel runs (WithGroup): the number of ranks and the median wall time of the
 	// meta-step's one all-reduce (included in MetaStepMedian).
-	Ranks           int     `json:"ranks"`
-	AllReduceMedian float64 `json:"all_reduce_median_s"`
+	Ranks            int     `json:"ranks"`
+	AllReduceMedian  float64 `json:"all_reduce_median_s"`
+	AllowTF32        bool    `json:"allow_tf32"`               // Config.AllowTF32 as applied
+	HostReadsPerStep float64 `json:"host_reads_per_meta_step"` // device→host reads (torch.HostReads) per timed meta-step
 }
 
 // Bench runs warmup untimed and then steps timed meta-steps of cfg's method, and times
@@ -66,9 +68,13 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 	nTarget := ds.TargetSet.N()
 	var times, cpu, reduce []float64
 	order := r.rng.Perm(nTarget)
+	var readsBefore uint64
 	for i := 0; i < warmup+steps; i++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if i == warmup {
+			readsBefore = torch.HostReads()
 		}
 		lo := (i * cfg.OuterBatch) % max(1, nTarget-cfg.OuterBatch+1)
 		t0, c0 := time.Now(), threadCPU()
@@ -84,6 +90,10 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 			reduce = append(reduce, r.par.lastReduce.Seconds())
 		}
 	}
+	if err := r.readSteps(); err != nil {
+		return nil, err
+	}
+	reads := float64(torch.HostReads()-readsBefore) / float64(max(1, steps))
 	evalTimes, evalCPU, err := r.benchEvalSteps(ctx, 3, 20)
 	if err != nil {
 		return nil, err
@@ -94,6 +104,7 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
 		LibtorchVersion: torch.Version(), Ranks: r.par.size(), AllReduceMedian: quantile(reduce, 0.5),
+		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads,
 	}, nil
 }
 

@@ -469,6 +469,10 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	if !r.checkpointsEnabled() {
 		return nil
 	}
+	// The state saved includes every step's checks and its observation by the reset rule.
+	if err := r.readSteps(); err != nil {
+		return err
+	}
 	pos := [3]int{r.step, r.epoch, r.nextBatch}
 	if r.lastCkpt == pos {
 		return nil

@@ -210,6 +210,10 @@ type Config struct {
 	Device string `json:"device"`
 	// Threads: libtorch intra-op threads. 0 = libtorch's default (default).
 	Threads int `json:"threads"`
+	// AllowTF32: let float32 matrix products and convolutions on Ampere-or-later GPUs use
+	// TF32 tensor cores (faster; inputs rounded to about 10 mantissa bits). Default false,
+	// so that GPU results agree with the CPU's to float32 rounding; no effect on the CPU.
+	AllowTF32 bool `json:"allow_tf32"`
 	// DataDir: the data cache folder datasets are read from (one sub-folder per dataset).
 	// Default "" = $LDTORCH_DATA, else ~/.cache/ldtorch/data (data.DataDir).
 	DataDir string `json:"data_dir"`
@@ -987,6 +991,8 @@ var operationalFields = map[string]bool{
 	"checkpoint_every": true,
 	"history_every":    true,
 	"grad_var_window":  true,
+	// Like device: it changes GPU rounding, not what is computed; allowed deliberately.
+	"allow_tf32": true,
 	// Which files may be read, not what is computed: the data checksums and digest of a
 	// checkpoint are compared on their own.
 	"allow_unknown_data": true,

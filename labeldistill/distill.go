@@ -23,11 +23,13 @@ import (
 // Progress is what Distill reports as it goes (through WithProgress); the library itself
 // never prints.
 type Progress struct {
-	Phase       string // "distill", "validate", "checkpoint", "resume", "test", "baseline"
-	Epoch       int    // 1-based epoch in progress (distill), or the epoch validated
-	Epochs      int
-	Step        int // meta-steps done
-	TotalSteps  int
+	Phase      string // "distill", "validate", "checkpoint", "resume", "test", "baseline"
+	Epoch      int    // 1-based epoch in progress (distill), or the epoch validated
+	Epochs     int
+	Step       int // meta-steps done
+	TotalSteps int
+	// LabelLoss and MovingError are as of the latest read of the meta-steps' outputs, at
+	// most readEvery (16) steps behind Step while distilling.
 	LabelLoss   float64
 	MovingError float64 // mean top-1 error (%) over the reset window
 	Resets      int
@@ -256,6 +258,9 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 	if err := applyThreads(cfg.Threads); err != nil {
 		return none, nil, err
 	}
+	if err := torch.SetAllowTF32(cfg.AllowTF32); err != nil {
+		return none, nil, err
+	}
 	ds := o.dataset
 	if ds == nil {
 		if ds, err = LoadDataset(cfg); err != nil {
@@ -309,7 +314,8 @@ type run struct {
 	validations              []ValidationRecord
 	step                     int
 	distillSeconds, lastLoss float64
-	lastError                float64 // top-1 error (%) of the latest meta-step's target batch
+	lastError                float64       // top-1 error (%) of the latest meta-step's target batch
+	pending                  []pendingStep // meta-steps whose outputs are not read yet
 	lastValAcc               float64
 	history                  *historyWriter // nil: no history
 
@@ -374,6 +380,10 @@ func (r *run) setup() error {
 func newRunPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0xd15711) }
 
 func (r *run) close() {
+	for _, p := range r.pending {
+		p.reading.Free()
+	}
+	r.pending = nil
 	for _, s := range []deviceSplit{r.base, r.target, r.validation, r.test} {
 		s.free()
 	}
@@ -417,13 +427,6 @@ func (r *run) distill(ctx context.Context) error {
 			b := r.nextBatch
 			lo, hi := b*r.cfg.OuterBatch, min((b+1)*r.cfg.OuterBatch, nTarget)
 			if err := r.metaStep(r.order[lo:hi], nBase); err != nil {
-				var nf *NonFiniteError
-				if errors.As(err, &nf) {
-					nf.Step = r.step + 1
-				}
-				return fmt.Errorf("meta-step %d (epoch %d): %w", r.step+1, epoch, err)
-			}
-			if err := r.recordStep(epoch, r.lastError); err != nil {
 				return err
 			}
 			if every > 0 && r.step%every == 0 && b+1 < perEpoch {
@@ -435,6 +438,9 @@ func (r *run) distill(ctx context.Context) error {
 				}
 			}
 			r.report(Progress{Phase: "distill", Epoch: epoch, Epochs: r.cfg.Epochs, TotalSteps: total})
+		}
+		if err := r.readSteps(); err != nil {
+			return err
 		}
 		validated := false
 		if ValidationDue(epoch, r.cfg.Epochs, r.cfg.ValidateEvery) {
@@ -480,14 +486,62 @@ func (r *run) distill(ctx context.Context) error {
 // cancelled checkpoints the run at its current position (a meta-step boundary) and returns
 // the cancellation error.
 func (r *run) cancelled(ctxErr error) error {
+	if err := r.readSteps(); err != nil {
+		return fmt.Errorf("%w (no checkpoint on cancellation: %v)", ctxErr, err)
+	}
 	if err := r.writeCheckpoint("cancelled"); err != nil {
 		return fmt.Errorf("%w (and the checkpoint on cancellation failed: %v)", ctxErr, err)
 	}
 	return ctxErr
 }
 
+// readEvery is how many meta-steps' outputs (label loss, target error, label-table sum,
+// ridge status) the meta-loop reads back together, at most: each read waits for the GPU
+// to finish everything queued, so reading every step would stall it once per step. The
+// reset rule still sees every step's error, in order, and a reset still happens right
+// after the step that calls for it (readDue), so the run is the one that reading every
+// step gives, bit for bit. A non-finite loss or label table is reported, naming its step,
+// at the next read, before any history line, validation or checkpoint.
+const readEvery = 16
+
+// pendingStep is a meta-step whose outputs have not been read yet.
+type pendingStep struct {
+	reading     *torch.Tensor // stepOutputs.vector: float64 (readingSize), owned by the run
+	batch       int64
+	step, epoch int
+}
+
+// readDue reports whether the unread meta-steps must be read now: readEvery of them are
+// waiting; a model reset could follow the latest (the tracker cannot reset in its next
+// QuietSteps() observations whatever the errors, so the step after those is read at once
+// and a reset is decided, and the model re-initialised, before the next meta-step); or the
+// history wants a line for it.
+func (r *run) readDue() bool {
+	n := len(r.pending)
+	return n >= readEvery || n > r.tracker.QuietSteps() || r.historyDue(r.step)
+}
+
+// metaStep runs one meta-iteration on the target examples targetIdx and queues its outputs;
+// it reads them, with the other unread steps', when readDue says so. Errors name the
+// meta-step they belong to.
 func (r *run) metaStep(targetIdx []int, nBase int) error {
 	t0 := time.Now()
+	defer func() { r.distillSeconds += time.Since(t0).Seconds() }()
+	if err := r.queueStep(targetIdx, nBase); err != nil {
+		var nf *NonFiniteError
+		if errors.As(err, &nf) {
+			nf.Step = r.step + 1
+		}
+		return fmt.Errorf("meta-step %d (epoch %d): %w", r.step+1, r.epoch, err)
+	}
+	r.step++
+	if r.readDue() {
+		return r.readSteps()
+	}
+	return nil
+}
+
+func (r *run) queueStep(targetIdx []int, nBase int) error {
 	s := torch.NewScope()
 	defer s.Close()
 	total := len(targetIdx)
@@ -504,52 +558,88 @@ func (r *run) metaStep(targetIdx []int, nBase int) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	var st stepStats
+	var out stepOutputs
 	var err error
 	if r.cfg.Method == MethodRR {
-		st, err = rrStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg, r.par, total)
+		out, err = rrStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg, r.par, total)
 	} else {
-		st, err = ldStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg.InnerLR, r.par, total)
+		out, err = ldStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg.InnerLR, r.par, total)
 	}
 	if err != nil {
 		return err
 	}
-	if err := r.checkLabels(); err != nil {
+	var sum *torch.Tensor
+	c.Check(torch.NoGrad(func() (err error) {
+		sum, err = r.labels.Y.Sum()
 		return err
+	}))
+	v := c.T(out.vector(sum))
+	if c.Err() != nil {
+		return c.Err()
 	}
-	r.step++
-	r.lastLoss, r.lastError = st.LabelLoss, st.Error
-	if r.tracker.Observe(st.Error) {
-		if err := r.model.reset(r.gen); err != nil {
-			return fmt.Errorf("model reset: %w", err)
-		}
-	}
-	r.distillSeconds += time.Since(t0).Seconds()
+	torch.Escape(v)
+	r.pending = append(r.pending, pendingStep{reading: v, batch: out.batch, step: r.step + 1, epoch: r.epoch})
 	return nil
 }
 
-// checkLabels guards the label table after each label step: one reduction over N×C values,
-// negligible next to a meta-step (a NaN anywhere makes the sum NaN; the projection keeps
-// every value in [0, 1], so a finite table sums to N). The meta-steps' label-loss check
-// stops a non-finite image, model or label table before the labels change; this check
-// covers a non-finite gradient behind a finite loss, and names the labels.
-func (r *run) checkLabels() error {
+// readSteps reads the unread meta-steps' outputs in one copy and applies them in step
+// order: the checks each step used to make at once (ridge solve, finite label loss, finite
+// label table), the reset rule (re-initialising the model when it calls for it: only the
+// latest step can, by readDue) and the history line (due only for the latest step, by
+// readDue).
+func (r *run) readSteps() error {
+	if len(r.pending) == 0 {
+		return nil
+	}
+	pending := r.pending
+	r.pending = nil
+	defer func() {
+		for _, p := range pending {
+			p.reading.Free()
+		}
+	}()
 	s := torch.NewScope()
 	defer s.Close()
-	var v float64
-	err := torch.NoGrad(func() error {
-		sum, err := r.labels.Y.Sum()
-		if err != nil {
-			return err
-		}
-		v, err = sum.Item()
-		return err
-	})
+	vs := make([]*torch.Tensor, len(pending))
+	for i, p := range pending {
+		vs[i] = p.reading
+	}
+	all, err := torch.Cat(vs, 0)
 	if err != nil {
 		return err
 	}
-	if !finite(v) {
-		return &NonFiniteError{Quantity: "labels (sum of the table after the label step)", Value: v}
+	vals, err := all.Float64s()
+	if err != nil {
+		return err
+	}
+	for i, p := range pending {
+		v := vals[i*readingSize : (i+1)*readingSize]
+		st, err := checkReading(v, p.batch)
+		if err == nil {
+			err = checkLabelSum(v[readLabelSum])
+		}
+		if err != nil {
+			var nf *NonFiniteError
+			if errors.As(err, &nf) {
+				nf.Step = p.step
+			}
+			return fmt.Errorf("meta-step %d (epoch %d): %w", p.step, p.epoch, err)
+		}
+		latest := i == len(pending)-1
+		r.lastLoss, r.lastError = st.LabelLoss, st.Error
+		if r.tracker.Observe(st.Error) {
+			if !latest {
+				return fmt.Errorf("labeldistill: internal error: a model reset at meta-step %d, before the latest unread step %d", p.step, r.step)
+			}
+			if err := r.model.reset(r.gen); err != nil {
+				return fmt.Errorf("meta-step %d (epoch %d): model reset: %w", p.step, p.epoch, err)
+			}
+		}
+		if latest {
+			if err := r.recordStep(p.epoch, st.Error); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -41,7 +41,9 @@ func trainStep(l *learner, baseX, table, idx *torch.Tensor) error {
 	if c.Err() != nil {
 		return c.Err()
 	}
-	wl, err := RidgeWeights(zb, yb, l.cfg.RidgeLambda)
+	// Unchecked: a failed solve leaves non-finite weights, which the divergence check
+	// after training reports; checking here would read back to the host every step.
+	wl, _, err := ridgeWeightsUnchecked(zb, yb, l.cfg.RidgeLambda)
 	if err != nil {
 		return err
 	}
@@ -126,29 +128,46 @@ func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []
 // accuracy is the top-1 accuracy (%) of l on (x, y), scored in chunks without gradients.
 func accuracy(l *learner, x, y *torch.Tensor) (float64, error) {
 	n := x.Shape()[0]
-	var correct float64
-	err := torch.NoGrad(func() error {
-		for start := int64(0); start < n; start += evalChunk {
-			s := torch.NewScope()
-			var c torch.Chain
-			size := min(evalChunk, n-start)
-			xs := c.T(x.Narrow(0, start, size))
-			ys := c.T(y.Narrow(0, start, size))
-			logits := c.T(l.logits(xs))
-			if c.Err() != nil {
+	var counts []int64
+	err := torch.WithScope(func(outer *torch.Scope) error {
+		return torch.NoGrad(func() error {
+			// Each chunk's wrong count stays on the device; all are read at once at the end
+			// (one synchronisation on a GPU instead of one per chunk).
+			var wrong []*torch.Tensor
+			for start := int64(0); start < n; start += evalChunk {
+				s := torch.NewScope()
+				var c torch.Chain
+				size := min(evalChunk, n-start)
+				xs := c.T(x.Narrow(0, start, size))
+				ys := c.T(y.Narrow(0, start, size))
+				logits := c.T(l.logits(xs))
+				w := c.T(wrongCount(logits, ys))
+				if c.Err() != nil {
+					s.Close()
+					return c.Err()
+				}
+				s.Keep(w)
 				s.Close()
-				return c.Err()
+				wrong = append(wrong, w)
 			}
-			e, err := errorPercent(logits, ys)
-			s.Close()
+			all, err := torch.Stack(wrong, 0)
 			if err != nil {
 				return err
 			}
-			correct += float64(size) * (100 - e) / 100
-		}
-		return nil
+			counts, err = all.Int64s()
+			return err
+		})
 	})
-	return 100 * correct / float64(n), err
+	if err != nil {
+		return 0, err
+	}
+	var correct float64
+	for i, w := range counts {
+		size := min(evalChunk, n-int64(i)*evalChunk)
+		e := percentWrong(float64(w), size) // the chunk's error rate, as errorPercent gives it
+		correct += float64(size) * (100 - e) / 100
+	}
+	return 100 * correct / float64(n), nil
 }
 
 // evaluateModels trains `models` fresh models for steps each and returns their accuracies

@@ -311,15 +311,11 @@ func (h *historyWriter) close() {
 // statistics window's end adds grad_var). The label loss and error are what the meta-step
 // already read; the gradient norm and window statistics are read here, once per line.
 func (r *run) recordStep(epoch int, stepError float64) error {
-	if r.history == nil {
+	if !r.historyDue(r.step) {
 		return nil
 	}
-	every, window := r.cfg.HistoryEvery, r.cfg.GradVarWindow
-	lineDue := every > 0 && r.step%every == 0
+	window := r.cfg.GradVarWindow
 	windowDue := window > 0 && r.step%window == 0
-	if !lineDue && !windowDue {
-		return nil
-	}
 	line := stepLine{Kind: HistoryStep, Step: r.step, Epoch: epoch, LabelLoss: r.lastLoss, Error: stepError,
 		MovingError: finiteOrNil(r.tracker.MovingError()), Resets: len(r.tracker.Resets()), T: r.T(),
 		Seconds: r.wallSeconds(), DistillSeconds: r.distillSeconds}
@@ -335,6 +331,16 @@ func (r *run) recordStep(epoch int, stepError float64) error {
 		line.GradVar = &gv
 	}
 	return r.history.write(line)
+}
+
+// historyDue reports whether meta-step step gets a history line (every HistoryEvery steps,
+// and at the end of each GradVarWindow).
+func (r *run) historyDue(step int) bool {
+	if r.history == nil {
+		return false
+	}
+	every, window := r.cfg.HistoryEvery, r.cfg.GradVarWindow
+	return (every > 0 && step%every == 0) || (window > 0 && step%window == 0)
 }
 
 func finiteOrNil(v float64) *float64 {

@@ -207,3 +207,22 @@ func maxAbsDiff(a, b []float64) (diff, scale float64) {
 	}
 	return diff, scale
 }
+
+// testDevice is where the device-parametrised tests run: LDTORCH_TEST_DEVICE=cuda (or
+// cuda:N) puts them on a GPU and skips them when CUDA is not available; cpu or unset runs
+// them on the CPU, so that CI exercises them too.
+func testDevice(tb testing.TB) torch.Device {
+	tb.Helper()
+	name := os.Getenv("LDTORCH_TEST_DEVICE")
+	if name == "" {
+		return torch.CPU
+	}
+	d, err := torch.ParseDevice(name)
+	if err != nil {
+		tb.Fatalf("LDTORCH_TEST_DEVICE: %v", err)
+	}
+	if d.IsCUDA() && (!torch.CUDAIsAvailable() || d.Index >= torch.CUDADeviceCount()) {
+		tb.Skipf("LDTORCH_TEST_DEVICE=%s: CUDA is not available (%d devices)", name, torch.CUDADeviceCount())
+	}
+	return d
+}

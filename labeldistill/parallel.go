@@ -77,44 +77,38 @@ func (p *parallel) checkShards(cfg Config, nTarget int) error {
 	return nil
 }
 
-// combine turns this rank's shard results into the whole batch's: dY is the gradient of
-// the shard's mean loss, st its loss and error, n the shard size and total the batch size.
-// One all-reduce (float64) carries (n/total)·dY, (n/total)·loss and the number of wrong
-// predictions, so the error is computed exactly as one process would (100·wrong/total).
-// A lone process returns its inputs untouched.
-func (p *parallel) combine(dY *torch.Tensor, st stepStats, n, total int) (*torch.Tensor, stepStats, error) {
+// combine turns this rank's shard results into the whole batch's, on the device: dY is the
+// gradient of the shard's mean loss, loss that mean (a scalar), wrong its number of wrong
+// predictions (a scalar), n the shard size and total the batch size. One all-reduce
+// (float64) carries (n/total)·dY, (n/total)·loss and the wrong count, so the error is
+// computed exactly as one process would (100·wrong/total). It returns the combined
+// gradient and the step's outputs (for the whole batch). A lone process returns its inputs
+// untouched. Nothing is read back to the host.
+func (p *parallel) combine(dY, loss, wrong *torch.Tensor, n, total int) (*torch.Tensor, stepOutputs, error) {
 	if p.size() == 1 {
-		return dY, st, nil
+		return dY, stepOutputs{loss: loss, wrong: wrong, batch: int64(n)}, nil // n = total alone
 	}
 	w := float64(n) / float64(total)
-	wrong := math.Round(st.Error * float64(n) / 100)
 	var c torch.Chain
 	flat := c.T(c.T(c.T(dY.ToDType(torch.Double)).Reshape(-1)).MulScalar(w))
-	extra := c.T(torch.FromFloat64([]float64{w * st.LabelLoss, wrong}, 2))
-	if extra != nil && dY.Device() != torch.CPU {
-		extra = c.T(extra.To(dY.Device()))
-	}
-	buf := c.T(torch.Cat([]*torch.Tensor{flat, extra}, 0))
+	wLoss := c.T(c.T(c.T(loss.ToDType(torch.Double)).Reshape(1)).MulScalar(w))
+	count := c.T(c.T(wrong.ToDType(torch.Double)).Reshape(1))
+	buf := c.T(torch.Cat([]*torch.Tensor{flat, wLoss, count}, 0))
 	if c.Err() != nil {
-		return nil, st, c.Err()
+		return nil, stepOutputs{}, c.Err()
 	}
 	t0 := time.Now()
 	if err := p.g.AllReduceSum(buf); err != nil {
-		return nil, st, err
+		return nil, stepOutputs{}, err
 	}
 	p.lastReduce = time.Since(t0)
 	numel := dY.Numel()
 	sum := c.T(c.T(c.T(buf.Narrow(0, 0, numel)).Reshape(dY.Shape()...)).ToDType(dY.DType()))
-	vals, err := c.T(buf.Narrow(0, numel, 2)).Float64s()
+	out := stepOutputs{loss: c.T(buf.Select(0, numel)), wrong: c.T(buf.Select(0, numel+1)), batch: int64(total)}
 	if c.Err() != nil {
-		return nil, st, c.Err()
+		return nil, stepOutputs{}, c.Err()
 	}
-	if err != nil {
-		return nil, st, err
-	}
-	st.LabelLoss = vals[0]
-	st.Error = 100 * vals[1] / float64(total)
-	return sum, st, nil
+	return sum, out, nil
 }
 
 // broadcastState makes every rank start from rank 0's labels and model (they already

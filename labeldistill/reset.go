@@ -119,6 +119,19 @@ func (r *ResetTracker) Observe(errPercent float64) (reset bool) {
 	return false
 }
 
+// QuietSteps returns how many of the next observations cannot call for a reset, whatever
+// errors they bring: a reset needs a full window whose best ended window steps ago, so
+// while the window fills (f < G errors) the next G − f observations fill it and the G after
+// those can at most age its best; with a full window, G − since_best observations can.
+// The meta-loop reads errors back in batches of at most this many steps plus one, so that
+// a reset is never decided late.
+func (r *ResetTracker) QuietSteps() int {
+	if len(r.errs) < r.window {
+		return 2*r.window - len(r.errs)
+	}
+	return r.window - r.sinceBest
+}
+
 // T is the number of steps to train fresh models for (docs/ALGORITHM.md §6): int(mean of the
 // last meanOfLast recorded T_i) (fewer when fewer were recorded); before any reset, the
 // number of steps observed so far in the run (0 before the first step).

@@ -336,3 +336,45 @@ func TestResetTrackerAccessors(t *testing.T) {
 		t.Fatalf("Resets() = %v before any reset", rs)
 	}
 }
+
+// TestQuietStepsNeverReset: from any state reached by random error sequences, the next
+// QuietSteps() observations never call for a reset, whatever errors they bring (the
+// meta-loop relies on this to read errors back in batches), and the bound is reached:
+// with errors that never improve, the observation right after them resets.
+func TestQuietStepsNeverReset(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := 0; trial < 300; trial++ {
+		g := 1 + rng.Intn(6)
+		tr := NewResetTracker(g, 1+rng.Intn(3))
+		levels := 1 + rng.Intn(4) // few levels: many ties and plateaus
+		for step := 0; step < 60; step++ {
+			q := tr.QuietSteps()
+			if q < 0 {
+				t.Fatalf("trial %d step %d: QuietSteps %d", trial, step, q)
+			}
+			state, err := json.Marshal(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for probe := 0; probe < 3; probe++ {
+				var c ResetTracker
+				if err := json.Unmarshal(state, &c); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < q; i++ {
+					e := float64(rng.Intn(levels)) * 10
+					if probe == 0 {
+						e = 1000 // never improves: the slowest way to a reset
+					}
+					if c.Observe(e) {
+						t.Fatalf("trial %d step %d: reset at observation %d of %d quiet ones (G %d)", trial, step, i+1, q, g)
+					}
+				}
+				if probe == 0 && !c.Observe(1000) {
+					t.Fatalf("trial %d step %d: no reset right after %d quiet non-improving observations (G %d)", trial, step, q, g)
+				}
+			}
+			tr.Observe(float64(rng.Intn(levels)) * 10)
+		}
+	}
+}

@@ -4,21 +4,50 @@ package labeldistill
 // its Woodbury form, the pseudo-gradient step on the global W, and the learned scale s.
 
 import (
+	"fmt"
+
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // RidgeWeights returns W = Zᵀ (Z Zᵀ + λI)⁻¹ Y for Z (n, d+1) and Y (n, C): the ridge solution
 // through an n×n linear system (n = N_i is far smaller than d+1), solved rather than
-// inverted. The bias column of Z is regularised too, as in the reference.
+// inverted. The bias column of Z is regularised too, as in the reference. A singular system
+// is an error (its check reads the solver's status back to the host).
 func RidgeWeights(z, y *torch.Tensor, lambda float64) (*torch.Tensor, error) {
+	w, info, err := ridgeWeightsUnchecked(z, y, lambda)
+	if err != nil {
+		return nil, err
+	}
+	defer info.Free()
+	status, err := info.Item()
+	if err != nil {
+		return nil, err
+	}
+	if status != 0 {
+		w.Free()
+		return nil, fmt.Errorf("ridge solve: the system is singular (linalg_solve info %v)", status)
+	}
+	return w, nil
+}
+
+// ridgeWeightsUnchecked is RidgeWeights without the solve's error check (a host read): it
+// returns the solve's status (info, 0 = solved) for the caller to read later. The same
+// arithmetic, so the same W.
+func ridgeWeightsUnchecked(z, y *torch.Tensor, lambda float64) (w, info *torch.Tensor, err error) {
 	var c torch.Chain
 	zt := c.T(z.T())
 	n := z.Shape()[0]
 	eye := c.T(torch.Eye(n, torch.WithDType(z.DType()), torch.OnDevice(z.Device())))
 	a := c.T(c.T(z.Mm(zt)).Add(c.T(eye.MulScalar(lambda))))
-	sol := c.T(torch.LinalgSolve(a, y))
-	w := c.T(zt.Mm(sol))
-	return w, c.Err()
+	if c.Err() != nil {
+		return nil, nil, c.Err()
+	}
+	sol, info, err := torch.LinalgSolveEx(a, y)
+	if err != nil {
+		return nil, nil, err
+	}
+	w = c.T(zt.Mm(sol))
+	return w, info, c.Err()
 }
 
 // pseudoStep returns (1 − α)·W + α·W_l, with W detached (it carries no graph).
@@ -33,22 +62,23 @@ func pseudoStep(w, wl *torch.Tensor, alpha float64) (*torch.Tensor, error) {
 // differentiated with respect to the labels; the label step; then soft-CE of the base
 // batch under the same, still attached W against the updated labels, whose gradient
 // reaches θ through the features and the ridge solve, and s; Adam steps on θ and s.
+// Nothing is read back to the host: the label loss, the target error and the solve's
+// status are left in the outputs, in the caller's scope.
 // In a data-parallel run, xt and yt are this rank's shard of total target examples and
 // the label gradient is combined over the ranks as in ldStep.
-func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Config, p *parallel, total int) (stepStats, error) {
+func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Config, p *parallel, total int) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
-	st := stepStats{}
 	xb := c.T(baseX.IndexSelect(0, idx))
 	yb := c.T(labels.Y.IndexSelect(0, idx))
 	zb := c.T(l.features(xb, true))
 	if c.Err() != nil {
-		return st, c.Err()
+		return stepOutputs{}, c.Err()
 	}
-	wl, err := RidgeWeights(zb, yb, cfg.RidgeLambda)
+	wl, info, err := ridgeWeightsUnchecked(zb, yb, cfg.RidgeLambda)
 	if err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
 	w := c.T(pseudoStep(l.w, wl, cfg.RidgePseudoStep))
 	var zt *torch.Tensor
@@ -57,32 +87,29 @@ func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Co
 		return err
 	}))
 	logitsT := c.T(c.T(zt.Mm(w)).Mul(l.scale))
-	labelLoss := c.T(torch.CrossEntropy(logitsT, yt))
+	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, yt)) // yt: dataset labels, checked on load
+	wrong := c.T(wrongCount(logitsT, yt))
 	if c.Err() != nil {
-		return st, c.Err()
-	}
-	if st.LabelLoss, err = labelLoss.Item(); err != nil {
-		return st, err
-	}
-	if st.Error, err = errorPercent(logitsT, yt); err != nil {
-		return st, err
+		return stepOutputs{}, c.Err()
 	}
 	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{RetainGraph: true})
 	if err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
-	dYAll, st, err := p.combine(dY[0], st, int(xt.Shape()[0]), total)
+	dYAll, out, err := p.combine(dY[0], c.T(labelLoss.Detach()), wrong, int(xt.Shape()[0]), total)
 	if err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
-	if !finite(st.LabelLoss) {
-		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
-	}
+	out.info = info
 	if err := labels.Step(dYAll); err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
 	ybNew := c.T(c.T(labels.Y.Detach()).IndexSelect(0, idx))
-	return st, rrFeatureStep(l, zb, w, ybNew, &c)
+	if err := rrFeatureStep(l, zb, w, ybNew, &c); err != nil {
+		return stepOutputs{}, err
+	}
+	s.Keep(out.loss, out.wrong, out.info)
+	return out, nil
 }
 
 // rrFeatureStep is §5 step 5 (shared with RR evaluation models): soft-CE of s·Z·W against

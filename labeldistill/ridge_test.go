@@ -307,7 +307,7 @@ func TestRRStep(t *testing.T) {
 		wl := ridgeDual(z, yb, cfg.RidgeLambda)
 		mBefore := tVals(t, labels.opt.ExpAvg[0])
 
-		st, err := rrStep(l, labels, f.base.x, tT(t)(torch.FromInt64(idx, int64(len(idx)))), f.xt, f.yt, cfg, nil, 0)
+		st, err := readStep(rrStep(l, labels, f.base.x, tT(t)(torch.FromInt64(idx, int64(len(idx)))), f.xt, f.yt, cfg, nil, 0))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

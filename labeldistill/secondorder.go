@@ -10,12 +10,13 @@ import (
 // θ' = θ − α∇θ (create_graph); CE of θ' on the target batch, differentiated with respect
 // to the labels only (no parameter gradients are computed for it, unlike the reference);
 // an Adam step on the labels and the projection; then an Adam step on θ with ∂inner/∂θ
-// (computed with the labels from before the label step).
+// (computed with the labels from before the label step). Nothing is read back to the
+// host: the label loss and the target error are left in the outputs, in the caller's scope.
 //
 // In a data-parallel run (p of size > 1), xt and yt are this rank's shard of a batch of
-// total target examples, and the label gradient, loss and error are combined over the
-// ranks (p.combine) before the label step, so every rank takes the same one.
-func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha float64, p *parallel, total int) (stepStats, error) {
+// total target examples, and the label gradient, loss and error count are combined over
+// the ranks (p.combine) before the label step, so every rank takes the same one.
+func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha float64, p *parallel, total int) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
@@ -23,48 +24,43 @@ func ldStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, alpha 
 	yb := c.T(labels.Y.IndexSelect(0, idx))
 	inner := c.T(torch.SoftCrossEntropy(c.T(l.net.Forward(l.params, l.buffers, xb, true)), yb))
 	if c.Err() != nil {
-		return stepStats{}, c.Err()
+		return stepOutputs{}, c.Err()
 	}
 	g, err := torch.Grad([]*torch.Tensor{inner}, l.params, torch.GradOpts{CreateGraph: true})
 	if err != nil {
-		return stepStats{}, err
+		return stepOutputs{}, err
 	}
 	fast := make([]*torch.Tensor, len(g))
 	for i := range g {
 		fast[i] = c.T(l.params[i].Sub(c.T(g[i].MulScalar(alpha))))
 	}
 	logitsT := c.T(l.net.Forward(fast, l.buffers, xt, true))
-	labelLoss := c.T(torch.CrossEntropy(logitsT, yt))
+	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, yt)) // yt: dataset labels, checked on load
+	wrong := c.T(wrongCount(logitsT, yt))
 	if c.Err() != nil {
-		return stepStats{}, c.Err()
-	}
-	st := stepStats{}
-	if st.LabelLoss, err = labelLoss.Item(); err != nil {
-		return st, err
-	}
-	if st.Error, err = errorPercent(logitsT, yt); err != nil {
-		return st, err
+		return stepOutputs{}, c.Err()
 	}
 	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{})
 	if err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
-	dYAll, st, err := p.combine(dY[0], st, int(xt.Shape()[0]), total)
+	dYAll, out, err := p.combine(dY[0], c.T(labelLoss.Detach()), wrong, int(xt.Shape()[0]), total)
 	if err != nil {
-		return st, err
-	}
-	if !finite(st.LabelLoss) {
-		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+		return stepOutputs{}, err
 	}
 	if err := labels.Step(dYAll); err != nil {
-		return st, err
+		return stepOutputs{}, err
 	}
 	detached := make([]*torch.Tensor, len(g))
 	for i := range g {
 		detached[i] = c.T(g[i].Detach())
 	}
 	if c.Err() != nil {
-		return st, c.Err()
+		return stepOutputs{}, c.Err()
 	}
-	return st, l.opt.StepWith(detached)
+	if err := l.opt.StepWith(detached); err != nil {
+		return stepOutputs{}, err
+	}
+	s.Keep(out.loss, out.wrong)
+	return out, nil
 }

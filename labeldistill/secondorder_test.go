@@ -163,7 +163,7 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 	lAdam := tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{y}, torch.AdamOpts{LR: cfg.LabelLR, Beta1: cfg.LabelBetas[0], Beta2: cfg.LabelBetas[1], Eps: cfg.LabelEps}))
 	t.Cleanup(lAdam.Close)
 	labels := &Labels{Y: y, opt: lAdam}
-	st, err := ldStep(l, labels, baseX, idx, xt, yt, alpha, nil, 0)
+	st, err := readStep(ldStep(l, labels, baseX, idx, xt, yt, alpha, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestLDStepFloat32(t *testing.T) {
 	g64 := tVals(t, tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{outer}, []*torch.Tensor{L}, torch.GradOpts{}))[0])
 	gIn := innerGrad(t, net, p64, base64, idx, L)
 
-	st, err := ldStep(l, labels, base.x, idx, xt, yt, cfg.InnerLR, nil, 0)
+	st, err := readStep(ldStep(l, labels, base.x, idx, xt, yt, cfg.InnerLR, nil, 0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,4 +377,12 @@ func TestLDStepFloat32(t *testing.T) {
 		t.Errorf("only %d parameters had a clear inner gradient", signChecked)
 	}
 	t.Logf("%d label entries and %d parameters checked against the float64 gradients' signs", checked, signChecked)
+}
+
+// readStep reads a meta-step's outputs back (as the meta-loop does, with its checks).
+func readStep(out stepOutputs, err error) (stepStats, error) {
+	if err != nil {
+		return stepStats{}, err
+	}
+	return out.read()
 }

@@ -22,27 +22,34 @@ func sampleIndices(rng *rand.Rand, n, k int, dev torch.Device) (*torch.Tensor, e
 	return indexTensor(idx, dev)
 }
 
+// indexTensor uploads idx to dev without waiting for the GPU (torch.FromInt64On).
 func indexTensor(idx []int64, dev torch.Device) (*torch.Tensor, error) {
-	t, err := torch.FromInt64(idx, int64(len(idx)))
-	if err != nil || dev == torch.CPU {
-		return t, err
-	}
-	return t.To(dev)
+	return torch.FromInt64On(dev, idx, int64(len(idx)))
+}
+
+// wrongCount is the number of wrong top-1 predictions of logits (B, C) against int64
+// labels (B), left on the device (an int64 scalar).
+func wrongCount(logits, y *torch.Tensor) (*torch.Tensor, error) {
+	var c torch.Chain
+	wrong := c.T(c.T(c.T(logits.Argmax(1, false)).Ne(y)).Sum())
+	return wrong, c.Err()
 }
 
 // errorPercent is the top-1 error (%) of logits (B, C) against int64 labels (B).
 func errorPercent(logits, y *torch.Tensor) (float64, error) {
-	var c torch.Chain
-	wrong := c.T(c.T(c.T(logits.Argmax(1, false)).Ne(y)).Sum())
-	if c.Err() != nil {
-		return 0, c.Err()
+	wrong, err := wrongCount(logits, y)
+	if err != nil {
+		return 0, err
 	}
 	n, err := wrong.Item()
 	if err != nil {
 		return 0, err
 	}
-	return 100 * n / float64(y.Shape()[0]), nil
+	return percentWrong(n, y.Shape()[0]), nil
 }
+
+// percentWrong is the top-1 error (%) of n wrong predictions out of batch.
+func percentWrong(n float64, batch int64) float64 { return 100 * n / float64(batch) }
 
 // NonFiniteError reports a NaN or infinite quantity, naming the step and what it was.
 type NonFiniteError struct {
@@ -61,6 +68,85 @@ func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 type stepStats struct {
 	LabelLoss float64 // CE of the target batch under θ' (LD) or the ridge head (RR)
 	Error     float64 // top-1 error (%) on the target batch
+}
+
+// stepOutputs is what a meta-step leaves on the device for the meta-loop to read later,
+// with other steps' outputs, in one device→host copy (a GPU synchronisation): the label
+// loss (a scalar), the number of wrong top-1 predictions on the target batch (an int64
+// scalar) and, for LD RR, the ridge solve's status (0 = solved; nil for LD). They belong to
+// the scope that was open when the step was called.
+type stepOutputs struct {
+	loss, wrong, info *torch.Tensor
+	batch             int64
+}
+
+// read reads o back (one copy) and checks what the meta-loop checks: the solve, then a
+// finite label loss. For tests and callers outside the meta-loop.
+func (o stepOutputs) read() (stepStats, error) {
+	s := torch.NewScope()
+	defer s.Close()
+	v, err := o.vector(nil)
+	if err != nil {
+		return stepStats{}, err
+	}
+	vals, err := v.Float64s()
+	if err != nil {
+		return stepStats{}, err
+	}
+	return checkReading(vals, o.batch)
+}
+
+// The layout of one meta-step's reading vector (float64, exact for every entry: float32
+// losses and sums, integer counts and statuses).
+const (
+	readLoss = iota
+	readWrong
+	readInfo
+	readLabelSum
+	readingSize
+)
+
+// vector stacks the outputs, and labelSum (the label table's sum after the label step, or
+// nil), into one float64 vector of readingSize entries (absent entries are 0).
+func (o stepOutputs) vector(labelSum *torch.Tensor) (*torch.Tensor, error) {
+	var c torch.Chain
+	zero := c.T(torch.Zeros([]int64{}, torch.WithDType(torch.Double), torch.OnDevice(o.loss.Device())))
+	parts := make([]*torch.Tensor, readingSize)
+	for i, t := range []*torch.Tensor{readLoss: o.loss, readWrong: o.wrong, readInfo: o.info, readLabelSum: labelSum} {
+		if t == nil {
+			parts[i] = zero
+			continue
+		}
+		parts[i] = c.T(c.T(t.Reshape()).ToDType(torch.Double))
+	}
+	if c.Err() != nil {
+		return nil, c.Err()
+	}
+	return torch.Stack(parts, 0)
+}
+
+// checkReading turns one step's reading vector into its stats, with the checks the step
+// itself made when it read each value at once: the ridge solve (LD RR), a finite label loss.
+func checkReading(v []float64, batch int64) (stepStats, error) {
+	if info := v[readInfo]; info != 0 {
+		return stepStats{}, fmt.Errorf("ridge solve: the system is singular (linalg_solve info %v)", info)
+	}
+	st := stepStats{LabelLoss: v[readLoss], Error: percentWrong(v[readWrong], batch)}
+	if !finite(st.LabelLoss) {
+		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
+	}
+	return st, nil
+}
+
+// checkLabelSum guards the label table after a label step through its sum (a NaN anywhere
+// makes the sum NaN; the projection keeps every value in [0, 1], so a finite table sums to
+// N). The label loss check covers a non-finite image, model or label table; this one a
+// non-finite gradient behind a finite loss, and names the labels.
+func checkLabelSum(v float64) error {
+	if !finite(v) {
+		return &NonFiniteError{Quantity: "labels (sum of the table after the label step)", Value: v}
+	}
+	return nil
 }
 
 // applyThreads sets libtorch's intra-op thread count to n (0: keep libtorch's default) and,

@@ -16,8 +16,15 @@ for arg in "$@"; do
   esac
 done
 
+# Another libtorch (LIBTORCH=DIR, or LDTORCH_CMAKE_ARGS naming Torch_DIR or the PyTorch wheel):
+# Debian's libtorch, its Gloo headers and OpenBLAS are then not needed.
+other_torch=0
+if [ -n "${LIBTORCH:-}" ] || [[ "${LDTORCH_CMAKE_ARGS:-}" == *Torch_DIR* ]] || [[ "${LDTORCH_CMAKE_ARGS:-}" == *LDTORCH_USE_PYTORCH=ON* ]]; then
+  other_torch=1
+fi
+pkgs=(cmake ninja-build ccache g++ ca-certificates)
 # libgloo-dev: the Gloo headers the shim's c10d collectives (torch/csrc/dist.cc) compile against.
-pkgs=(libtorch-dev libgloo-dev libopenblas0-pthread cmake ninja-build ccache g++ ca-certificates)
+[ "$other_torch" = 0 ] && pkgs+=(libtorch-dev libgloo-dev libopenblas0-pthread)
 [ "$want_bench" = 1 ] && pkgs+=(python3-torch python3-numpy)
 
 missing=()
@@ -58,7 +65,14 @@ fi
 command -v go >/dev/null || { echo "setup.sh: Go >= 1.21 is needed (https://go.dev/doc/install); go.mod then fetches 1.24+" >&2; exit 1; }
 
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# CMake caches the libtorch it found: when the choice changes, configure build/ afresh.
+choice="LIBTORCH=${LIBTORCH:-} LDTORCH_CMAKE_ARGS=${LDTORCH_CMAKE_ARGS:-}"
+if [ -f build/CMakeCache.txt ] && [ "$(cat build/.libtorch-choice 2>/dev/null)" != "$choice" ]; then
+  echo "setup.sh: libtorch choice changed ($choice): configuring build/ afresh"
+  rm -rf build/CMakeCache.txt build/CMakeFiles
+fi
 cmake -S . -B build -G Ninja ${LDTORCH_CMAKE_ARGS:-} >/dev/null
+mkdir -p build && echo "$choice" > build/.libtorch-choice
 cmake --build build
 go build -o build/ldtorch ./cmd/ldtorch
 echo "setup.sh: ready: build/ldtorch ($(build/ldtorch version --short 2>/dev/null || echo '?'))"

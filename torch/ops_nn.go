@@ -190,8 +190,21 @@ func LogSoftmax(x *Tensor, dim int64) (*Tensor, error) {
 	return result("log_softmax", out, e)
 }
 
-// CrossEntropy is the mean cross-entropy of logits (B, C) against int64 classes (B).
+// CrossEntropy is the mean cross-entropy of logits (B, C) against int64 classes (B). On a
+// GPU the classes are checked to be in range first (one read back to the host).
 func CrossEntropy(logits, target *Tensor) (*Tensor, error) {
+	return crossEntropy(logits, target, true)
+}
+
+// CrossEntropyInRange is CrossEntropy for class indices the caller knows to be in range
+// (checked once, when they were made): on a GPU it skips CrossEntropy's range check, a
+// read back to the host. An index out of range there is a device-side assert that leaves
+// the CUDA context unusable; on the CPU it is still an error.
+func CrossEntropyInRange(logits, target *Tensor) (*Tensor, error) {
+	return crossEntropy(logits, target, false)
+}
+
+func crossEntropy(logits, target *Tensor, check bool) (*Tensor, error) {
 	hz, err := logits.handle("cross_entropy")
 	if err != nil {
 		return nil, err
@@ -201,7 +214,7 @@ func CrossEntropy(logits, target *Tensor) (*Tensor, error) {
 		return nil, err
 	}
 	var out C.ldt_tensor
-	e := C.ldt_cross_entropy(&out, hz, hy)
+	e := C.ldt_cross_entropy(&out, hz, hy, cbool(check))
 	return result("cross_entropy", out, e)
 }
 

@@ -85,6 +85,7 @@ var configHelp = map[string][2]string{
 	"teacher_temperature": {"softmax `TEMPERATURE` of the teacher's labels", catBaselines},
 	"device":              {"`DEVICE`: cpu, cuda or cuda:N", catSystem},
 	"threads":             {"libtorch intra-op `THREADS` (0: libtorch's default)", catSystem},
+	"allow_tf32":          {"let float32 products and convolutions on Ampere-or-later GPUs use TF32 (faster, about 3 decimal digits; off: results agree with the CPU's)", catSystem},
 	"data_dir":            {"`DIR` holding the datasets, one sub-folder each (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", catSystem},
 	"out":                 {"output `DIR` for distilled.npz and report.json", catSystem},
 	"emnist_transpose":    {"transpose EMNIST images to MNIST orientation", catData},

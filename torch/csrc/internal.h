@@ -2,6 +2,7 @@
 // handle conversions and device/dtype decoding. Never included by Go.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/Device.h>
@@ -98,6 +99,20 @@ inline at::TensorOptions options(int dt, int dev_type, int dev_index) {
 inline void set_out(ldt_tensor *out, at::Tensor t) {
   if (out == nullptr) throw std::invalid_argument("null output pointer");
   *out = H(std::move(t));
+}
+
+// check_classes checks class indices y (int64) against 0..classes−1 (classes < 0: only
+// ≥ 0) when y is on a GPU: the CUDA kernels of one_hot and nll_loss check them with
+// device-side asserts, which leave the CUDA context unusable for the rest of the process.
+// One read of (min, max) back to the host; on the CPU libtorch's own checks raise errors.
+inline void check_classes(const at::Tensor &y, int64_t classes, const char *op) {
+  if (!y.is_cuda() || y.numel() == 0) return;
+  auto mm = at::aminmax(y);
+  auto host = at::stack({std::get<0>(mm), std::get<1>(mm)}).cpu();
+  int64_t lo = host[0].item<int64_t>(), hi = host[1].item<int64_t>();
+  if (lo < 0 || (classes >= 0 && hi >= classes))
+    throw std::invalid_argument(std::string(op) + ": class index out of range (min " + std::to_string(lo) + ", max " +
+                                std::to_string(hi) + ", classes " + std::to_string(classes) + ")");
 }
 
 }  // namespace ldt

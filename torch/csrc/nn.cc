@@ -103,12 +103,13 @@ ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim) {
   LDT_CATCH
 }
 
-ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target) {
+ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target, int check_range) {
   LDT_TRY {
     auto &z = ldt::T(logits);
     auto &y = ldt::T(target);
     if (z.dim() != 2) throw std::invalid_argument("cross_entropy expects logits of shape (B, C)");
     if (y.scalar_type() != at::kLong) throw std::invalid_argument("cross_entropy expects int64 class indices");
+    if (check_range) ldt::check_classes(y, z.size(1), "cross_entropy");
     ldt::set_out(out, at::cross_entropy_loss(z, y));
   }
   LDT_CATCH

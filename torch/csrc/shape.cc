@@ -81,7 +81,10 @@ ldt_error ldt_select(ldt_tensor *out, ldt_tensor t, int64_t dim, int64_t index) 
 }
 
 ldt_error ldt_one_hot(ldt_tensor *out, ldt_tensor labels, int64_t classes) {
-  LDT_TRY { ldt::set_out(out, at::one_hot(ldt::T(labels), classes)); }
+  LDT_TRY {
+    ldt::check_classes(ldt::T(labels), classes, "one_hot");
+    ldt::set_out(out, at::one_hot(ldt::T(labels), classes));
+  }
   LDT_CATCH
 }
 

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 5
+#define LDT_ABI_VERSION 6
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -173,7 +173,10 @@ LDT_API ldt_error ldt_linear(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_te
 LDT_API ldt_error ldt_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
 LDT_API ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
 /* Mean cross-entropy of logits (B,C) against int64 class indices (B). */
-LDT_API ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target);
+/* check_range: on a GPU, check the class indices first (one read back to the host; CUDA
+ * kernels would otherwise assert on the device and leave the context unusable). 0 only for
+ * indices already known to be in range. On the CPU libtorch checks them in any case. */
+LDT_API ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target, int check_range);
 /* Mean over rows of sum_c -p_c log softmax(logits)_c, for a probability table p (B,C). */
 LDT_API ldt_error ldt_soft_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor probs);
 

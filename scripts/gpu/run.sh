@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# gpu/run.sh: runs ldtorch on a GPU machine that has PyTorch (python3 imports torch), nvcc,
+# CMake and Ninja but no Go and no network, from the bundle scripts/gpu/prepare.sh packed
+# into .gpu/ where Go is. Steps, each logged under RESULTS/ (default .gpu/results/):
+#
+#   1. libtorch: the installed PyTorch's (torch.utils.cmake_prefix_path); a failing
+#      `import torch` is shown and stops the run. --libtorch DIR uses an unpacked libtorch;
+#      --libtorch system the distribution's (Debian's libtorch-dev: the CPU rehearsal).
+#   2. the shim, built with CMake into .gpu/build-shim (cmake-configure.log, cmake-build.log
+#      kept), then checked with ldd: for CUDA it must need libtorch_cuda, and nothing may be
+#      "not found"; copied beside the binaries (.gpu/bin/lib/, their RUNPATH's $ORIGIN/lib),
+#      and the binaries checked to load that copy.
+#   3. `ldtorch version` (CUDA must be available for --device cuda).
+#   4. the device-parametrised tests of torch, nets and labeldistill with
+#      LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others; --tests none skips them).
+#   5. the benchmarks (--bench none skips them; --bench-steps N): `ldtorch bench` LD and
+#      LD RR on MNIST-100 and CIFAR-10-100, meta-steps, and the final evaluation batched
+#      against sequential; one JSON line each in bench.jsonl.
+#   6. with --protocol NAME, a full protocol run (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr,
+#      cifar100-rr: see protocol_args) into RESULTS/NAME. It continues from the newest
+#      checkpoint there (--resume) when one exists, and --time-limit S sends SIGTERM after
+#      S seconds, which makes ldtorch write a checkpoint and stop: run the same command
+#      again to continue a run cut short.
+#
+# Usage: scripts/gpu/run.sh [--device cuda|cpu] [--bundle DIR] [--results DIR]
+#          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
+#          [--bench-steps N] [--protocol NAME] [--time-limit SECONDS] [--allow-tf32]
+# The CPU rehearsal, on a machine with Go and Debian's libtorch:
+#   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system --bench-steps 3
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
+protocol="" time_limit=0 tf32=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --bundle) bundle=$(cd "$2" && pwd); shift 2 ;;
+    --results) results=$2; shift 2 ;;
+    --libtorch) libtorch=$2; shift 2 ;;
+    --tests) tests=$2; shift 2 ;;
+    --bench) bench=$2; shift 2 ;;
+    --bench-steps) bench_steps=$2; shift 2 ;;
+    --protocol) protocol=$2; shift 2 ;;
+    --time-limit) time_limit=$2; shift 2 ;;
+    --allow-tf32) tf32=(--allow-tf32); shift ;;
+    *) echo "run.sh: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2 ;;
+  esac
+done
+case "$device" in cuda|cuda:*|cpu) ;; *) echo "run.sh: --device must be cuda, cuda:N or cpu, got $device" >&2; exit 2 ;; esac
+[ -x "$bundle/bin/ldtorch" ] || { echo "run.sh: no bundle at $bundle (run scripts/gpu/prepare.sh where Go is)" >&2; exit 1; }
+results=${results:-$bundle/results}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+log() { echo "run.sh: $*" | tee -a "$results/run.log" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+data=$bundle/shared/datasets
+bin=$bundle/bin/ldtorch
+log "$(date -u +%FT%TZ) device $device, bundle $bundle, results $results"
+[ -f "$bundle/MANIFEST" ] && log "bundle: $(head -1 "$bundle/MANIFEST")"
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/GPU: /' | tee -a "$results/run.log"
+
+# ---- 1. libtorch ---------------------------------------------------------------------------
+cmake_args=()
+case "$libtorch" in
+  python)
+    py_out=$(python3 -c 'import torch, torch.utils; print(torch.__version__); print(torch.version.cuda); print(torch.utils.cmake_prefix_path)' 2>"$results/import-torch.log") \
+      || { cat "$results/import-torch.log" >&2; fail "python3 cannot import torch (its error is above and in import-torch.log)"; }
+    { read -r torch_version; read -r torch_cuda; read -r prefix; } <<<"$py_out"
+    log "PyTorch $torch_version (CUDA $torch_cuda), CMake prefix $prefix"
+    [ -d "$prefix/Torch" ] || fail "PyTorch's CMake files are not at $prefix/Torch (a Debian python3-torch has none: use --libtorch system)"
+    cmake_args+=("-DCMAKE_PREFIX_PATH=$prefix" "-DTorch_DIR=$prefix/Torch")
+    if [ "$device" != cpu ] && [ "$torch_cuda" = None ]; then
+      fail "this PyTorch is built without CUDA"
+    fi ;;
+  system) log "libtorch: the system's (find_package(Torch) defaults)" ;;
+  *) [ -d "$libtorch/share/cmake/Torch" ] || fail "--libtorch $libtorch: no share/cmake/Torch in it"
+     cmake_args+=("-DTorch_DIR=$libtorch/share/cmake/Torch") ;;
+esac
+if [ "$device" != cpu ]; then
+  command -v nvcc >/dev/null || fail "nvcc is not on PATH (PyTorch's CMake files look for the CUDA toolkit)"
+  log "nvcc: $(nvcc --version | tail -1)"
+  # The shim compiles no CUDA code; this only spares CMake's GPU architecture detection.
+  export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+fi
+
+# ---- 2. the shim ---------------------------------------------------------------------------
+build=$bundle/build-shim
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+cmake -S "$repo" -B "$build" "${gen[@]}" "${cmake_args[@]}" >"$results/cmake-configure.log" 2>&1 \
+  || { tail -40 "$results/cmake-configure.log" >&2; fail "CMake configure (whole output in cmake-configure.log)"; }
+grep -E "ldtorch:" "$results/cmake-configure.log" | tee -a "$results/run.log" >&2 || true
+cmake --build "$build" >"$results/cmake-build.log" 2>&1 \
+  || { tail -40 "$results/cmake-build.log" >&2; fail "shim build (whole output in cmake-build.log)"; }
+shim=$build/libldtorch_shim.so.1
+ldd "$shim" >"$results/ldd-shim.log" 2>&1 || fail "ldd $shim"
+if grep -q "not found" "$results/ldd-shim.log"; then
+  grep "not found" "$results/ldd-shim.log" >&2; fail "the shim's libraries are not all found (ldd-shim.log)"
+fi
+if [ "$device" != cpu ]; then
+  grep -q "libtorch_cuda" "$results/ldd-shim.log" || fail "the shim does not link libtorch_cuda (ldd-shim.log): a CPU libtorch?"
+fi
+mkdir -p "$bundle/bin/lib"
+cp -fP "$build"/libldtorch_shim.so* "$bundle/bin/lib/"
+for b in "$bundle"/bin/ldtorch "$bundle"/bin/*.test; do
+  out=$(ldd "$b" 2>&1) || fail "ldd $b"
+  echo "$out" | grep -q "not found" && { echo "$out" >&2; fail "$b: libraries not found"; }
+  echo "$out" | grep -q "libldtorch_shim.so.1 => $bundle/bin/lib/" || { echo "$out" >&2; fail "$b does not load the shim from $bundle/bin/lib"; }
+done
+log "shim built and in place ($(grep -c . "$results/ldd-shim.log") libraries resolved)"
+
+# ---- 3. version ----------------------------------------------------------------------------
+"$bin" version | tee "$results/version.txt"
+"$bin" version --json >"$results/version.json"
+if [ "$device" != cpu ] && ! grep -q '"cuda_available": *true' "$results/version.json"; then
+  fail "ldtorch sees no CUDA device (version.json)"
+fi
+
+# ---- 4. tests ------------------------------------------------------------------------------
+status=0
+if [ "$tests" != none ]; then
+  pattern=$tests
+  case "$tests" in
+    default) pattern='TestDevice|TestCUDA|TestFromInt64On|TestAllowTF32|TestLinalgSolveEx' ;;
+    all) pattern=. ;;
+  esac
+  for pkg in torch nets labeldistill; do
+    log "tests: $pkg -test.run '$pattern' (LDTORCH_TEST_DEVICE=$device)"
+    if (cd "$bundle/work/$pkg" && LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
+          "$bundle/bin/$pkg.test" -test.v -test.count=1 -test.timeout=9m -test.run "$pattern") >"$results/test-$pkg.log" 2>&1; then
+      log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$pkg.log") passed, $(grep -c -- '--- SKIP' "$results/test-$pkg.log") skipped)"
+    else
+      status=1
+      grep -E -- '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$results/test-$pkg.log" | head -30 >&2
+      log "tests: $pkg FAILED (test-$pkg.log)"
+    fi
+  done
+fi
+
+# ---- 5. benchmarks -------------------------------------------------------------------------
+if [ "$bench" != none ]; then
+  for ds in mnist cifar10; do
+    for m in ld rr; do
+      log "bench: $m on $ds-100, $bench_steps meta-steps, final evaluation batched vs sequential"
+      "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
+        --warmup 3 --batched-eval-steps 300 --data-dir "$data" >>"$results/bench.jsonl" 2>>"$results/bench.log" \
+        || { status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)"; }
+    done
+  done
+fi
+
+# ---- 6. a protocol -------------------------------------------------------------------------
+protocol_args() {
+  case "$1" in
+    mnist-ld) echo "--dataset mnist --method ld --base 100" ;;
+    mnist-rr) echo "--dataset mnist --method rr --base 100" ;;
+    cifar10-ld) echo "--dataset cifar10 --method ld --base 100" ;;
+    cifar10-rr) echo "--dataset cifar10 --method rr --base 100" ;;
+    cifar100-rr) echo "--dataset cifar100 --method rr --base 100 --allow-unknown-data" ;;
+    *) return 1 ;;
+  esac
+}
+if [ -n "$protocol" ]; then
+  args=$(protocol_args "$protocol") || fail "unknown --protocol $protocol (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr, cifar100-rr)"
+  out=$results/$protocol
+  # A run with checkpoints continues from the newest (with its own settings); else it starts.
+  # shellcheck disable=SC2206
+  cmd=("$bin" distill $args --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
+  if [ -d "$out/checkpoints" ] && ls "$out/checkpoints" | grep -q .; then
+    cmd=("$bin" distill --resume "$out" --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
+    log "protocol $protocol: continuing from $out/checkpoints"
+  fi
+  limit=()
+  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$time_limit")
+  log "protocol $protocol: ${cmd[*]}"
+  set +e
+  "${limit[@]}" "${cmd[@]}" >>"$results/$protocol.log" 2>&1
+  rc=$?
+  set -e
+  case $rc in
+    0) log "protocol $protocol: done"; tail -15 "$results/$protocol.log" ;;
+    124|130) log "protocol $protocol: stopped after $time_limit s by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
+    *) status=1; tail -20 "$results/$protocol.log" >&2; log "protocol $protocol FAILED (exit $rc, $protocol.log)" ;;
+  esac
+fi
+log "$(date -u +%FT%TZ) finished, status $status"
+exit $status
