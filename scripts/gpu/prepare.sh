@@ -2,9 +2,10 @@
 # gpu/prepare.sh: packs what a GPU machine without Go needs into the git-ignored .gpu/
 # (at most 60 MiB, checked), for scripts/gpu/run.sh to use there:
 #
-#   .gpu/bin/ldtorch                    the command (stripped); run.sh puts the shim it
-#   .gpu/bin/{torch,nets,labeldistill}.test   builds beside them in .gpu/bin/lib/ (their
-#                                             RUNPATH looks in $ORIGIN/lib first)
+#   .gpu/bin/ldtorch.xz                 the command (stripped, xz-compressed) and the test
+#   .gpu/bin/{torch,nets,labeldistill}.test.xz   binaries; run.sh unpacks them and puts the
+#                                             shim it builds beside them in .gpu/bin/lib/
+#                                             (their RUNPATH looks in $ORIGIN/lib first)
 #   .gpu/work/<pkg>/                    the test binaries' working folders: what the tests
 #   .gpu/work/{testdata,docs,torch/csrc}  read relative to their package (golden fixtures,
 #                                         docs/ARTIFACT.md, the shim's sources)
@@ -51,6 +52,8 @@ for pkg in torch nets labeldistill; do
   go test -c "${flags[@]}" -o "$out/bin/$pkg.test" "./$pkg"
   mkdir -p "$out/work/$pkg"
 done
+# Compressed to fit the budget (22 MB → 7 MB); run.sh unpacks them with python3's lzma.
+xz -9 -f "$out"/bin/*
 # What the tests read relative to their package folder.
 mkdir -p "$out/work/docs" "$out/work/torch/csrc"
 cp -r testdata "$out/work/"

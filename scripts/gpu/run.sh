@@ -47,7 +47,17 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$device" in cuda|cuda:*|cpu) ;; *) echo "run.sh: --device must be cuda, cuda:N or cpu, got $device" >&2; exit 2 ;; esac
-[ -x "$bundle/bin/ldtorch" ] || { echo "run.sh: no bundle at $bundle (run scripts/gpu/prepare.sh where Go is)" >&2; exit 1; }
+[ -f "$bundle/bin/ldtorch.xz" ] || [ -x "$bundle/bin/ldtorch" ] || { echo "run.sh: no bundle at $bundle (run scripts/gpu/prepare.sh where Go is)" >&2; exit 1; }
+# prepare.sh packs the binaries xz-compressed; python3's lzma unpacks them (no xz needed).
+for z in "$bundle"/bin/*.xz; do
+  [ -e "$z" ] || continue
+  b=${z%.xz}
+  if [ ! -x "$b" ] || [ "$z" -nt "$b" ]; then
+    python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$z" "$b" \
+      || { echo "run.sh: cannot unpack $z" >&2; exit 1; }
+    chmod +x "$b"
+  fi
+done
 results=${results:-$bundle/results}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
