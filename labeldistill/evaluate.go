@@ -233,6 +233,7 @@ type EvalConfig struct {
 	RR        bool    // train the RR head (features, ridge W, scale) instead of a linear classifier
 	Seed      int64   // 0 = the artifact's seed
 	Device    string  // "" = cpu
+	AllowTF32 bool    // TF32 on Ampere-or-later GPUs (Config.AllowTF32); default off
 	// Progress, when set, hears how much of the work is done (training steps and scoring
 	// blocks of all the models, in arbitrary units: done of total).
 	Progress func(done, total int)
@@ -303,6 +304,9 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	}
 	dev, err := torch.ParseDevice(ec.Device)
 	if err != nil {
+		return nil, err
+	}
+	if err := torch.SetAllowTF32(ec.AllowTF32); err != nil {
 		return nil, err
 	}
 	if err := applyThreads(0); err != nil { // BLAS threads and the host allocator

@@ -43,6 +43,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			&cli.BoolFlag{Name: "rr", Usage: "train the ridge-regression head (default: when the artifact's method is rr; --rr=false to turn off)", EnvVars: ev("rr")},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "`DEVICE`: cpu, cuda or cuda:N", EnvVars: ev("device")},
 			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)", EnvVars: ev("threads")},
+			&cli.BoolFlag{Name: "allow-tf32", Usage: "let float32 products and convolutions on Ampere-or-later GPUs use TF32 (off: results agree with the CPU's)", EnvVars: ev("allow-tf32")},
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the artifact's data_dir)", EnvVars: ev("data-dir")},
 			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, only for artifacts without report.json", EnvVars: ev("dataset")},
 			&cli.Int64Flag{Name: "seed", Usage: "`SEED` of the models' initialisation and batches (default: the artifact's seed)", EnvVars: ev("seed")},
@@ -72,7 +73,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	ec := labeldistill.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
 		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), RR: c.Bool("rr"), Seed: c.Int64("seed"),
-		Device: c.String("device")}
+		Device: c.String("device"), AllowTF32: c.Bool("allow-tf32")}
 	switch ec.Optimizer {
 	case "adam", "sgd":
 	default:

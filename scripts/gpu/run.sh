@@ -13,9 +13,10 @@
 #   3. `ldtorch version` (CUDA must be available for --device cuda).
 #   4. the device-parametrised tests of torch, nets and labeldistill with
 #      LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others; --tests none skips them).
-#   5. the benchmarks (--bench none skips them; --bench-steps N): `ldtorch bench` LD and
-#      LD RR on MNIST-100 and CIFAR-10-100, meta-steps, and the final evaluation batched
-#      against sequential; one JSON line each in bench.jsonl.
+#   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
+#      and CIFAR-10-100, --bench-steps meta-steps (30), and the final evaluation of
+#      --bench-models models (20) for --bench-eval-steps steps (300), batched against
+#      sequential; one JSON line each in bench.jsonl.
 #   6. with --protocol NAME, a full protocol run (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr,
 #      cifar100-rr: see protocol_args) into RESULTS/NAME. It continues from the newest
 #      checkpoint there (--resume) when one exists, and --time-limit S sends SIGTERM after
@@ -24,13 +25,15 @@
 #
 # Usage: scripts/gpu/run.sh [--device cuda|cpu] [--bundle DIR] [--results DIR]
 #          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
-#          [--bench-steps N] [--protocol NAME] [--time-limit SECONDS] [--allow-tf32]
+#          [--bench-steps N] [--bench-eval-steps N] [--bench-models M] [--protocol NAME]
+#          [--time-limit SECONDS] [--allow-tf32]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
-#   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system --bench-steps 3
+#   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
+#     --bench-steps 2 --bench-eval-steps 3 --bench-models 2
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
-protocol="" time_limit=0 tf32=()
+protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -40,6 +43,8 @@ while [ $# -gt 0 ]; do
     --tests) tests=$2; shift 2 ;;
     --bench) bench=$2; shift 2 ;;
     --bench-steps) bench_steps=$2; shift 2 ;;
+    --bench-eval-steps) bench_eval_steps=$2; shift 2 ;;
+    --bench-models) bench_models=$2; shift 2 ;;
     --protocol) protocol=$2; shift 2 ;;
     --time-limit) time_limit=$2; shift 2 ;;
     --allow-tf32) tf32=(--allow-tf32); shift ;;
@@ -154,7 +159,7 @@ if [ "$bench" != none ]; then
     for m in ld rr; do
       log "bench: $m on $ds-100, $bench_steps meta-steps, final evaluation batched vs sequential"
       "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
-        --warmup 3 --batched-eval-steps 300 --data-dir "$data" >>"$results/bench.jsonl" 2>>"$results/bench.log" \
+        --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" >>"$results/bench.jsonl" 2>>"$results/bench.log" \
         || { status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)"; }
     done
   done
