@@ -217,6 +217,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	if !(lo > 0) || !(hi > lo) {
 		return ticks
 	}
+	wide := math.Log10(hi/lo) > 2 // then only the powers of ten get labels
 	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
 		for m := 1.0; m < 10; m++ {
 			v := m * math.Pow(10, e)
@@ -224,7 +225,7 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 				continue
 			}
 			t := plot.Tick{Value: v}
-			if m == 1 || m == 2 || m == 5 {
+			if m == 1 || (!wide && (m == 2 || m == 5)) {
 				t.Label = fmt.Sprintf("%.3g", v)
 			}
 			ticks = append(ticks, t)
@@ -607,40 +608,42 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		row = append(row, p)
 	}
 	if measured != nil && len(measured.Methods) > 0 {
+		// Points on a log axis: the methods differ by orders of magnitude.
 		p := newPlot(fmt.Sprintf("Across %d fresh models at the %s labels, same batches", measured.Models, measured.Labels))
-		vals := make(plotter.Values, len(measured.Methods))
 		names := make([]string, len(measured.Methods))
 		var xys plotter.XYs
 		var texts []string
+		lo, hi := math.Inf(1), 0.0
 		for i, m := range measured.Methods {
-			vals[i], names[i] = m.Variance.Variance, m.Name
-			xys = append(xys, plotter.XY{X: float64(i), Y: m.Variance.Variance})
-			texts = append(texts, fmt.Sprintf("%.3g", m.Variance.Variance))
+			names[i] = m.Name
+			v := m.Variance.Variance
+			if !(v > 0) {
+				continue
+			}
+			xys = append(xys, plotter.XY{X: float64(i), Y: v})
+			texts = append(texts, fmt.Sprintf("%.3g", v))
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
-		bars, err := plotter.NewBarChart(vals, vg.Points(40))
-		if err != nil {
-			return nil, err
+		if len(xys) > 0 {
+			if err := addPoints(p, xys, orange, draw.CircleGlyph{}, ""); err != nil {
+				return nil, err
+			}
+			lab, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
+			if err != nil {
+				return nil, err
+			}
+			for i := range lab.TextStyle {
+				lab.TextStyle[i].Font.Size = vg.Points(9)
+			}
+			lab.Offset = vg.Point{X: vg.Points(8), Y: vg.Points(-4)}
+			p.Add(lab)
+			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+			p.Y.Min, p.Y.Max = lo/3, hi*3
 		}
-		bars.Color, bars.LineStyle.Width = orange, 0
-		p.Add(bars)
-		lab, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-		if err != nil {
-			return nil, err
-		}
-		for i := range lab.TextStyle {
-			lab.TextStyle[i].XAlign, lab.TextStyle[i].Font.Size = -0.5, vg.Points(9)
-		}
-		lab.Offset = vg.Point{Y: vg.Points(3)}
-		p.Add(lab)
 		p.NominalX(names...)
 		p.X.Min, p.X.Max = -0.7, float64(len(names))-0.3
-		p.Y.Label.Text = "variance across models, mean over elements"
-		p.Y.Min = 0
-		hi := 0.0
-		for _, v := range vals {
-			hi = math.Max(hi, v)
-		}
-		p.Y.Max = 1.2 * hi
+		p.Y.Label.Text = "variance across models (log scale)"
+		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
 	if len(row) == 0 {
