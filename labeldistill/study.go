@@ -236,8 +236,9 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 			s.Steps, s.ValidationErrors = best, valErr
 			s.Label = fmt.Sprintf("standard model, early stopping on validation (%d steps)", best)
 		}
+		rr := s.RR
 		ec := EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
-			Models: st.Models, RR: s.RR, Seed: st.Seed, Device: sc.Device}
+			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device}
 		if sc.Progress != nil {
 			label := s.Label
 			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }

@@ -17,8 +17,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
-	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -72,8 +70,12 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
 	ec := labeldistill.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
-		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), RR: c.Bool("rr"), Seed: c.Int64("seed"),
-		Device: c.String("device"), AllowTF32: c.Bool("allow-tf32")}
+		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), Seed: c.Int64("seed"),
+		Device: c.String("device"), Dataset: c.String("dataset"), AllowTF32: c.Bool("allow-tf32")}
+	if c.IsSet("rr") {
+		rr := c.Bool("rr")
+		ec.RR = &rr
+	}
 	switch ec.Optimizer {
 	case "adam", "sgd":
 	default:
@@ -129,69 +131,19 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--distilled: %v", err)
 	}
 
-	// The data: the report's configuration, with --data-dir / --dataset overrides.
-	var cfg labeldistill.Config
-	if art.Report != nil {
-		cfg = art.Report.Config
-		if ds := c.String("dataset"); ds != "" {
-			if f, ok := labeldistill.LookupDatasetFacts(ds); !ok || f.Name != cfg.Dataset {
-				return usageErrorf("--dataset %s: the artifact was distilled for %s", ds, cfg.Dataset)
-			}
-		}
-		if ec.Models == 0 {
-			ec.Models = cfg.EvalModels
-		}
-		if !c.IsSet("rr") {
-			ec.RR = cfg.Method == labeldistill.MethodRR
-		}
-		if ec.Arch == "" {
-			ec.Arch = cfg.EvalArch
-		}
-	} else {
-		ds := c.String("dataset")
-		if ds == "" {
-			return usageErrorf("--dataset: %s has no %s, so name the target dataset", dir, labeldistill.ReportFile)
-		}
-		if ec.Steps == 0 {
-			return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, labeldistill.ReportFile)
-		}
-		if f, ok := labeldistill.LookupDatasetFacts(ds); ok {
-			want := [3]int64{1, 28, 28}
-			if f.Colour {
-				want = [3]int64{3, 32, 32}
-			}
-			if got := [3]int64{art.Shape[1], art.Shape[2], art.Shape[3]}; got != want {
-				return usageErrorf("--dataset %s: its images are %d×%d×%d, those of %s/%s are %d×%d×%d", ds, want[0], want[1], want[2], dir, labeldistill.DistilledFile, got[0], got[1], got[2])
-			}
-		}
-		cfg = labeldistill.DefaultConfig()
-		cfg.Dataset = ds
-		cfg.BaseExamples = int(art.Shape[0])
-		cfg.BaseSelection = labeldistill.SelectUnbalanced
-		if cfg.DataDir, err = data.DataDir(""); err != nil {
-			return usageErrorf("--data-dir: %v", err)
-		}
-		if cfg, err = cfg.Resolved(); err != nil {
-			return configError(err, &valueSource{args: e.args, isSet: c.IsSet})
-		}
-		if ec.Batch == 0 {
-			ec.Batch = cfg.EvalBatch
-		}
+	// The data and every default come from the artifact (its report, or the defaults for
+	// --dataset); the library resolves them and names the setting at fault.
+	if ec, err = ec.Resolved(art); err != nil {
+		return evaluateError(err, dir, c)
+	}
+	cfg, err := labeldistill.EvalDataConfig(art, ec.Dataset)
+	if err != nil {
+		return evaluateError(err, dir, c)
 	}
 	if c.IsSet("data-dir") {
 		cfg.DataDir = c.String("data-dir")
 	}
-	if cfg.NumClasses() != art.Classes {
-		return usageErrorf("--distilled: the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
-	}
 	arch := ec.Arch
-	if arch == "" {
-		arch = cfg.Arch
-	}
-	ec.Arch = arch // without a report, Evaluate would not know the architecture
-	if _, err := nets.New(arch, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
-		return usageErrorf("--arch %s: %v", arch, strings.TrimPrefix(err.Error(), "nets: "))
-	}
 
 	if _, err := checkRuntime(ec.Device); err != nil {
 		return err
@@ -215,7 +167,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
 	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
-		max(ec.Models, 1), arch, ec.Optimizer, map[bool]string{true: ", RR head"}[ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
+		ec.Models, arch, ec.Optimizer, map[bool]string{true: ", RR head"}[*ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
 	res, err := labeldistill.Evaluate(c.Context, art, test, ec)
 	if err == nil && c.Context.Err() != nil {
 		err = c.Context.Err()
@@ -230,7 +182,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		}
 		var fe *labeldistill.FieldError
 		if errors.As(err, &fe) {
-			return usageErrorf("--%s: %s", fe.Field, fe.Msg)
+			return evaluateError(err, dir, c)
 		}
 		return err
 	}
@@ -255,4 +207,21 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestAccuracyMean, r.TestAccuracyStd, len(r.TestAccuracies))
 	}
 	return nil
+}
+
+// evaluateError turns a problem with a setting (*FieldError) into a usage error naming
+// its flag (and the flag's value when one was given); an artifact without report.json asks
+// for --steps.
+func evaluateError(err error, dir string, c *cli.Context) error {
+	var fe *labeldistill.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if fe.Field == "steps" && !fileExists(filepath.Join(dir, labeldistill.ReportFile)) {
+		return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, labeldistill.ReportFile)
+	}
+	if v := c.String(fe.Field); v != "" && c.IsSet(fe.Field) { // string flags: dataset, arch, device
+		return usageErrorf("--%s %s: %s", fe.Field, v, fe.Msg)
+	}
+	return usageErrorf("--%s: %s", fe.Field, fe.Msg)
 }
