@@ -19,7 +19,7 @@ package labeldistill
 //	epoch_order               int64    the epoch's permutation of the target set (mid-epoch only)
 //	rng.go_pcg                uint8    math/rand/v2 PCG state (MarshalBinary)
 //	rng.torch                 uint8    the torch generator's state (model re-initialisation)
-//	sha256                    uint8    32 bytes: SHA-256 of every array above (see payloadDigest)
+//	sha256                    uint8    32 bytes: the seal, SHA-256 of every array above (npz.Seal)
 //
 // Integrity: the file is written to a temporary file in the same folder, fsynced and renamed
 // (npz.WriteFile), so a crash leaves the previous checkpoints intact; on reading, the zip
@@ -30,12 +30,10 @@ package labeldistill
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -58,7 +56,6 @@ const (
 	DefaultCheckpointKeep = 3
 	checkpointPrefix      = "ckpt-"
 	checkpointSuffix      = ".npz"
-	digestMember          = "sha256"
 )
 
 // CheckpointName is the file name of the checkpoint taken after step meta-steps.
@@ -141,77 +138,6 @@ func (c *checkpoint) array(name string) (*npz.Array, error) {
 		return nil, fmt.Errorf("checkpoint %s: missing array %q", c.Path, name)
 	}
 	return a, nil
-}
-
-// payloadDigest is the SHA-256 over the arrays in order: for each, its name, dtype and shape
-// (length-prefixed, little-endian) and its values in little-endian byte order.
-func payloadDigest(arrays []*npz.Array) ([]byte, error) {
-	h := sha256.New()
-	var buf [8]byte
-	putInt := func(v int) {
-		binary.LittleEndian.PutUint64(buf[:], uint64(v))
-		h.Write(buf[:])
-	}
-	putString := func(s string) {
-		putInt(len(s))
-		h.Write([]byte(s))
-	}
-	for _, a := range arrays {
-		putString(a.Name)
-		putString(a.DType)
-		putInt(len(a.Shape))
-		for _, d := range a.Shape {
-			putInt(d)
-		}
-		if err := hashValues(h, a.Data); err != nil {
-			return nil, fmt.Errorf("array %q: %w", a.Name, err)
-		}
-	}
-	return h.Sum(nil), nil
-}
-
-func hashValues(h hash.Hash, data any) error {
-	switch d := data.(type) {
-	case []uint8:
-		h.Write(d)
-		return nil
-	case []bool:
-		b := make([]byte, len(d))
-		for i, v := range d {
-			if v {
-				b[i] = 1
-			}
-		}
-		h.Write(b)
-		return nil
-	case []float32, []float64, []int32, []int64:
-		// binary.Write in chunks keeps the temporary buffer small.
-		return hashChunks(h, d)
-	}
-	return fmt.Errorf("unsupported element type %T", data)
-}
-
-func hashChunks(h hash.Hash, data any) error {
-	const chunk = 1 << 16
-	switch d := data.(type) {
-	case []float32:
-		for i := 0; i < len(d); i += chunk {
-			binary.Write(h, binary.LittleEndian, d[i:min(i+chunk, len(d))])
-		}
-	case []float64:
-		for i := 0; i < len(d); i += chunk {
-			binary.Write(h, binary.LittleEndian, d[i:min(i+chunk, len(d))])
-		}
-	case []int32:
-		for i := 0; i < len(d); i += chunk {
-			binary.Write(h, binary.LittleEndian, d[i:min(i+chunk, len(d))])
-		}
-	case []int64:
-		for i := 0; i < len(d); i += chunk {
-			binary.Write(h, binary.LittleEndian, d[i:min(i+chunk, len(d))])
-		}
-	}
-	return nil
 }
 
 // dataDigest is the SHA-256 of the data a run trains on.
@@ -331,23 +257,15 @@ func readCheckpoint(path string) (*checkpoint, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("checkpoint %s: %s", path, fmt.Sprintf(format, args...))
 	}
-	n := len(arc.Arrays)
-	if n < 2 || arc.Arrays[n-1].Name != digestMember {
-		return nil, bad("no %q member at the end: not a complete checkpoint", digestMember)
-	}
-	stored, ok := arc.Arrays[n-1].Data.([]uint8)
-	if !ok || len(stored) != sha256.Size {
-		return nil, bad("malformed %q member", digestMember)
-	}
-	sum, err := payloadDigest(arc.Arrays[:n-1])
+	arrays, err := npz.Unseal(arc.Arrays)
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	if !bytes.Equal(sum, stored) {
-		return nil, bad("SHA-256 mismatch (stored %x, computed %x): the file is corrupt", stored, sum)
+	if len(arrays) == 0 {
+		return nil, bad("no arrays: not a complete checkpoint")
 	}
 	c := &checkpoint{Path: path, arrays: map[string]*npz.Array{}}
-	for _, a := range arc.Arrays[:n-1] {
+	for _, a := range arrays {
 		c.arrays[a.Name] = a
 	}
 	meta := c.arrays["meta"]
@@ -604,13 +522,8 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	if err != nil {
 		return err
 	}
-	sum, err := payloadDigest(arrays)
-	if err != nil {
+	if arrays, err = npz.Seal(arrays); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
-	}
-	addRaw(digestMember, []int{len(sum)}, sum)
-	if err != nil {
-		return err
 	}
 	path := filepath.Join(r.ckptDir, CheckpointName(step))
 	if err := npz.WriteFile(path, arrays); err != nil {

@@ -18,36 +18,27 @@ package torch
 //   - every zip member carries a CRC-32 of its bytes (the .npy header and data), which
 //     archive/zip verifies when the member has been read to its end, and each .npy header
 //     must account for its member's length exactly;
-//   - the member names, CRC-32s and sizes are themselves covered by a SHA-256 stored in
-//     the zip archive comment ("ldtorch-npz sha256=<hex>"), which NumPy ignores: a
-//     corrupted name cannot silently rename a tensor;
-//   - a truncated file loses the zip's end-of-central-directory record or its comment.
+//   - the archive is sealed (npz.Seal, the integrity scheme of every .npz ldtorch writes
+//     for itself): a last member "sha256" holds the SHA-256 over every member's name,
+//     dtype, shape and values, so a renamed, dropped or swapped member is refused too;
+//   - a truncated file loses the zip's end-of-central-directory record.
 //
 // The tests flip every bit of a saved file and truncate it at every length: each flip
 // either fails Load or leaves the loaded tensors identical (e.g. a timestamp), and every
-// truncation fails. Archives without a comment (written by NumPy) are checked by the zip
-// CRCs alone; an archive with any other comment is refused as corrupt.
+// truncation fails. Save marks its archives with the comment npz.SealComment, so Load
+// requires their seal; archives without a comment (written by NumPy) are checked by the zip
+// CRCs alone, and any other comment is refused as corrupt.
 
 import (
-	"archive/zip"
-	"crypto/sha256"
-	endian "encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
-
-// checksumPrefix opens the archive comment of files written by Save.
-const checksumPrefix = "ldtorch-npz sha256="
 
 // Save writes the tensors to path as an .npz archive, members in sorted name order.
 func Save(path string, tensors map[string]*Tensor) error {
@@ -82,80 +73,15 @@ func SaveOrdered(path string, names []string, tensors []*Tensor) error {
 		}
 		arrays[i] = a
 	}
-	if err := atomicfile.Write(path, func(w io.Writer) error { return writeArchive(w, arrays) }); err != nil {
-		return &Error{Op: op, Msg: path + ": " + err.Error(), err: err}
-	}
-	return nil
-}
-
-// writeArchive writes the arrays as stored zip members and the checksum comment.
-func writeArchive(w io.Writer, arrays []*npz.Array) error {
-	zw := zip.NewWriter(w)
-	sum := sha256.New()
 	seen := map[string]bool{}
 	for _, a := range arrays {
-		if a.Name == "" || seen[a.Name] {
-			return fmt.Errorf("array names must be non-empty and unique, got %q", a.Name)
+		if a.Name == "" || seen[a.Name] || a.Name == npz.SealMember {
+			return errorf(op, fmt.Sprintf("%s: array names must be non-empty, unique and not %q, got %q", path, npz.SealMember, a.Name))
 		}
 		seen[a.Name] = true
-		member := a.Name + ".npy"
-		fw, err := zw.CreateHeader(&zip.FileHeader{Name: member, Method: zip.Store, ModifiedDate: 1<<5 | 1}) // 1980-01-01, as NumPy
-		if err != nil {
-			return err
-		}
-		crc := crc32.NewIEEE()
-		n := &countWriter{w: io.MultiWriter(fw, crc)}
-		if err := npz.WriteNPY(n, a); err != nil {
-			return err
-		}
-		memberDigest(sum, member, crc.Sum32(), uint64(n.n))
 	}
-	if err := zw.SetComment(checksumPrefix + hex.EncodeToString(sum.Sum(nil))); err != nil {
-		return err
-	}
-	return zw.Close()
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
-// memberDigest adds one member's name, CRC-32 and size to the archive checksum.
-func memberDigest(h io.Writer, name string, crc uint32, size uint64) {
-	var b [12]byte
-	endian.LittleEndian.PutUint32(b[:4], crc)
-	endian.LittleEndian.PutUint64(b[4:], size)
-	io.WriteString(h, name)
-	h.Write([]byte{0})
-	h.Write(b[:])
-}
-
-// verifyArchive checks the archive comment against the members' names, CRC-32s and sizes.
-func verifyArchive(f *os.File, size int64) error {
-	zr, err := zip.NewReader(f, size)
-	if err != nil {
-		return fmt.Errorf("not a valid zip archive: %w", err)
-	}
-	if zr.Comment == "" {
-		return nil // NumPy's np.savez: the member CRCs are all there is
-	}
-	want, found := strings.CutPrefix(zr.Comment, checksumPrefix)
-	if !found {
-		return errors.New("unrecognised zip archive comment (corrupt file?)")
-	}
-	sum := sha256.New()
-	for _, m := range zr.File {
-		memberDigest(sum, m.Name, m.CRC32, m.UncompressedSize64)
-	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != want {
-		return errors.New("archive checksum mismatch: member names or sizes are corrupt")
+	if err := npz.WriteFileSealed(path, arrays); err != nil {
+		return &Error{Op: op, Msg: path + ": " + err.Error(), err: err}
 	}
 	return nil
 }
@@ -194,8 +120,8 @@ func LoadOrdered(path string) ([]string, []*Tensor, error) {
 	return names, ts, nil
 }
 
-// readVerified reads an .npz archive after checking its checksum comment (a bare .npy
-// file is read as is). Errors name the file.
+// readVerified reads an .npz archive (or a bare .npy file) and checks its seal when it
+// has one. Errors name the file.
 func readVerified(path string) (*npz.Archive, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -206,12 +132,6 @@ func readVerified(path string) (*npz.Archive, error) {
 	if err != nil {
 		return nil, err
 	}
-	var magic [4]byte
-	if n, _ := f.ReadAt(magic[:], 0); n == 4 && string(magic[:2]) == "PK" {
-		if err := verifyArchive(f, st.Size()); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-	}
 	arch, err := npz.Read(f, st.Size())
 	if err != nil {
 		var e *npz.Error
@@ -220,6 +140,15 @@ func readVerified(path string) (*npz.Archive, error) {
 			return nil, e
 		}
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch arch.Comment {
+	case npz.SealComment: // written by Save
+		if arch.Arrays, err = npz.Unseal(arch.Arrays); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+	case "": // NumPy's np.savez: the member CRCs are all there is
+	default:
+		return nil, fmt.Errorf("%s: unrecognised zip archive comment (corrupt file?)", path)
 	}
 	if len(arch.Arrays) == 1 && arch.Arrays[0].Name == "" {
 		arch.Arrays[0].Name = strings.TrimSuffix(filepath.Base(path), ".npy")

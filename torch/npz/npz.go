@@ -50,6 +50,8 @@ type Array struct {
 // Archive is the content of an .npz (or .npy) file: its arrays in file order.
 type Archive struct {
 	Arrays []*Array
+	// Comment is the zip archive comment (SealComment marks a sealed archive).
+	Comment string
 }
 
 // Get returns the array with the given name, or nil when there is none.

@@ -89,7 +89,7 @@ func readZip(r io.ReaderAt, size int64) (*Archive, error) {
 	if err != nil {
 		return nil, &Error{Problem: "not a valid zip archive", Err: err}
 	}
-	a := &Archive{}
+	a := &Archive{Comment: zr.Comment}
 	seen := map[string]bool{}
 	for _, f := range zr.File {
 		m := f.Name

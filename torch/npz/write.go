@@ -12,21 +12,21 @@ import (
 
 // Write writes arrays as an .npz archive with stored (uncompressed) members, like
 // np.savez. Array names must be non-empty and unique; each array is validated first.
-func Write(w io.Writer, arrays []*Array) error { return write(w, arrays, zip.Store) }
+func Write(w io.Writer, arrays []*Array) error { return write(w, arrays, zip.Store, "") }
 
 // WriteCompressed writes arrays as an .npz archive with deflated members, like
 // np.savez_compressed.
-func WriteCompressed(w io.Writer, arrays []*Array) error { return write(w, arrays, zip.Deflate) }
+func WriteCompressed(w io.Writer, arrays []*Array) error { return write(w, arrays, zip.Deflate, "") }
 
 // WriteFile atomically writes arrays to path as an .npz archive with stored members:
 // temporary file in the same directory, fsync, rename, fsync of the directory.
 func WriteFile(path string, arrays []*Array) error {
-	return writeFile(path, func(w io.Writer) error { return write(w, arrays, zip.Store) })
+	return writeFile(path, func(w io.Writer) error { return write(w, arrays, zip.Store, "") })
 }
 
 // WriteFileCompressed is WriteFile with deflated members.
 func WriteFileCompressed(path string, arrays []*Array) error {
-	return writeFile(path, func(w io.Writer) error { return write(w, arrays, zip.Deflate) })
+	return writeFile(path, func(w io.Writer) error { return write(w, arrays, zip.Deflate, "") })
 }
 
 // WriteNPY writes one array as a bare .npy stream (its Name is not stored).
@@ -60,7 +60,7 @@ func validateAll(arrays []*Array) error {
 	return nil
 }
 
-func write(w io.Writer, arrays []*Array, method uint16) error {
+func write(w io.Writer, arrays []*Array, method uint16, comment string) error {
 	if err := validateAll(arrays); err != nil {
 		return err
 	}
@@ -79,6 +79,9 @@ func write(w io.Writer, arrays []*Array, method uint16) error {
 		if err := writeNPY(fw, a); err != nil {
 			return &Error{Member: m, Problem: "write failed", Err: err}
 		}
+	}
+	if err := zw.SetComment(comment); err != nil {
+		return &Error{Problem: "write failed", Err: err}
 	}
 	if err := zw.Close(); err != nil {
 		return &Error{Problem: "write failed", Err: err}
