@@ -78,30 +78,22 @@ func (g *Group) check(op string, err error) error {
 		}
 	}
 	sort.Ints(aborted)
+	_, hostNoted := notes[storeHost]
 	switch {
 	case len(aborted) > 0:
 		e.Culprit = aborted
 		e.Reason = "failed: " + strings.TrimPrefix(notes[aborted[0]], abortNote)
+	case storeGone && storeHost >= 0 && g.cfg.Rank != storeHost && !hostNoted:
+		// (a store write can succeed after its host died: TCPStore's set does not wait for
+		// a reply, so the host's death may only show when the notes are read)
+		e.Culprit, e.Reason = []int{storeHost}, "exited or died (it hosts the rendezvous store, which is gone)"
 	case len(silent) > 0:
 		e.Culprit = silent
 		e.Reason = "stopped responding (exited, was killed or hung)"
-		if storeGone && storeHost >= 0 && !contains(silent, storeHost) && g.cfg.Rank != storeHost {
-			// the store went away before everyone's note was read: its host is gone too
-			e.Culprit = append([]int{storeHost}, silent...)
-		}
 	default:
 		e.Reason = "reported the same failure"
 	}
 	return e
-}
-
-func contains(xs []int, x int) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // collectNotes reads the other ranks' notes until all have one or grace passes. silent
