@@ -305,9 +305,13 @@ func short(sha string) string {
 
 // diagnose says what is wrong with a data file whose checksum is unknown, when its content
 // shows it (IDX files: not gzip, bad magic, size against the header's count, labels out of
-// range); otherwise that it parses but is not the registered file.
+// range; CIFAR binaries: size against the record length, labels out of range); otherwise
+// that it parses but is not the registered file.
 func diagnose(dataset, path string) string {
 	base := filepath.Base(path)
+	if strings.HasSuffix(base, ".bin") || strings.HasSuffix(base, ".bin.gz") {
+		return diagnoseCIFAR(dataset, path)
+	}
 	if !strings.Contains(base, "idx") {
 		return "not the registered file"
 	}
@@ -329,4 +333,15 @@ func diagnose(dataset, path string) string {
 		}
 	}
 	return fmt.Sprintf("a valid IDX file (%v) but not the registered one: modified, or another version", idx.Dims)
+}
+
+// diagnoseCIFAR reads a CIFAR binary file as its dataset's records (CIFAR-100's carry a
+// coarse and a fine label) and says what the decoder finds wrong, if anything.
+func diagnoseCIFAR(dataset, path string) string {
+	raw, err := data.ReadCIFAR([]string{path}, dataset == "cifar100")
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "data: ")
+		return strings.TrimPrefix(msg, path+": ")
+	}
+	return fmt.Sprintf("a valid CIFAR binary file (%d images) but not the registered one: modified, or another version", raw.N)
 }

@@ -562,3 +562,41 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench --batched-eval-steps: %v", res)
 	}
 }
+
+// TestDiagnoseCIFAR: a CIFAR binary file whose checksum is unknown is described by what its
+// content shows (the IDX cases are in TestDataCommands).
+func TestDiagnoseCIFAR(t *testing.T) {
+	dir := t.TempDir()
+	record := 2 + 3*32*32 // CIFAR-100: coarse label, fine label, pixels
+	write := func(name string, content []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := make([]byte, 3*record)
+	for i := 0; i < 3; i++ {
+		good[i*record], good[i*record+1] = 1, 42
+	}
+	outOfRange := append([]byte(nil), good...)
+	outOfRange[record+1] = 150
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(good[:len(good)-7])
+	zw.Close()
+	for _, c := range []struct {
+		name, file string
+		content    []byte
+		want       string
+	}{
+		{"valid but unknown", "train.bin", good, "a valid CIFAR binary file (3 images) but not the registered one"},
+		{"fine label out of range", "test.bin", outOfRange, "record 1: label 150 is out of range [0, 100)"},
+		{"cut short, gzipped", "cut.bin.gz", gz.Bytes(), "is not a multiple of the 3074-byte record"},
+		{"empty", "empty.bin", nil, "empty file"},
+	} {
+		if got := diagnose("cifar100", write(c.file, c.content)); !strings.Contains(got, c.want) {
+			t.Errorf("%s: diagnose = %q, want %q in it", c.name, got, c.want)
+		}
+	}
+}
