@@ -187,10 +187,13 @@ func (e *env) studyAction(c *cli.Context) error {
 	if err != nil {
 		return distillError(err, &valueSource{args: e.args, isSet: c.IsSet})
 	}
-	last := ""
+	last, models := "", sc.Models
+	if models == 0 {
+		models = cfg.EvalModels
+	}
 	sc.Progress = func(setting string, done, total int) {
 		if setting != last {
-			pr.note("%s: training %d models", setting, max(sc.Models, cfg.EvalModels))
+			pr.note("%s: training %d models", setting, models)
 			last = setting
 		}
 	}
