@@ -64,3 +64,36 @@ func TestSweepAndStudyCLI(t *testing.T) {
 		}
 	}
 }
+
+// --base-indices reads a file into base_indices (N follows it unless --base is given) and
+// --base-seed sets base_seed; a mismatch and a bad file are usage errors naming the flag.
+func TestReproductionFlags(t *testing.T) {
+	dir := t.TempDir()
+	idx := filepath.Join(dir, "idx.txt")
+	os.WriteFile(idx, []byte("5 17 23\n"), 0o644)
+	r := ldtorch(t, nil, "distill", "--dry-run", "--base-indices", idx, "--base-seed", "77", "--base-selection", "unbalanced")
+	var cfg struct {
+		BaseExamples int     `json:"base_examples"`
+		BaseSeed     *int64  `json:"base_seed"`
+		BaseIndices  []int64 `json:"base_indices"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &cfg) != nil || cfg.BaseExamples != 3 || cfg.BaseSeed == nil || *cfg.BaseSeed != 77 || len(cfg.BaseIndices) != 3 {
+		t.Fatalf("dry-run: exit %d, %+v\n%s%s", r.code, cfg, r.stdout, r.stderr)
+	}
+	r = ldtorch(t, nil, "distill", "--dry-run")
+	if json.Unmarshal([]byte(r.stdout), &cfg) != nil || cfg.BaseSeed == nil || *cfg.BaseSeed != 1234 || cfg.BaseIndices != nil {
+		t.Errorf("default base seed: %+v", cfg)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--base-indices", idx, "--base", "10"}, "--base-indices: lists 3 base examples but --base is 10"},
+		{[]string{"--base-indices", filepath.Join(dir, "none")}, "--base-indices: open"},
+	} {
+		r := ldtorch(t, nil, append([]string{"distill", "--dry-run"}, c.args...)...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q, want %q", c.args, r.code, r.stderr, c.want)
+		}
+	}
+}
