@@ -2,9 +2,10 @@
 // (1.13 through 2.x). Included by internal.h; never by Go.
 //
 // Optionals: libtorch up to 2.3 has its own c10::optional (and c10::nullopt); from 2.4 on
-// c10::optional is an alias of std::optional, and later releases drop the alias and
-// c10/util/Optional.h altogether. The shim spells ldt::optional / ldt::nullopt and this
-// header maps them to whichever the libtorch in use provides.
+// c10::optional is only an alias of std::optional, which its APIs take, and the alias may
+// go. The shim spells ldt::optional / ldt::nullopt and this header maps them to
+// c10::optional before 2.4 and std::optional from 2.4 (without including
+// c10/util/Optional.h there).
 #pragma once
 
 #include <torch/csrc/api/include/torch/version.h>
