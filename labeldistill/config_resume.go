@@ -1,0 +1,106 @@
+package labeldistill
+
+// config_resume.go: the resume policy: ResumeError, and which settings may differ between a
+// checkpointed run and the run that continues it (Diff, ResumeConflicts).
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+)
+
+// ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
+// valid, another configuration or other data); Msg is the sentence after "resume: ". Err,
+// when set, is the underlying error.
+type ResumeError struct {
+	Msg string
+	Err error
+}
+
+func (e *ResumeError) Error() string { return "resume: " + e.Msg }
+func (e *ResumeError) Unwrap() error { return e.Err }
+
+func resumeErrorf(format string, args ...any) *ResumeError {
+	err := fmt.Errorf(format, args...)
+	return &ResumeError{Msg: err.Error(), Err: errors.Unwrap(err)}
+}
+
+// Diff lists, in declaration order, the json names of the fields whose values differ
+// between a and b. Compare resolved configs (Resolved), otherwise "auto" and its value
+// differ. A nil and an empty slice count as different (null = auto, [] = none).
+func Diff(a, b Config) []string {
+	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
+	t := va.Type()
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if !reflect.DeepEqual(va.Field(i).Interface(), vb.Field(i).Interface()) {
+			out = append(out, jsonName(t.Field(i)))
+		}
+	}
+	return out
+}
+
+// DiffDetails is Diff with values: one "name: <a as JSON> -> <b as JSON>" line per field.
+func DiffDetails(a, b Config) []string {
+	names := Diff(a, b)
+	ja, jb := fieldJSON(a), fieldJSON(b)
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = fmt.Sprintf("%s: %s -> %s", n, ja[n], jb[n])
+	}
+	return out
+}
+
+func fieldJSON(c Config) map[string]string {
+	v := reflect.ValueOf(c)
+	t := v.Type()
+	m := make(map[string]string, t.NumField())
+	for i := 0; i < t.NumField(); i++ {
+		b, err := json.Marshal(v.Field(i).Interface())
+		if err != nil {
+			b = []byte(fmt.Sprintf("%v", v.Field(i).Interface()))
+		}
+		m[jsonName(t.Field(i))] = string(b)
+	}
+	return m
+}
+
+// operationalFields may differ between a run and its resumption: they change where and how
+// fast a run computes, not what it computes.
+var operationalFields = map[string]bool{
+	"device":           true,
+	"threads":          true,
+	"data_dir":         true,
+	"out":              true,
+	"checkpoint_every": true,
+	"history_every":    true,
+	"grad_var_window":  true,
+	// Like device: it changes GPU rounding, not what is computed; allowed deliberately.
+	"allow_tf32": true,
+	// Which files may be read, not what is computed: the data checksums and digest of a
+	// checkpoint are compared on their own.
+	"allow_unknown_data": true,
+}
+
+// ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,
+// checkpoint_every) and without a larger epochs (a run, finished or not, may be extended):
+// a non-empty result means a checkpoint must not be resumed under current. (Device changes
+// can alter floating-point results; they are allowed deliberately.)
+func ResumeConflicts(checkpointed, current Config) []string {
+	// Checkpoints written before base_seed existed record none: theirs was the seed.
+	for _, c := range []*Config{&checkpointed, &current} {
+		if c.BaseSeed == nil {
+			seed := c.Seed
+			c.BaseSeed = &seed
+		}
+	}
+	var out []string
+	for _, n := range Diff(checkpointed, current) {
+		if operationalFields[n] || (n == "epochs" && current.Epochs > checkpointed.Epochs) {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
