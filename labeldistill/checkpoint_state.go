@@ -23,6 +23,43 @@ import (
 // checkpointsEnabled reports whether this run writes checkpoints.
 func (r *run) checkpointsEnabled() bool { return r.ckptDir != "" && r.cfg.CheckpointEvery >= 0 }
 
+// position is a place in the meta-loop, a meta-step boundary: meta-steps done, the epoch
+// in progress (1-based; Epochs+1 when done) and the batches of it done. A checkpoint is
+// written at an explicit position, which the run resumes from.
+type position struct {
+	step, epoch, nextBatch int
+}
+
+// position is where the meta-loop is now.
+func (r *run) position() position { return position{r.step, r.epoch, r.nextBatch} }
+
+// namedTensor is one tensor of the run's state and its member name in a checkpoint.
+type namedTensor struct {
+	name string
+	t    *torch.Tensor
+}
+
+// tensorState is the run's tensor state, in checkpoint order: the one list that
+// writeCheckpoint saves and restore loads. The rest of the state (best labels, the epoch's
+// permutation, the random generators, and the scalars in meta) is not tensors and is
+// written and read next to it.
+func (r *run) tensorState(modelAdam *torch.Adam) []namedTensor {
+	state := []namedTensor{{"labels", r.labels.Y}, {"labels.exp_avg", r.labels.opt.ExpAvg[0]}, {"labels.exp_avg_sq", r.labels.opt.ExpAvgSq[0]}}
+	for i, sp := range r.model.specs {
+		state = append(state, namedTensor{"param." + sp.Name, r.model.params[i]},
+			namedTensor{"param." + sp.Name + ".exp_avg", modelAdam.ExpAvg[i]},
+			namedTensor{"param." + sp.Name + ".exp_avg_sq", modelAdam.ExpAvgSq[i]})
+	}
+	for i, b := range r.net.Buffers {
+		state = append(state, namedTensor{"buffer." + b.Name, r.model.buffers[i]})
+	}
+	if r.model.rr {
+		state = append(state, namedTensor{"rr.w", r.model.w}, namedTensor{"rr.scale", r.model.scale},
+			namedTensor{"rr.scale.exp_avg", r.model.sOpt.ExpAvg[0]}, namedTensor{"rr.scale.exp_avg_sq", r.model.sOpt.ExpAvgSq[0]})
+	}
+	return state
+}
+
 // adamOf returns the model's Adam (distillation always uses Adam).
 func (r *run) adamOf() (*torch.Adam, error) {
 	a, ok := r.model.opt.(*torch.Adam)
@@ -32,10 +69,11 @@ func (r *run) adamOf() (*torch.Adam, error) {
 	return a, nil
 }
 
-// writeCheckpoint saves the run's whole state at its current position (a meta-step
-// boundary) as <ckptDir>/ckpt-<step>.npz and prunes old ones. Non-finite state is refused
-// with a *NonFiniteError (the previous checkpoints stay).
-func (r *run) writeCheckpoint(reason string) (err error) {
+// writeCheckpoint saves the run's whole state as <ckptDir>/ckpt-<step>.npz, to be resumed
+// at pos, and prunes old ones. pos is the position after the last meta-step done: the
+// current one, or the start of the next batch or epoch when the loop has not advanced to it
+// yet. Non-finite state is refused with a *NonFiniteError (the previous checkpoints stay).
+func (r *run) writeCheckpoint(reason string, pos position) (err error) {
 	if !r.checkpointsEnabled() {
 		return nil
 	}
@@ -43,7 +81,6 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	if err := r.readSteps(); err != nil {
 		return err
 	}
-	pos := [3]int{r.step, r.epoch, r.nextBatch}
 	if r.lastCkpt == pos {
 		return nil
 	}
@@ -53,7 +90,7 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	}
 	s := torch.NewScope()
 	defer s.Close()
-	step := r.step
+	step := pos.step
 	var arrays []*npz.Array
 	add := func(name string, t *torch.Tensor) {
 		if err != nil {
@@ -80,7 +117,7 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	meta := checkpointMeta{
 		Format: CheckpointFormat, Version: CheckpointVersion, Reason: reason,
 		Written: time.Now().UTC().Format(time.RFC3339),
-		Step:    r.step, Epoch: r.epoch, NextBatch: r.nextBatch,
+		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
 		StepsPerEpoch: StepsPerEpoch(r.ds.TargetSet.N(), r.cfg.OuterBatch), TargetSize: r.ds.TargetSet.N(),
 		Config: r.cfg, DataSHA256: r.ds.Files, DataDigest: r.dataDigest,
 		T: r.T(), HasBest: r.best != nil, BestRecord: r.bestRecord, Validations: r.validations,
@@ -110,34 +147,17 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 	}
 	addRaw("meta", []int{len(js)}, js)
 
-	labels, derr := r.labels.Y.Detach()
-	if derr != nil {
-		return derr
-	}
-	add("labels", labels)
-	add("labels.exp_avg", r.labels.opt.ExpAvg[0])
-	add("labels.exp_avg_sq", r.labels.opt.ExpAvgSq[0])
-	for i, sp := range r.model.specs {
-		p, derr := r.model.params[i].Detach()
-		if derr != nil {
-			return derr
+	for _, nt := range r.tensorState(modelAdam) {
+		// Detached, so that the trainable ones (labels, parameters, the RR scale) can be read;
+		// a missing tensor is named by tensorArray.
+		t := nt.t
+		if t != nil && !t.Freed() {
+			var derr error
+			if t, derr = t.Detach(); derr != nil {
+				return derr
+			}
 		}
-		add("param."+sp.Name, p)
-		add("param."+sp.Name+".exp_avg", modelAdam.ExpAvg[i])
-		add("param."+sp.Name+".exp_avg_sq", modelAdam.ExpAvgSq[i])
-	}
-	for i, b := range r.net.Buffers {
-		add("buffer."+b.Name, r.model.buffers[i])
-	}
-	if r.model.rr {
-		sc, derr := r.model.scale.Detach()
-		if derr != nil {
-			return derr
-		}
-		add("rr.w", r.model.w)
-		add("rr.scale", sc)
-		add("rr.scale.exp_avg", r.model.sOpt.ExpAvg[0])
-		add("rr.scale.exp_avg_sq", r.model.sOpt.ExpAvgSq[0])
+		add(nt.name, t)
 	}
 	if err != nil {
 		return err
@@ -150,7 +170,7 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 		}
 		addRaw("best_labels", []int{r.ds.Base.N(), r.ds.Classes}, append([]float32(nil), r.best...))
 	}
-	if r.nextBatch > 0 && r.nextBatch < meta.StepsPerEpoch {
+	if pos.nextBatch > 0 && pos.nextBatch < meta.StepsPerEpoch {
 		order := make([]int64, len(r.order))
 		for i, v := range r.order {
 			order[i] = int64(v)
@@ -182,7 +202,7 @@ func (r *run) writeCheckpoint(reason string) (err error) {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	r.lastCkpt = pos
-	r.report(Progress{Phase: "checkpoint", Epoch: min(r.epoch, r.cfg.Epochs), Epochs: r.cfg.Epochs, Message: fmt.Sprintf("wrote %s (%s)", path, reason)})
+	r.report(Progress{Phase: "checkpoint", Epoch: min(pos.epoch, r.cfg.Epochs), Epochs: r.cfg.Epochs, Message: fmt.Sprintf("wrote %s (%s)", path, reason)})
 	if err := pruneCheckpoints(r.ckptDir, r.ckptKeep); err != nil {
 		r.report(Progress{Phase: "checkpoint", Message: fmt.Sprintf("warning: could not remove old checkpoints: %v", err)})
 	}
@@ -303,34 +323,22 @@ func (r *run) restore(c *checkpoint) error {
 	if len(m.Params) != len(r.model.specs) || len(m.Buffers) != len(r.net.Buffers) {
 		return fmt.Errorf("checkpoint holds %d parameters and %d buffers, the model has %d and %d", len(m.Params), len(m.Buffers), len(r.model.specs), len(r.net.Buffers))
 	}
-	type pair struct {
-		name string
-		dst  *torch.Tensor
-	}
-	pairs := []pair{{"labels", r.labels.Y}, {"labels.exp_avg", r.labels.opt.ExpAvg[0]}, {"labels.exp_avg_sq", r.labels.opt.ExpAvgSq[0]}}
 	for i, sp := range r.model.specs {
 		if m.Params[i] != sp.Name {
 			return fmt.Errorf("parameter %d is %q in the checkpoint, %q in the model", i, m.Params[i], sp.Name)
 		}
-		pairs = append(pairs, pair{"param." + sp.Name, r.model.params[i]}, pair{"param." + sp.Name + ".exp_avg", modelAdam.ExpAvg[i]},
-			pair{"param." + sp.Name + ".exp_avg_sq", modelAdam.ExpAvgSq[i]})
 	}
 	for i, b := range r.net.Buffers {
 		if m.Buffers[i] != b.Name {
 			return fmt.Errorf("buffer %d is %q in the checkpoint, %q in the model", i, m.Buffers[i], b.Name)
 		}
-		pairs = append(pairs, pair{"buffer." + b.Name, r.model.buffers[i]})
 	}
-	if r.model.rr {
-		pairs = append(pairs, pair{"rr.w", r.model.w}, pair{"rr.scale", r.model.scale},
-			pair{"rr.scale.exp_avg", r.model.sOpt.ExpAvg[0]}, pair{"rr.scale.exp_avg_sq", r.model.sOpt.ExpAvgSq[0]})
-	}
-	for _, p := range pairs {
-		a, err := c.array(p.name)
+	for _, nt := range r.tensorState(modelAdam) {
+		a, err := c.array(nt.name)
 		if err != nil {
 			return err
 		}
-		if err := restoreTensor(p.dst, a); err != nil {
+		if err := restoreTensor(nt.t, a); err != nil {
 			return err
 		}
 	}
@@ -411,6 +419,6 @@ func (r *run) restore(c *checkpoint) error {
 	if m.LastValAcc != nil {
 		r.lastValAcc = *m.LastValAcc
 	}
-	r.lastCkpt = [3]int{r.step, r.epoch, r.nextBatch}
+	r.lastCkpt = r.position()
 	return nil
 }

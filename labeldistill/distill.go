@@ -329,7 +329,7 @@ type run struct {
 	ckptDir    string  // "" = no checkpoints
 	ckptKeep   int
 	dataDigest string
-	lastCkpt   [3]int // (step, epoch, nextBatch) of the last checkpoint written or loaded
+	lastCkpt   position // of the last checkpoint written or loaded
 
 	par *parallel // this process's place in a data-parallel group (a lone process: size 1)
 }
@@ -369,7 +369,7 @@ func (r *run) setup() error {
 	}
 	r.pcg = newRunPCG(r.seed)
 	r.rng = rand.New(r.pcg)
-	r.epoch, r.lastCkpt = 1, [3]int{-1, -1, -1}
+	r.epoch, r.lastCkpt = 1, position{-1, -1, -1}
 	r.tracker = NewResetTracker(r.cfg.ResetWindow, r.cfg.ResetMeanOfLast)
 	r.lastValAcc = math.NaN()
 	return nil
@@ -430,10 +430,8 @@ func (r *run) distill(ctx context.Context) error {
 				return err
 			}
 			if every > 0 && r.step%every == 0 && b+1 < perEpoch {
-				r.nextBatch++ // the checkpoint's position is after this step
-				err := r.writeCheckpoint("periodic")
-				r.nextBatch--
-				if err != nil {
+				// The checkpoint's position is after this step: the epoch's next batch.
+				if err := r.writeCheckpoint("periodic", position{r.step, epoch, b + 1}); err != nil {
 					return err
 				}
 			}
@@ -472,10 +470,7 @@ func (r *run) distill(ctx context.Context) error {
 			reason = "final"
 		}
 		if reason != "" {
-			r.epoch, r.nextBatch, r.order = epoch+1, 0, nil
-			err := r.writeCheckpoint(reason)
-			r.epoch = epoch
-			if err != nil {
+			if err := r.writeCheckpoint(reason, position{r.step, epoch + 1, 0}); err != nil {
 				return err
 			}
 		}
@@ -489,7 +484,7 @@ func (r *run) cancelled(ctxErr error) error {
 	if err := r.readSteps(); err != nil {
 		return fmt.Errorf("%w (no checkpoint on cancellation: %v)", ctxErr, err)
 	}
-	if err := r.writeCheckpoint("cancelled"); err != nil {
+	if err := r.writeCheckpoint("cancelled", r.position()); err != nil {
 		return fmt.Errorf("%w (and the checkpoint on cancellation failed: %v)", ctxErr, err)
 	}
 	return ctxErr
