@@ -496,27 +496,21 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	}
 	eb.Width, eb.CapWidth = vg.Points(1.5), vg.Points(10)
 	p.Add(eb)
+	// Each point's value, "mean ± std", to the right of the point.
 	var xys plotter.XYs
 	var texts []string
 	for i, e := range entries {
-		xys = append(xys, plotter.XY{X: float64(i), Y: e.mean + e.std})
-		texts = append(texts, fmt.Sprintf("%.1f", e.mean))
+		xys = append(xys, plotter.XY{X: float64(i), Y: e.mean})
+		texts = append(texts, fmt.Sprintf("%.2f ± %.2f", e.mean, e.std))
 	}
 	lab, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
 	if err != nil {
 		return nil, err
 	}
 	for i := range lab.TextStyle {
-		lab.TextStyle[i].XAlign, lab.TextStyle[i].Font.Size = -0.5, vg.Points(8)
+		lab.TextStyle[i].XAlign, lab.TextStyle[i].Font.Size = 0, vg.Points(8)
 	}
 	lab.Offset = vg.Point{X: vg.Points(8), Y: vg.Points(-4)}
-	for i := range lab.TextStyle {
-		lab.TextStyle[i].XAlign = 0
-	}
-	for i, e := range entries {
-		lab.XYs[i].Y = e.mean
-		lab.Labels[i] = fmt.Sprintf("%.2f ± %.2f", e.mean, e.std)
-	}
 	p.Add(lab)
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.5, float64(len(entries))-0.2
