@@ -135,20 +135,20 @@ func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.T
 	valErr := make([]float64, 0, len(grid))
 	res := BaselineResult{ValidationErrors: map[int]float64{}}
 	tr := &trainer{net: r.net, rr: rr, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
-	probe := func(step int, l *learner) error {
-		acc, err := r.validationAccuracy(l)
+	search := &probe{at: grid, fn: func(step int, l *batchedLearner) error {
+		acc, err := r.validationAccuracy(ctx, l)
 		if err != nil {
 			return err
 		}
 		valErr = append(valErr, 100-acc)
 		res.ValidationErrors[step] = 100 - acc
 		return nil
-	}
+	}}
 	tr.progress = func(done, total int) {
 		r.report(Progress{Phase: "baseline", Step: r.step, Message: name + ": step search", Done: done, Total: total})
 	}
 	unset := tr.reportSteps(grid[len(grid)-1])
-	l, err := tr.train(ctx, grid[len(grid)-1], subSeed(r.seed, "baseline-search-"+name, 0), grid, probe)
+	l, err := tr.trainOne(ctx, grid[len(grid)-1], subSeed(r.seed, "baseline-search-"+name, 0), search)
 	unset()
 	if err != nil {
 		return res, err

@@ -146,7 +146,8 @@ type EvalBenchResult struct {
 	Models int    `json:"eval_models"`
 	Steps  int    `json:"eval_steps"`
 	Mode   string `json:"eval_batched_mode"` // nets.BodyMode of the batched path on this device
-	// Wall and driving-thread CPU seconds of the whole evaluation, scoring included.
+	// Wall and driving-thread CPU seconds of the whole evaluation, scoring included, with the
+	// models trained one after another ("sequential") and together ("batched").
 	SequentialS   float64 `json:"eval_sequential_s"`
 	BatchedS      float64 `json:"eval_batched_s"`
 	SequentialCPU float64 `json:"eval_sequential_cpu_s"`
@@ -158,7 +159,8 @@ type EvalBenchResult struct {
 }
 
 // BenchEvaluation times the final evaluation of cfg (cfg.EvalModels models, steps steps
-// each) sequentially and batched, after one untimed batched warm-up with two models.
+// each) with the models trained one after another and together (in groups of
+// batchedMaxModels), after one untimed warm-up with two models.
 func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOption) (res *EvalBenchResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -182,7 +184,7 @@ func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOpti
 	defer table.Free()
 	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table,
 		batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
-	if _, err := tr.evaluateModelsBatched(ctx, min(steps, 5), 2, r.seed, "bench-warmup", r.test.x, r.test.y); err != nil {
+	if _, err := tr.evaluateModels(ctx, min(steps, 5), 2, r.seed, "bench-warmup", r.test.x, r.test.y); err != nil {
 		return nil, err
 	}
 	timed := func(eval func() ([]float64, error)) (accs []float64, wall, cpu float64, err error) {
@@ -194,13 +196,15 @@ func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOpti
 	}
 	models := r.cfg.EvalModels
 	seq, seqWall, seqCPU, err := timed(func() ([]float64, error) {
+		tr.group = 1
+		defer func() { tr.group = 0 }()
 		return tr.evaluateModels(ctx, steps, models, r.seed, "bench", r.test.x, r.test.y)
 	})
 	if err != nil {
 		return nil, err
 	}
 	bat, batWall, batCPU, err := timed(func() ([]float64, error) {
-		return tr.evaluateModelsBatched(ctx, steps, models, r.seed, "bench", r.test.x, r.test.y)
+		return tr.evaluateModels(ctx, steps, models, r.seed, "bench", r.test.x, r.test.y)
 	})
 	if err != nil {
 		return nil, err
@@ -222,19 +226,21 @@ func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu 
 		return nil, nil, err
 	}
 	defer table.Free()
-	l, err := newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.EvalLR), r.gen, r.dev)
+	l, err := newBatchedLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.EvalLR),
+		[]uint64{subSeed(r.seed, "bench-eval", 0)}, r.dev, r.base.x.DType(), batchedMode(r.dev))
 	if err != nil {
 		return nil, nil, err
 	}
 	defer l.close()
 	n := r.ds.Base.N()
+	batch := min(r.cfg.EvalBatch, n)
 	for i := 0; i < warmup+steps; i++ {
-		idx, err := sampleIndices(r.rng, n, min(r.cfg.EvalBatch, n), r.dev)
+		idx, err := sampleIndices(r.rng, n, batch, r.dev)
 		if err != nil {
 			return nil, nil, err
 		}
 		t0, c0 := time.Now(), threadCPU()
-		err = trainStep(l, r.base.x, table, idx)
+		err = l.step(r.base.x, table, idx, int64(batch))
 		if err == nil {
 			err = torch.Synchronize(r.dev)
 		}

@@ -81,8 +81,8 @@ func TestDeviceBatchedEvaluation(t *testing.T) {
 		tr.baseX, tr.table = tT(t)(tr.baseX.To(dev)), tT(t)(tr.table.To(dev))
 		x, y = tT(t)(x.To(dev)), tT(t)(y.To(dev))
 		ctx := context.Background()
-		seq := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 3, 9, "test", x, y))
-		bat := tNeed[[]float64](t)(tr.evaluateModelsBatched(ctx, bc.steps, 3, 9, "test", x, y))
+		seq := tNeed[[]float64](t)(tr.evaluateModelsSequential(ctx, bc.steps, 3, 9, "test", x, y))
+		bat := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 3, 9, "test", x, y))
 		t.Logf("rr=%v on %s (%v): sequential %v, batched %v", rr, dev, batchedMode(dev), seq, bat)
 		for i := range seq {
 			if math.Abs(seq[i]-bat[i]) > 100/float64(bc.nTest)+1e-9 {

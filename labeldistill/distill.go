@@ -649,14 +649,14 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 	defer table.Free()
 	tr := &trainer{net: r.net, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	T := r.T()
-	l, err := tr.train(ctx, T, subSeed(r.seed, "validation", epoch), nil, nil)
+	l, err := tr.trainOne(ctx, T, subSeed(r.seed, "validation", epoch), nil)
 	if err != nil {
 		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
 	}
-	acc, err := r.validationAccuracy(l)
-	var diverged bool
+	acc, err := r.validationAccuracy(ctx, l)
+	diverged := []bool{false}
 	if err == nil {
-		diverged, err = l.diverged()
+		diverged, err = l.divergedEach()
 	}
 	l.close()
 	if err != nil {
@@ -666,7 +666,7 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 		return err
 	}
 	rec := ValidationRecord{Epoch: epoch, Step: r.step, T: T, Accuracy: acc}
-	if diverged {
+	if diverged[0] {
 		// Its accuracy (one class predicted everywhere) says nothing about the labels.
 		rec.Accuracy, rec.Diverged, acc = 0, true, math.NaN()
 		r.report(Progress{Phase: "validate", Epoch: epoch, Epochs: r.cfg.Epochs,
@@ -674,7 +674,7 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 	}
 	r.validations = append(r.validations, rec)
 	r.lastValAcc = acc
-	if !diverged && (r.best == nil || acc >= r.bestRecord.Accuracy) {
+	if !diverged[0] && (r.best == nil || acc >= r.bestRecord.Accuracy) {
 		if r.best, err = table.Float32s(); err != nil {
 			return err
 		}

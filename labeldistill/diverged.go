@@ -64,13 +64,8 @@ func allFinite(ts ...*torch.Tensor) (bool, error) {
 	return finite(total), err
 }
 
-// diverged reports whether the model's parameters (and RR head) hold a non-finite value.
-func (l *learner) diverged() (bool, error) {
-	ok, err := allFinite(append(append([]*torch.Tensor{}, l.params...), l.w, l.scale)...)
-	return !ok, err
-}
-
-// divergedEach is diverged for every model of a batched learner.
+// divergedEach reports for every model whether its parameters (and RR head) hold a
+// non-finite value.
 func (l *batchedLearner) divergedEach() ([]bool, error) {
 	out := make([]bool, len(l.params))
 	for i, p := range l.params {

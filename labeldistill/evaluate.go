@@ -1,209 +1,19 @@
 package labeldistill
 
-// evaluate.go: training fresh models on fixed (images, labels) for T steps and scoring
-// them (docs/ALGORITHM.md §7), used for validation, the final test, baselines and `ldtorch
-// evaluate`. Evaluation records no autograd graph beyond what each training step needs.
+// evaluate.go: `ldtorch evaluate` as a library call: train fresh models on a distilled
+// artifact's labels (fresh.go) and test them; the seeds every evaluation derives its models'
+// from (subSeed).
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"runtime"
 	"strings"
 
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
-
-// evalChunk is how many images are scored per forward pass: LeNet on one CPU thread scores
-// 1000 images in 53 / 37 / 15.5 ms of CPU with passes of 2000 / 1000 / 500 (cache).
-const evalChunk = 256
-
-// trainStep is one step of a model trained on fixed labels: a soft-CE step (LD) or §5
-// steps 1–3 and 5 (RR).
-func trainStep(l *learner, baseX, table, idx *torch.Tensor) error {
-	s := torch.NewScope()
-	defer s.Close()
-	var c torch.Chain
-	xb := c.T(baseX.IndexSelect(0, idx))
-	yb := c.T(table.IndexSelect(0, idx))
-	if c.Err() != nil {
-		return c.Err()
-	}
-	if !l.rr {
-		loss := c.T(torch.SoftCrossEntropy(c.T(l.net.Forward(l.params, l.buffers, xb, true)), yb))
-		if c.Err() != nil {
-			return c.Err()
-		}
-		return l.descend(loss)
-	}
-	zb := c.T(l.features(xb, true))
-	if c.Err() != nil {
-		return c.Err()
-	}
-	// Unchecked: a failed solve leaves non-finite weights, which the divergence check
-	// after training reports; checking here would read back to the host every step.
-	wl, _, err := ridgeWeightsUnchecked(zb, yb, l.cfg.RidgeLambda)
-	if err != nil {
-		return err
-	}
-	w := c.T(pseudoStep(l.w, wl, l.cfg.RidgePseudoStep))
-	return rrFeatureStep(l, zb, w, yb, &c)
-}
-
-// trainer trains fresh models on one label table.
-type trainer struct {
-	net   *nets.Net
-	rr    bool
-	cfg   Config
-	baseX *torch.Tensor // (N, C, H, W) on the device
-	table *torch.Tensor // (N, classes), no grad
-	batch int
-	opt   optSpec
-	dev   torch.Device
-	// progress, when set, hears how much of an evaluation (all its models) is done, in
-	// training steps and, on the batched path, scoring blocks; onStep and stepBase carry it
-	// into the loops.
-	progress func(done, total int)
-	onStep   func(step int)
-	stepBase int
-}
-
-// reportSteps sets onStep to report progress over total steps (when progress is set) and
-// returns the function that unsets it.
-func (tr *trainer) reportSteps(total int) func() {
-	if tr.progress == nil {
-		return func() {}
-	}
-	tr.stepBase = 0
-	tr.onStep = func(step int) { tr.progress(tr.stepBase+step, total) }
-	return func() { tr.onStep = nil }
-}
-
-// train returns a new model trained for steps from a fresh initialisation drawn with seed.
-// It calls probe (if not nil) after the steps listed in probeAt (ascending).
-func (tr *trainer) train(ctx context.Context, steps int, seed uint64, probeAt []int, probe func(step int, l *learner) error) (*learner, error) {
-	gen, err := torch.NewGenerator(seed)
-	if err != nil {
-		return nil, err
-	}
-	defer gen.Close()
-	l, err := newLearner(tr.net, tr.rr, tr.cfg, tr.opt, gen, tr.dev)
-	if err != nil {
-		return nil, err
-	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	n := int(tr.baseX.Shape()[0])
-	batch := min(tr.batch, n)
-	next := 0
-	for step := 1; step <= steps; step++ {
-		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
-		if err := ctx.Err(); err != nil {
-			l.close()
-			return nil, err
-		}
-		idx, err := sampleIndices(rng, n, batch, tr.dev)
-		if err == nil {
-			err = trainStep(l, tr.baseX, tr.table, idx)
-			idx.Free()
-		}
-		if err != nil {
-			l.close()
-			return nil, fmt.Errorf("training step %d: %w", step, err)
-		}
-		if tr.onStep != nil {
-			tr.onStep(step)
-		}
-		for next < len(probeAt) && probeAt[next] == step {
-			if err := probe(step, l); err != nil {
-				l.close()
-				return nil, err
-			}
-			next++
-		}
-	}
-	return l, nil
-}
-
-// accuracy is the top-1 accuracy (%) of l on (x, y), scored in chunks without gradients.
-func accuracy(l *learner, x, y *torch.Tensor) (float64, error) {
-	n := x.Shape()[0]
-	var counts []int64
-	err := torch.WithScope(func(outer *torch.Scope) error {
-		return torch.NoGrad(func() error {
-			// Each chunk's wrong count stays on the device; all are read at once at the end
-			// (one synchronisation on a GPU instead of one per chunk).
-			var wrong []*torch.Tensor
-			for start := int64(0); start < n; start += evalChunk {
-				s := torch.NewScope()
-				var c torch.Chain
-				size := min(evalChunk, n-start)
-				xs := c.T(x.Narrow(0, start, size))
-				ys := c.T(y.Narrow(0, start, size))
-				logits := c.T(l.logits(xs))
-				w := c.T(wrongCount(logits, ys))
-				if c.Err() != nil {
-					s.Close()
-					return c.Err()
-				}
-				s.Keep(w)
-				s.Close()
-				wrong = append(wrong, w)
-			}
-			all, err := torch.Stack(wrong, 0)
-			if err != nil {
-				return err
-			}
-			counts, err = all.Int64s()
-			return err
-		})
-	})
-	if err != nil {
-		return 0, err
-	}
-	var correct float64
-	for i, w := range counts {
-		size := min(evalChunk, n-int64(i)*evalChunk)
-		e := percentWrong(float64(w), size) // the chunk's error rate, as errorPercent gives it
-		correct += float64(size) * (100 - e) / 100
-	}
-	return 100 * correct / float64(n), nil
-}
-
-// evaluateModels trains `models` fresh models for steps each and returns their accuracies
-// (%) on (x, y). Model i starts from seed subSeed(seed, purpose, i).
-func (tr *trainer) evaluateModels(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
-	return tr.evaluateModelsFrom(ctx, steps, 0, models, seed, purpose, x, y)
-}
-
-// evaluateModelsFrom is evaluateModels for models lo..hi-1 only (a data-parallel run gives
-// each rank its own range).
-func (tr *trainer) evaluateModelsFrom(ctx context.Context, steps, lo, hi int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
-	accs := make([]float64, 0, max(0, hi-lo))
-	defer tr.reportSteps(steps * max(0, hi-lo))()
-	for i := lo; i < hi; i++ {
-		tr.stepBase = (i - lo) * steps
-		l, err := tr.train(ctx, steps, subSeed(seed, purpose, i), nil, nil)
-		if err != nil {
-			return nil, err
-		}
-		acc, err := accuracy(l, x, y)
-		var diverged bool
-		if err == nil {
-			diverged, err = l.diverged()
-		}
-		l.close()
-		if err != nil {
-			return nil, err
-		}
-		if diverged {
-			acc = math.NaN() // keepFinite counts and drops it
-		}
-		accs = append(accs, acc)
-	}
-	return accs, nil
-}
 
 // subSeed derives an independent seed for one purpose and index (splitmix64 mixing).
 func subSeed(seed uint64, purpose string, i int) uint64 {
@@ -418,7 +228,7 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	defer table.Free()
 	tr := &trainer{net: net, rr: *ec.RR, cfg: cfg, baseX: base.x, table: table, batch: ec.Batch,
 		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev, progress: ec.Progress}
-	accs, err := tr.evaluateModelsBatched(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
+	accs, err := tr.evaluateModels(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
 	if err != nil {
 		return nil, err
 	}

@@ -86,7 +86,7 @@ func TestAccuracyChunked(t *testing.T) {
 			}
 		}
 		yt := tT(t)(torch.FromInt64(y, n))
-		acc, err := accuracy(l, x, yt)
+		acc, err := accuracySequential(l, x, yt)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,28 +122,49 @@ func TestTrainer(t *testing.T) {
 	ctx := context.Background()
 	for _, rr := range []bool{false, true} {
 		tr := &trainer{net: net, rr: rr, cfg: cfg, baseX: base.x, table: table, batch: 10, opt: adamSpec(1e-3), dev: torch.CPU}
-		// Probes run after exactly the listed steps.
+		// Probes run after exactly the listed steps and see the model the sequential oracle
+		// has after as many steps (validation accuracy bit for bit).
 		var probed []int
-		l, err := tr.train(ctx, 120, 5, []int{1, 10, 120}, func(step int, l *learner) error {
+		var probedAcc, oracleAcc []float64
+		l, err := tr.trainOne(ctx, 120, 5, &probe{at: []int{1, 10, 120}, fn: func(step int, l *batchedLearner) error {
 			probed = append(probed, step)
-			return nil
-		})
+			a, err := l.accuracy(ctx, test.x, test.y)
+			probedAcc = append(probedAcc, a)
+			return err
+		}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(probed, []int{1, 10, 120}) {
 			t.Errorf("rr=%v: probes after %v, want [1 10 120]", rr, probed)
 		}
+		oracle, err := tr.trainSequential(ctx, 120, 5, []int{1, 10, 120}, func(step int, l *learner) error {
+			a, err := accuracySequential(l, test.x, test.y)
+			oracleAcc = append(oracleAcc, a)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(probedAcc, oracleAcc) {
+			t.Errorf("rr=%v: accuracies at the probes %v, the sequential oracle's %v", rr, probedAcc, oracleAcc)
+		}
+		for i := range oracle.params {
+			if !slices.Equal(tVals(t, l.params[0][i]), tVals(t, oracle.params[i])) {
+				t.Errorf("rr=%v: %s after 120 steps differs from the sequential oracle's", rr, l.specs[i].Name)
+			}
+		}
+		oracle.close()
 		// One-hot labels of 20 examples are fitted after 120 steps.
-		fit := tNeed[float64](t)(accuracy(l, base.x, base.y))
+		fit := tNeed[float64](t)(l.accuracy(ctx, base.x, base.y))
 		if fit < 90 {
 			t.Errorf("rr=%v: a model trained 120 steps on the 20 true labels fits only %.1f%% of them", rr, fit)
 		}
 		// Same seed: the same model, bit for bit; another seed: another model.
-		l2 := tNeed[*learner](t)(tr.train(ctx, 120, 5, nil, nil))
-		l3 := tNeed[*learner](t)(tr.train(ctx, 120, 6, nil, nil))
-		for i := range l.params {
-			a, b, c := tVals(t, l.params[i]), tVals(t, l2.params[i]), tVals(t, l3.params[i])
+		l2 := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 120, 5, nil))
+		l3 := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 120, 6, nil))
+		for i := range l.params[0] {
+			a, b, c := tVals(t, l.params[0][i]), tVals(t, l2.params[0][i]), tVals(t, l3.params[0][i])
 			if !slices.Equal(a, b) {
 				t.Errorf("rr=%v: two trainings with seed 5 differ in %s", rr, l.specs[i].Name)
 			}
@@ -152,22 +173,22 @@ func TestTrainer(t *testing.T) {
 			}
 		}
 		if rr {
-			if slices.Equal(tVals(t, l.w), make([]float64, 850)) {
+			if slices.Equal(tVals(t, l.w[0]), make([]float64, 850)) {
 				t.Errorf("RR training left W at zero")
 			}
-			if !slices.Equal(tVals(t, l.w), tVals(t, l2.w)) {
+			if !slices.Equal(tVals(t, l.w[0]), tVals(t, l2.w[0])) {
 				t.Errorf("two RR trainings with seed 5 differ in W")
 			}
 		}
 		// A probe error stops training and is returned.
 		stop := errors.New("stop")
-		if _, err := tr.train(ctx, 20, 5, []int{3}, func(int, *learner) error { return stop }); !errors.Is(err, stop) {
+		if _, err := tr.trainOne(ctx, 20, 5, &probe{at: []int{3}, fn: func(int, *batchedLearner) error { return stop }}); !errors.Is(err, stop) {
 			t.Errorf("rr=%v: probe error not returned: %v", rr, err)
 		}
-		// Cancellation is noticed (every 50 steps).
+		// Cancellation is noticed.
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := tr.train(cctx, 60, 5, nil, nil); !errors.Is(err, context.Canceled) {
+		if _, err := tr.trainOne(cctx, 60, 5, nil); !errors.Is(err, context.Canceled) {
 			t.Errorf("rr=%v: training under a cancelled context: %v", rr, err)
 		}
 		// evaluateModels: model i is a training from subSeed(seed, purpose, i).
@@ -179,8 +200,8 @@ func TestTrainer(t *testing.T) {
 			t.Fatalf("rr=%v: %d accuracies, want 3", rr, len(accs))
 		}
 		for i, a := range accs {
-			li := tNeed[*learner](t)(tr.train(ctx, 30, subSeed(9, "check", i), nil, nil))
-			want := tNeed[float64](t)(accuracy(li, test.x, test.y))
+			li := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 30, subSeed(9, "check", i), nil))
+			want := tNeed[float64](t)(li.accuracy(ctx, test.x, test.y))
 			li.close()
 			if a != want || a < 0 || a > 100 {
 				t.Errorf("rr=%v: model %d accuracy %v, retrained from its seed %v", rr, i, a, want)

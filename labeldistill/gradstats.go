@@ -292,7 +292,7 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 		if err := ctx.Err(); err != nil {
 			return GradVariance{}, err
 		}
-		if err := r.oneGradient(cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
+		if err := r.oneGradient(ctx, cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
 			return GradVariance{}, err
 		}
 	}
@@ -301,28 +301,23 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 
 // oneGradient adds the meta-gradient of fresh model m (seeded by m alone, so every method
 // sees the same initialisations) to acc.
-func (r *run) oneGradient(cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
-	gen, err := torch.NewGenerator(subSeed(r.seed, "gradvar-model", m))
+func (r *run) oneGradient(ctx context.Context, cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
+	// Model m, warmed up on the labels through the evaluation trainer (its own minibatch
+	// stream), then seen as the meta-step's learner.
+	tr := &trainer{net: r.net, rr: cfg.Method == MethodRR, cfg: cfg, baseX: r.base.x, table: table,
+		batch: cfg.InnerBatch, opt: adamSpec(cfg.ModelLR), dev: r.dev}
+	warm, err := newBatchedLearner(tr.net, tr.rr, cfg, tr.opt, []uint64{subSeed(r.seed, "gradvar-model", m)}, r.dev, r.base.x.DType(), batchedMode(r.dev))
 	if err != nil {
 		return err
 	}
-	defer gen.Close()
-	l, err := newLearner(r.net, cfg.Method == MethodRR, cfg, adamSpec(cfg.ModelLR), gen, r.dev)
-	if err != nil {
-		return err
-	}
-	defer l.close()
+	defer warm.close()
 	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-warmup", m), 0x3a7))
-	n := r.ds.Base.N()
-	for k := 0; k < warmup; k++ {
-		idx, err := sampleIndices(rng, n, min(cfg.InnerBatch, n), r.dev)
-		if err == nil {
-			err = trainStep(l, r.base.x, table, idx)
-			idx.Free()
-		}
-		if err != nil {
-			return fmt.Errorf("warm-up step %d: %w", k+1, err)
-		}
+	if err := tr.trainFor(ctx, warm, []*rand.Rand{rng}, warmup, nil); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	l, err := warm.single()
+	if err != nil {
+		return err
 	}
 	labels, err := NewLabels(r.ds.Base.N(), r.ds.Classes, cfg, r.dev)
 	if err != nil {

@@ -12,6 +12,7 @@ package labeldistill
 // files.
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
 	"math"
@@ -198,14 +199,14 @@ func (r *run) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int
 	return all, nil
 }
 
-// validationAccuracy scores l on the validation split. In a data-parallel run every rank
-// holds the same model (trained identically) and scores only its contiguous part of the
-// split; the correct counts are summed, so every rank gets the same accuracy.
-func (r *run) validationAccuracy(l *learner) (float64, error) {
+// validationAccuracy scores the one model of l on the validation split. In a data-parallel
+// run every rank holds the same model (trained identically) and scores only its contiguous
+// part of the split; the correct counts are summed, so every rank gets the same accuracy.
+func (r *run) validationAccuracy(ctx context.Context, l *batchedLearner) (float64, error) {
 	p := r.par
 	x, y := r.validation.x, r.validation.y
 	if p.size() == 1 {
-		return accuracy(l, x, y)
+		return l.accuracy(ctx, x, y)
 	}
 	n := int(x.Shape()[0])
 	lo, hi := p.shard(n)
@@ -219,7 +220,7 @@ func (r *run) validationAccuracy(l *learner) (float64, error) {
 			s.Close()
 			return 0, c.Err()
 		}
-		acc, err := accuracy(l, xs, ys)
+		acc, err := l.accuracy(ctx, xs, ys)
 		s.Close()
 		if err != nil {
 			return 0, err

@@ -32,13 +32,16 @@ func RidgeWeights(z, y *torch.Tensor, lambda float64) (*torch.Tensor, error) {
 
 // ridgeWeightsUnchecked is RidgeWeights without the solve's error check (a host read): it
 // returns the solve's status (info, 0 = solved) for the caller to read later. The same
-// arithmetic, so the same W.
+// arithmetic, so the same W. Z and Y may also carry a leading model dimension ((M, n, d+1)
+// and (M, n, C)): one batched solve, W_m from model m's own Z_m and Y_m (the matrix
+// products are torch.Matmul, which is mm for matrices and bmm for stacks of them).
 func ridgeWeightsUnchecked(z, y *torch.Tensor, lambda float64) (w, info *torch.Tensor, err error) {
 	var c torch.Chain
-	zt := c.T(z.T())
-	n := z.Shape()[0]
+	rank := int64(len(z.Shape()))
+	zt := c.T(z.Transpose(rank-2, rank-1))
+	n := z.Shape()[rank-2]
 	eye := c.T(torch.Eye(n, torch.WithDType(z.DType()), torch.OnDevice(z.Device())))
-	a := c.T(c.T(z.Mm(zt)).Add(c.T(eye.MulScalar(lambda))))
+	a := c.T(c.T(z.Matmul(zt)).Add(c.T(eye.MulScalar(lambda))))
 	if c.Err() != nil {
 		return nil, nil, c.Err()
 	}
@@ -46,7 +49,7 @@ func ridgeWeightsUnchecked(z, y *torch.Tensor, lambda float64) (w, info *torch.T
 	if err != nil {
 		return nil, nil, err
 	}
-	w = c.T(zt.Mm(sol))
+	w = c.T(zt.Matmul(sol))
 	return w, info, c.Err()
 }
 
@@ -54,6 +57,27 @@ func ridgeWeightsUnchecked(z, y *torch.Tensor, lambda float64) (w, info *torch.T
 func pseudoStep(w, wl *torch.Tensor, alpha float64) (*torch.Tensor, error) {
 	var c torch.Chain
 	out := c.T(c.T(w.MulScalar(1 - alpha)).Add(c.T(wl.MulScalar(alpha))))
+	return out, c.Err()
+}
+
+// rrWeights is §5 steps 2–3, written once for the meta-step and every evaluation model:
+// W_l by ridge regression of the labels y on the features z (with their bias column), then
+// the pseudo-gradient step from the kept W. The solve's status is left unread in info (a
+// failed solve shows as non-finite numbers later). Shapes as ridgeWeightsUnchecked.
+func rrWeights(z, y, kept *torch.Tensor, cfg Config) (w, info *torch.Tensor, err error) {
+	wl, info, err := ridgeWeightsUnchecked(z, y, cfg.RidgeLambda)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err = pseudoStep(kept, wl, cfg.RidgePseudoStep)
+	return w, info, err
+}
+
+// rrLogits is s·Z·W: the RR head's training-time logits (scale s of shape (1), or (M, 1, 1)
+// for stacks of models).
+func rrLogits(z, w, scale *torch.Tensor) (*torch.Tensor, error) {
+	var c torch.Chain
+	out := c.T(c.T(z.Matmul(w)).Mul(scale))
 	return out, c.Err()
 }
 
@@ -76,17 +100,16 @@ func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Co
 	if c.Err() != nil {
 		return stepOutputs{}, c.Err()
 	}
-	wl, info, err := ridgeWeightsUnchecked(zb, yb, cfg.RidgeLambda)
+	w, info, err := rrWeights(zb, yb, l.w, cfg)
 	if err != nil {
 		return stepOutputs{}, err
 	}
-	w := c.T(pseudoStep(l.w, wl, cfg.RidgePseudoStep))
 	var zt *torch.Tensor
 	c.Check(torch.NoGrad(func() (err error) {
 		zt, err = l.features(xt, true)
 		return err
 	}))
-	logitsT := c.T(c.T(zt.Mm(w)).Mul(l.scale))
+	logitsT := c.T(rrLogits(zt, w, l.scale))
 	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, yt)) // yt: dataset labels, checked on load
 	wrong := c.T(wrongCount(logitsT, yt))
 	if c.Err() != nil {
@@ -112,10 +135,11 @@ func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Co
 	return out, nil
 }
 
-// rrFeatureStep is §5 step 5 (shared with RR evaluation models): soft-CE of s·Z·W against
-// the labels, Adam on θ and s, and W kept (detached) for the next step.
+// rrFeatureStep is §5 step 5 of the meta-step: soft-CE of s·Z·W against the (updated)
+// labels, Adam on θ and s, and W kept (detached) for the next step. (Evaluation models take
+// the same step in batchedLearner.step.)
 func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, c *torch.Chain) error {
-	featLoss := c.T(torch.SoftCrossEntropy(c.T(c.T(zb.Mm(w)).Mul(l.scale)), yb))
+	featLoss := c.T(torch.SoftCrossEntropy(c.T(rrLogits(zb, w, l.scale)), yb))
 	if c.Err() != nil {
 		return c.Err()
 	}

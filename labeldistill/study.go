@@ -325,15 +325,15 @@ func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg Config, dev
 	valErr := map[int]float64{}
 	errs := make([]float64, 0, len(grid))
 	tr := &trainer{net: net, rr: false, cfg: cfg, baseX: base.x, table: table, batch: cfg.EvalBatch, opt: adamSpec(cfg.EvalLR), dev: dev}
-	l, err := tr.train(ctx, grid[len(grid)-1], subSeed(seed, "study-rr-standard-search", 0), grid, func(step int, l *learner) error {
-		acc, err := accuracy(l, v.x, v.y)
+	l, err := tr.trainOne(ctx, grid[len(grid)-1], subSeed(seed, "study-rr-standard-search", 0), &probe{at: grid, fn: func(step int, l *batchedLearner) error {
+		acc, err := l.accuracy(ctx, v.x, v.y)
 		if err != nil {
 			return err
 		}
 		valErr[step] = 100 - acc
 		errs = append(errs, 100-acc)
 		return nil
-	})
+	}})
 	if err != nil {
 		return 0, nil, err
 	}

@@ -17,7 +17,7 @@ func (e *env) benchCommand() *cli.Command {
 	flags := append([]cli.Flag{
 		&cli.IntFlag{Name: "steps", Value: 20, Usage: "timed meta-`STEPS`", EnvVars: []string{envName("steps")}, Category: catRun},
 		&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed warm-up meta-`STEPS` first", EnvVars: []string{envName("warmup")}, Category: catRun},
-		&cli.IntFlag{Name: "batched-eval-steps", Usage: "also time the final evaluation (--eval-models fresh models, `STEPS` steps each, scored on the test split) sequentially and batched (0: skip)",
+		&cli.IntFlag{Name: "batched-eval-steps", Usage: "also time the final evaluation (--eval-models fresh models, `STEPS` steps each, scored on the test split) with the models trained one after another and together (0: skip)",
 			EnvVars: []string{envName("batched-eval-steps")}, Category: catRun},
 		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "time data-parallel meta-steps of `N` local ranks (as distill --nproc; rank 0 prints)", Category: catSystem},
 	}, runConfigFlags()...)
@@ -27,7 +27,7 @@ func (e *env) benchCommand() *cli.Command {
 		UsageText: "ldtorch bench --dataset mnist --method ld --base 100 [--steps 20 --warmup 3] [--device cuda] [--threads N]",
 		Description: "Loads the data of the configuration (same flags, variables and --config as distill), runs --warmup " +
 			"untimed and --steps timed meta-steps, times evaluation-model training steps (and, with --batched-eval-steps, " +
-			"the whole final evaluation run sequentially and batched), and prints the medians " +
+			"the whole final evaluation with the models trained one after another and together), and prints the medians " +
 			"and the environment (threads, BLAS, device, libtorch, malloc) as one JSON line on stdout.",
 		Flags:  flags,
 		Action: e.benchAction,

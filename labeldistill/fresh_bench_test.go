@@ -1,8 +1,8 @@
 package labeldistill
 
-// batched_bench_test.go: the final evaluation (§7: 20 fresh models, N = 100 base
-// examples, batch 50) trained one after another (evaluateModels) and together
-// (evaluateModelsBatched). Each iteration trains benchModels models for benchSteps steps
+// fresh_bench_test.go: the final evaluation (§7: 20 fresh models, N = 100 base
+// examples, batch 50) trained one after another by the sequential oracle
+// (evaluateModelsSequential) and together (evaluateModels). Each iteration trains benchModels models for benchSteps steps
 // and scores them on benchTest test images (BenchmarkTrain*: training only). Metrics:
 // model-steps/s (models × steps per wall-clock second, scoring included) and
 // cpu-ms/model-step (process CPU time, steadier than wall time on a loaded machine). Real
@@ -85,9 +85,10 @@ func cpuSeconds() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
-// benchEvaluate: how is "sequential", "batched" (the device's body mode) or "grouped"
-// (nets.BodyGrouped). With trainOnly, each iteration trains the models (trainer.train per
-// model, or trainBatchedMode) without scoring them.
+// benchEvaluate: how is "sequential" (the oracle), "one" (trainModels one model at a time,
+// as validation and the step searches train), "batched" (the device's body mode) or
+// "grouped" (nets.BodyGrouped). With trainOnly, each iteration trains the models (trainSequential per
+// model, or trainModels) without scoring them.
 func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 	prev := torch.NumThreads()
 	tOK(b, torch.SetNumThreads(threads))
@@ -107,12 +108,25 @@ func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 			run := func() (accs []float64, err error) {
 				switch {
 				case how == "sequential" && !trainOnly:
-					return tr.evaluateModels(ctx, benchSteps, benchModels, 1, "bench", x, y)
+					return tr.evaluateModelsSequential(ctx, benchSteps, benchModels, 1, "bench", x, y)
+				case how == "one" && !trainOnly:
+					tr.group = 1
+					defer func() { tr.group = 0 }()
+					return tr.evaluateModelsMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
 				case !trainOnly:
-					return tr.evaluateModelsBatchedMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
+					return tr.evaluateModelsMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
 				case how == "sequential":
 					for _, seed := range seeds {
-						l, err := tr.train(ctx, benchSteps, seed, nil, nil)
+						l, err := tr.trainSequential(ctx, benchSteps, seed, nil, nil)
+						if err != nil {
+							return nil, err
+						}
+						l.close()
+					}
+					return nil, nil
+				case how == "one":
+					for _, seed := range seeds {
+						l, err := tr.trainOne(ctx, benchSteps, seed, nil)
 						if err != nil {
 							return nil, err
 						}
@@ -120,7 +134,7 @@ func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 					}
 					return nil, nil
 				}
-				l, err := tr.trainBatchedMode(ctx, benchSteps, seeds, mode)
+				l, err := tr.trainModels(ctx, benchSteps, seeds, mode, nil)
 				if err == nil {
 					l.close()
 				}
@@ -157,3 +171,5 @@ func BenchmarkEvaluateSequentialThreads2(b *testing.B) { benchEvaluate(b, 2, "se
 func BenchmarkEvaluateBatchedThreads2(b *testing.B)    { benchEvaluate(b, 2, "batched", false) }
 func BenchmarkTrainSequential(b *testing.B)            { benchEvaluate(b, 1, "sequential", true) }
 func BenchmarkTrainBatched(b *testing.B)               { benchEvaluate(b, 1, "batched", true) }
+func BenchmarkEvaluateOne(b *testing.B)                { benchEvaluate(b, 1, "one", false) }
+func BenchmarkTrainOne(b *testing.B)                   { benchEvaluate(b, 1, "one", true) }

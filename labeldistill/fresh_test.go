@@ -1,7 +1,7 @@
 package labeldistill
 
-// batched_test.go: the batched evaluation path (batched.go) against the sequential
-// reference (trainer.train per model): same initial parameters, same minibatches, and
+// fresh_test.go: fresh models trained together (fresh.go) against the sequential oracle
+// (sequential_test.go, trainSequential per model): same initial parameters, same minibatches, and
 // after training the same parameters (float tolerance), W and s for RR, BatchNorm running
 // statistics for ResNet, and the same accuracies.
 
@@ -80,12 +80,12 @@ func relDiff(t *testing.T, a, b *torch.Tensor) float64 {
 	return d / math.Max(scale, 1e-30)
 }
 
-// trainSequentialIn is trainer.train for a learner held in dtype (trainer.train always
-// uses float32): the same initialisation, minibatches and trainStep.
+// trainSequentialIn is trainSequential for a learner held in dtype (trainSequential always
+// uses float32): the same initialisation, minibatches and trainStepSequential.
 func trainSequentialIn(t *testing.T, tr *trainer, steps int, seed uint64, dtype torch.DType) *learner {
 	t.Helper()
 	if dtype == torch.Float {
-		return tNeed[*learner](t)(tr.train(context.Background(), steps, seed, nil, nil))
+		return tNeed[*learner](t)(tr.trainSequential(context.Background(), steps, seed, nil, nil))
 	}
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(seed))
 	defer gen.Close()
@@ -111,11 +111,11 @@ func trainSequentialIn(t *testing.T, tr *trainer, steps int, seed uint64, dtype 
 		torch.Escape(l.scale)
 		l.sOpt = tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{l.scale}, torch.AdamOpts{LR: cfg.ScaleLR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}))
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5eed)) // as trainer.train
+	rng := rand.New(rand.NewPCG(seed, 0x5eed)) // as trainSequential
 	n := int(tr.baseX.Shape()[0])
 	for step := 1; step <= steps; step++ {
 		idx := tT(t)(sampleIndices(rng, n, min(tr.batch, n), tr.dev))
-		tOK(t, trainStep(l, tr.baseX, tr.table, idx))
+		tOK(t, trainStepSequential(l, tr.baseX, tr.table, idx))
 		idx.Free()
 	}
 	return l
@@ -200,9 +200,9 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 	for i := range seeds {
 		seeds[i] = subSeed(99, "agreement", i)
 	}
-	b32 := tNeed[*batchedLearner](t)(tr.trainBatchedMode(ctx, bc.steps, seeds, bc.mode))
+	b32 := tNeed[*batchedLearner](t)(tr.trainModels(ctx, bc.steps, seeds, bc.mode, nil))
 	defer b32.close()
-	b64 := tNeed[*batchedLearner](t)(tr64.trainBatchedMode(ctx, bc.steps, seeds, bc.mode))
+	b64 := tNeed[*batchedLearner](t)(tr64.trainModels(ctx, bc.steps, seeds, bc.mode, nil))
 	defer b64.close()
 	acc32 := tNeed[[]float64](t)(b32.accuracies(ctx, x, y))
 	acc64 := tNeed[[]float64](t)(b64.accuracies(ctx, x64, y))
@@ -236,8 +236,8 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 					i, name, dMax, eBat, eSeq)
 			}
 		}
-		a32 := tNeed[float64](t)(accuracy(s32, x, y))
-		a64 := tNeed[float64](t)(accuracy(s64, x64, y))
+		a32 := tNeed[float64](t)(accuracySequential(s32, x, y))
+		a64 := tNeed[float64](t)(accuracySequential(s64, x64, y))
 		s32.close()
 		s64.close()
 		for _, pair := range [][2]float64{{acc32[i], a32}, {acc64[i], a64}} {
@@ -284,7 +284,7 @@ func TestBatchedAgreement(t *testing.T) {
 	}
 }
 
-// TestBatchedEvaluateModels: evaluateModelsBatched returns what evaluateModels returns,
+// TestBatchedEvaluateModels: evaluateModels returns what evaluateModels returns,
 // model by model, in both body modes, with the test set scored in two blocks (2000 + 500
 // images, as accuracy scores them) and the models trained in two groups (3 + 1).
 func TestBatchedEvaluateModels(t *testing.T) {
@@ -296,9 +296,9 @@ func TestBatchedEvaluateModels(t *testing.T) {
 	bc := batchedCase{arch: "lenet", shape: [3]int64{1, 28, 28}, opt: adamSpec(1e-3), steps: 4, nBase: 30, batch: 10, nTest: 2500}
 	tr, x, y := randomTrainer(t, bc, torch.Float, 3)
 	ctx := context.Background()
-	seq := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 4, 5, "test", x, y))
+	seq := tNeed[[]float64](t)(tr.evaluateModelsSequential(ctx, bc.steps, 4, 5, "test", x, y))
 	for _, mode := range []nets.BodyMode{nets.BodyPerModel, nets.BodyGrouped} {
-		bat := tNeed[[]float64](t)(tr.evaluateModelsBatchedMode(ctx, bc.steps, 4, 5, "test", x, y, mode))
+		bat := tNeed[[]float64](t)(tr.evaluateModelsMode(ctx, bc.steps, 4, 5, "test", x, y, mode))
 		if len(bat) != len(seq) {
 			t.Fatalf("%v: %d accuracies, want %d", mode, len(bat), len(seq))
 		}
@@ -309,13 +309,13 @@ func TestBatchedEvaluateModels(t *testing.T) {
 		}
 		t.Logf("%v: sequential %v, batched %v", mode, seq, bat)
 	}
-	if got := tNeed[[]float64](t)(tr.evaluateModelsBatched(ctx, bc.steps, 4, 5, "test", x, y)); !slices.Equal(got, seq) {
+	if got := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 4, 5, "test", x, y)); !slices.Equal(got, seq) {
 		t.Errorf("on CPU (per-model bodies) the accuracies should equal the sequential ones exactly: %v vs %v", got, seq)
 	}
 
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := tr.evaluateModelsBatched(ctxDone, 60, 2, 5, "test", x, y); err == nil {
+	if _, err := tr.evaluateModels(ctxDone, 60, 2, 5, "test", x, y); err == nil {
 		t.Error("a cancelled context did not stop batched training")
 	}
 }

@@ -1,17 +1,21 @@
 package labeldistill
 
-// batched.go: the evaluation models of docs/ALGORITHM.md §7 (and the baselines' final models)
-// trained together (nets.Batched) instead of one after another. Model i still draws its
-// initial parameters from its own generator (seed_i) and its own minibatches from its own
-// PCG stream, exactly as trainer.train would; one step gathers every model's minibatch
-// with one index, runs the M forward passes, and takes one backward pass of the sum of the
-// models' own losses (so each model's gradient is its own) and one optimizer step over all
-// their parameters (Adam and SGD are elementwise: M independent optimizers sharing a step
-// count). With nets.BodyPerModel (the CPU default) every model runs the sequential path's
-// own operations, so the results are the sequential ones exactly; with nets.BodyGrouped
-// (the GPU default) the bodies are grouped convolutions and batched products, the RR ridge
-// systems one batched solve, and the results agree to rounding. The sequential path
-// (evaluateModels) stays the reference; batched_test.go checks that the two agree.
+// fresh.go: fresh models trained on fixed (images, labels) and scored (docs/ALGORITHM.md §7):
+// validation, the final test, the baselines' step search and test models, the studies and
+// `ldtorch evaluate` all train through trainModels, one model or many (M = 1 where one is
+// all there is). Training records no autograd graph beyond what each step needs.
+//
+// Several models are trained together (nets.Batched). Model i still draws its initial
+// parameters from its own generator (seed_i) and its own minibatches from its own PCG
+// stream; one step gathers every model's minibatch with one index, runs the M forward
+// passes, and takes one backward pass of the sum of the models' own losses (so each model's
+// gradient is its own) and one optimizer step over all their parameters (Adam and SGD are
+// elementwise: M independent optimizers sharing a step count). With nets.BodyPerModel (the
+// CPU default) every model runs a single model's own operations, so a model's result does
+// not depend on how many are trained beside it; with nets.BodyGrouped (the GPU default) the
+// bodies are grouped convolutions and batched products, the RR ridge systems one batched
+// solve, and the results agree to rounding. sequential_test.go keeps a model-by-model
+// trainer as the oracle both modes are checked against.
 
 import (
 	"context"
@@ -22,6 +26,42 @@ import (
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
+
+// trainer trains fresh models on one label table.
+type trainer struct {
+	net   *nets.Net
+	rr    bool
+	cfg   Config
+	baseX *torch.Tensor // (N, C, H, W) on the device
+	table *torch.Tensor // (N, classes), no grad
+	batch int
+	opt   optSpec
+	dev   torch.Device
+	// progress, when set, hears how much of an evaluation (all its models) is done, in
+	// training steps and, on the batched path, scoring blocks; onStep and stepBase carry it
+	// into the loops.
+	progress func(done, total int)
+	onStep   func(step int)
+	stepBase int
+	// group is how many models evaluateModelRange trains together (0: batchedMaxModels);
+	// 1 trains them one after another (the bench's comparison).
+	group int
+}
+
+// reportSteps sets onStep to report progress over total steps (when progress is set) and
+// returns the function that unsets it.
+func (tr *trainer) reportSteps(total int) func() {
+	if tr.progress == nil {
+		return func() {}
+	}
+	tr.stepBase = 0
+	tr.onStep = func(step int) { tr.progress(tr.stepBase+step, total) }
+	return func() { tr.onStep = nil }
+}
+
+// evalChunk is how many images are scored per block: LeNet on one CPU thread scores 1000
+// images in 53 / 37 / 15.5 ms of CPU with passes of 2000 / 1000 / 500 (cache).
+const evalChunk = 256
 
 // batchedMaxModels caps how many models one batched computation holds (activation memory
 // grows linearly with it); more models run as several groups. A variable for the tests.
@@ -170,28 +210,8 @@ func withBiasBatched(f *torch.Tensor) (*torch.Tensor, error) {
 	return torch.Cat([]*torch.Tensor{f, ones}, 2)
 }
 
-// ridgeWeightsBatched is RidgeWeights per model: W_m = Z_mᵀ (Z_m Z_mᵀ + λI)⁻¹ Y_m for Z
-// (M, n, d+1) and Y (M, n, C), one batched n×n solve.
-func ridgeWeightsBatched(z, y *torch.Tensor, lambda float64) (*torch.Tensor, error) {
-	var c torch.Chain
-	zt := c.T(z.Transpose(1, 2))
-	n := z.Shape()[1]
-	eye := c.T(torch.Eye(n, torch.WithDType(z.DType()), torch.OnDevice(z.Device())))
-	a := c.T(c.T(z.Bmm(zt)).Add(c.T(eye.MulScalar(lambda))))
-	if c.Err() != nil {
-		return nil, c.Err()
-	}
-	// Unchecked, as trainStep's solve: a failed solve shows as a diverged model.
-	sol, _, err := torch.LinalgSolveEx(a, y)
-	if err != nil {
-		return nil, err
-	}
-	w := c.T(zt.Bmm(sol))
-	return w, c.Err()
-}
-
-// step is one trainStep for every model: idx holds M·batch base indices, model m's at
-// [m·batch, (m+1)·batch).
+// step is one training step of every model on fixed labels (soft-CE for LD; §5 steps 1–3
+// and 5 for RR): idx holds M·batch base indices, model m's at [m·batch, (m+1)·batch).
 func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) error {
 	s := torch.NewScope()
 	defer s.Close()
@@ -215,16 +235,19 @@ func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) erro
 	var logits *torch.Tensor
 	ws := make([]*torch.Tensor, m)
 	if l.bn.Mode == nets.BodyGrouped {
+		// All models at once: Z (M, B, d+1), one batched solve.
 		z := c.T(withBiasBatched(c.T(l.bn.Features(l.params, l.buffers, xb, true))))
-		wl := c.T(ridgeWeightsBatched(z, yb, l.cfg.RidgeLambda))
-		w := c.T(pseudoStep(c.T(torch.Stack(l.w, 0)), wl, l.cfg.RidgePseudoStep))
-		sc := c.T(c.T(torch.Stack(l.scale, 0)).Reshape(m, 1, 1))
-		logits = c.T(c.T(z.Bmm(w)).Mul(sc))
+		if c.Err() != nil {
+			return c.Err()
+		}
+		w, _, err := rrWeights(z, yb, c.T(torch.Stack(l.w, 0)), l.cfg)
+		c.Check(err)
+		logits = c.T(rrLogits(z, w, c.T(c.T(torch.Stack(l.scale, 0)).Reshape(m, 1, 1))))
 		for i := range ws {
 			ws[i] = c.T(w.Select(0, int64(i)))
 		}
 	} else {
-		// The sequential path's own operations, model by model.
+		// Model by model: exactly the operations of a single model's step.
 		fs, err := l.bn.FeaturesEach(l.params, l.buffers, xb, true)
 		if err != nil {
 			return err
@@ -232,10 +255,13 @@ func (l *batchedLearner) step(baseX, table, idx *torch.Tensor, batch int64) erro
 		each := make([]*torch.Tensor, m)
 		for i := range each {
 			z := c.T(withBias(fs[i]))
-			wl, _, err := ridgeWeightsUnchecked(z, c.T(yb.Select(0, int64(i))), l.cfg.RidgeLambda) // as trainStep
+			if c.Err() != nil {
+				return c.Err()
+			}
+			w, _, err := rrWeights(z, c.T(yb.Select(0, int64(i))), l.w[i], l.cfg)
 			c.Check(err)
-			ws[i] = c.T(pseudoStep(l.w[i], wl, l.cfg.RidgePseudoStep))
-			each[i] = c.T(c.T(z.Mm(ws[i])).Mul(l.scale[i]))
+			ws[i] = w
+			each[i] = c.T(rrLogits(z, w, l.scale[i]))
 			if c.Err() != nil {
 				return c.Err()
 			}
@@ -375,6 +401,18 @@ func (l *batchedLearner) accuracies(ctx context.Context, x, y *torch.Tensor) ([]
 	return accs, nil
 }
 
+// accuracy is accuracies for a one-model learner.
+func (l *batchedLearner) accuracy(ctx context.Context, x, y *torch.Tensor) (float64, error) {
+	if l.bn.M != 1 {
+		return 0, fmt.Errorf("internal error: accuracy of a batched learner of %d models", l.bn.M)
+	}
+	accs, err := l.accuracies(ctx, x, y)
+	if err != nil {
+		return 0, err
+	}
+	return accs[0], nil
+}
+
 // batchedMode is the body mode for a device: one grouped computation on a GPU, the
 // models' bodies one after another on the CPU (where it is the faster; see nets.BodyMode).
 func batchedMode(dev torch.Device) nets.BodyMode {
@@ -384,10 +422,17 @@ func batchedMode(dev torch.Device) nets.BodyMode {
 	return nets.BodyPerModel
 }
 
-// trainBatchedMode trains len(seeds) fresh models together for steps in the given body
-// mode, model i from seed seeds[i] (initialisation and minibatches as
-// trainer.train(ctx, steps, seeds[i], ...)).
-func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint64, mode nets.BodyMode) (*batchedLearner, error) {
+// probe asks trainModels to call fn after each of the steps listed in at (ascending): the
+// baseline step search scores one model at several step counts of one training.
+type probe struct {
+	at []int
+	fn func(step int, l *batchedLearner) error
+}
+
+// trainModels trains len(seeds) fresh models together for steps in the given body mode:
+// model i initialised from torch.NewGenerator(seeds[i]) and drawing its minibatches from
+// its own PCG stream (seeds[i], 0x5eed). pr may be nil.
+func (tr *trainer) trainModels(ctx context.Context, steps int, seeds []uint64, mode nets.BodyMode, pr *probe) (*batchedLearner, error) {
 	l, err := newBatchedLearner(tr.net, tr.rr, tr.cfg, tr.opt, seeds, tr.dev, tr.baseX.DType(), mode)
 	if err != nil {
 		return nil, err
@@ -396,16 +441,25 @@ func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint
 	for i, s := range seeds {
 		rngs[i] = rand.New(rand.NewPCG(s, 0x5eed))
 	}
+	if err := tr.trainFor(ctx, l, rngs, steps, pr); err != nil {
+		l.close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// trainFor takes steps training steps of l on the trainer's labels, model i drawing its
+// minibatches (a random permutation prefix of the base examples) from rngs[i].
+func (tr *trainer) trainFor(ctx context.Context, l *batchedLearner, rngs []*rand.Rand, steps int, pr *probe) error {
 	n := int(tr.baseX.Shape()[0])
 	batch := min(tr.batch, n)
-	idx := make([]int64, len(seeds)*batch)
+	idx := make([]int64, len(rngs)*batch)
+	next := 0
 	for step := 1; step <= steps; step++ {
 		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
 		if err := ctx.Err(); err != nil {
-			l.close()
-			return nil, err
+			return err
 		}
-		// Model i's indices: sampleIndices(rngs[i], n, batch) of the sequential path.
 		for i, rng := range rngs {
 			for j, p := range rng.Perm(n)[:batch] {
 				idx[i*batch+j] = int64(p)
@@ -417,47 +471,52 @@ func (tr *trainer) trainBatchedMode(ctx context.Context, steps int, seeds []uint
 			t.Free()
 		}
 		if err != nil {
-			l.close()
-			return nil, fmt.Errorf("training step %d: %w", step, err)
+			return fmt.Errorf("training step %d: %w", step, err)
 		}
 		if tr.onStep != nil {
 			tr.onStep(step)
 		}
+		for pr != nil && next < len(pr.at) && pr.at[next] == step {
+			if err := pr.fn(step, l); err != nil {
+				return err
+			}
+			next++
+		}
 	}
-	return l, nil
+	return nil
 }
 
-// evaluateModelsBatched is evaluateModels with the models trained together (in groups of
-// at most batchedMaxModels): the same seeds (model i from subSeed(seed, purpose, i)), the
-// same minibatches, and per model the same results up to floating-point rounding. It
-// falls back to the sequential path for a network nets.Batched does not support.
-func (tr *trainer) evaluateModelsBatched(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
-	return tr.evaluateModelsBatchedMode(ctx, steps, models, seed, purpose, x, y, batchedMode(tr.dev))
+// evaluateModels trains `models` fresh models for steps each and returns their accuracies
+// (%) on (x, y); model i starts from seed subSeed(seed, purpose, i). A diverged model
+// (non-finite parameters) gets NaN, which keepFinite counts and drops.
+func (tr *trainer) evaluateModels(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
+	return tr.evaluateModelsMode(ctx, steps, models, seed, purpose, x, y, batchedMode(tr.dev))
 }
 
-// evaluateModelsBatchedMode is evaluateModelsBatched in a given body mode.
-func (tr *trainer) evaluateModelsBatchedMode(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor, mode nets.BodyMode) ([]float64, error) {
+// evaluateModelsMode is evaluateModels in a given body mode.
+func (tr *trainer) evaluateModelsMode(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor, mode nets.BodyMode) ([]float64, error) {
 	return tr.evaluateModelRange(ctx, steps, 0, models, seed, purpose, x, y, mode)
 }
 
 // evaluateModelRange trains and scores models lo..hi-1 (model i from subSeed(seed, purpose,
-// i)), batched in groups of at most batchedMaxModels starting at lo. A data-parallel run
-// gives each rank its own range.
+// i)), together in groups of tr.group (default batchedMaxModels) starting at lo. A
+// data-parallel run gives each rank its own range.
 func (tr *trainer) evaluateModelRange(ctx context.Context, steps, lo, hi int, seed uint64, purpose string, x, y *torch.Tensor, mode nets.BodyMode) ([]float64, error) {
-	if _, err := nets.NewBatched(tr.net, 1); err != nil {
-		return tr.evaluateModelsFrom(ctx, steps, lo, hi, seed, purpose, x, y)
+	group := batchedMaxModels
+	if tr.group > 0 {
+		group = tr.group
 	}
 	accs := make([]float64, 0, max(0, hi-lo))
 	// Progress counts each group's training steps and scoring blocks.
 	blocks := int((x.Shape()[0] + evalChunk - 1) / evalChunk)
-	defer tr.reportSteps((steps + blocks) * ((max(0, hi-lo) + batchedMaxModels - 1) / batchedMaxModels))()
-	for first := lo; first < hi; first += batchedMaxModels {
-		seeds := make([]uint64, min(batchedMaxModels, hi-first))
+	defer tr.reportSteps((steps + blocks) * ((max(0, hi-lo) + group - 1) / group))()
+	for first := lo; first < hi; first += group {
+		seeds := make([]uint64, min(group, hi-first))
 		for i := range seeds {
 			seeds[i] = subSeed(seed, purpose, first+i)
 		}
-		tr.stepBase = (first - lo) / batchedMaxModels * (steps + blocks)
-		l, err := tr.trainBatchedMode(ctx, steps, seeds, mode)
+		tr.stepBase = (first - lo) / group * (steps + blocks)
+		l, err := tr.trainModels(ctx, steps, seeds, mode, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -481,4 +540,23 @@ func (tr *trainer) evaluateModelRange(ctx context.Context, steps, lo, hi int, se
 		accs = append(accs, a...)
 	}
 	return accs, nil
+}
+
+// trainOne trains one fresh model (initialisation and minibatches from seed) for steps,
+// calling pr (may be nil) on the way: validation and the baseline step search.
+func (tr *trainer) trainOne(ctx context.Context, steps int, seed uint64, pr *probe) (*batchedLearner, error) {
+	return tr.trainModels(ctx, steps, []uint64{seed}, batchedMode(tr.dev), pr)
+}
+
+// single is the one model of a one-model batchedLearner as a learner (the meta-step's
+// type), sharing its tensors and optimizers: the caller closes l, not the result.
+func (l *batchedLearner) single() (*learner, error) {
+	if l.bn.M != 1 {
+		return nil, fmt.Errorf("internal error: single() of a batched learner of %d models", l.bn.M)
+	}
+	s := &learner{net: l.bn.Net, rr: l.rr, specs: l.specs, params: l.params[0], buffers: l.buffers[0], opt: l.opt, sOpt: l.sOpt, cfg: l.cfg}
+	if l.rr {
+		s.w, s.scale = l.w[0], l.scale[0]
+	}
+	return s, nil
 }
