@@ -98,6 +98,9 @@ type checkpointMeta struct {
 	// StepsPerEpoch and TargetSize are recorded to check the position on resume.
 	StepsPerEpoch int `json:"steps_per_epoch"`
 	TargetSize    int `json:"target_set_size"`
+	// WorldSize is the number of processes of a data-parallel run (1 alone); a resume needs
+	// as many. 0 in checkpoints written before it was recorded.
+	WorldSize int `json:"world_size,omitempty"`
 
 	Config     Config            `json:"config"`
 	DataSHA256 map[string]string `json:"data_sha256"`

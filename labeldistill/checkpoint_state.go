@@ -60,6 +60,176 @@ func (r *run) tensorState(modelAdam *torch.Adam) []namedTensor {
 	return state
 }
 
+// arrayState is a part of the run's state that is not a tensor, saved as one raw array:
+// the best labels, the epoch's permutation, the random generators. save returns the array's
+// shape and data, or ok = false when there is nothing to save at this position; load reads
+// it back into the run. Whether restore expects the member is decided from the meta
+// (needed).
+type arrayState struct {
+	name   string
+	save   func() (shape []int, data any, ok bool, err error)
+	needed func(m *checkpointMeta) bool
+	load   func(a *npz.Array) error
+}
+
+// arrayStates lists the run's non-tensor arrays, in checkpoint order: the one list that
+// writeCheckpoint saves and restore loads (tensorState lists the tensors).
+func (r *run) arrayStates(pos position) []arrayState {
+	perEpoch := StepsPerEpoch(r.ds.TargetSet.N(), r.cfg.OuterBatch)
+	midEpoch := func(nextBatch int) bool { return nextBatch > 0 && nextBatch < perEpoch }
+	always := func(*checkpointMeta) bool { return true }
+	return []arrayState{
+		{
+			name: "best_labels",
+			save: func() ([]int, any, bool, error) {
+				if r.best == nil {
+					return nil, nil, false, nil
+				}
+				for i, v := range r.best {
+					if !finite(float64(v)) {
+						return nil, nil, false, &NonFiniteError{Step: pos.step, Quantity: fmt.Sprintf("best labels (element %d)", i), Value: float64(v)}
+					}
+				}
+				return []int{r.ds.Base.N(), r.ds.Classes}, slices.Clone(r.best), true, nil
+			},
+			needed: func(m *checkpointMeta) bool { return m.HasBest },
+			load: func(a *npz.Array) error {
+				v, ok := a.Data.([]float32)
+				if !ok || len(a.Shape) != 2 || a.Shape[0] != r.ds.Base.N() || a.Shape[1] != r.ds.Classes {
+					return fmt.Errorf("best_labels: want float32 %d×%d, got %s %v", r.ds.Base.N(), r.ds.Classes, a.DType, a.Shape)
+				}
+				r.best = v
+				return nil
+			},
+		},
+		{
+			// The epoch's order of target examples, needed only mid-epoch.
+			name: "epoch_order",
+			save: func() ([]int, any, bool, error) {
+				if !midEpoch(pos.nextBatch) {
+					return nil, nil, false, nil
+				}
+				order := make([]int64, len(r.order))
+				for i, v := range r.order {
+					order[i] = int64(v)
+				}
+				return []int{len(order)}, order, true, nil
+			},
+			needed: func(m *checkpointMeta) bool { return midEpoch(m.NextBatch) },
+			load: func(a *npz.Array) error {
+				v, ok := a.Data.([]int64)
+				if !ok || len(v) != r.ds.TargetSet.N() {
+					return fmt.Errorf("epoch_order: want int64 (%d), got %s %v", r.ds.TargetSet.N(), a.DType, a.Shape)
+				}
+				seen := make([]bool, len(v))
+				order := make([]int, len(v))
+				for i, x := range v {
+					if x < 0 || int(x) >= len(v) || seen[x] {
+						return errors.New("epoch_order is not a permutation of the target set")
+					}
+					seen[x] = true
+					order[i] = int(x)
+				}
+				r.order = order
+				return nil
+			},
+		},
+		{
+			name: "rng.go_pcg", // base batches and epoch permutations
+			save: func() ([]int, any, bool, error) {
+				b, err := r.pcg.MarshalBinary()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: Go random state: %w", err)
+				}
+				return []int{len(b)}, b, true, nil
+			},
+			needed: always,
+			load: func(a *npz.Array) error {
+				b, _ := a.Data.([]uint8)
+				pcg := &rand.PCG{}
+				if err := pcg.UnmarshalBinary(b); err != nil {
+					return fmt.Errorf("rng.go_pcg: %w", err)
+				}
+				r.pcg, r.rng = pcg, rand.New(pcg)
+				return nil
+			},
+		},
+		{
+			name: "rng.torch", // model (re-)initialisations
+			save: func() ([]int, any, bool, error) {
+				gs, err := r.gen.State()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: torch generator state: %w", err)
+				}
+				b, err := gs.Uint8s()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: torch generator state: %w", err)
+				}
+				return []int{len(b)}, b, true, nil
+			},
+			needed: always,
+			load: func(a *npz.Array) error {
+				b, ok := a.Data.([]uint8)
+				if !ok {
+					return fmt.Errorf("rng.torch: want uint8, got %s", a.DType)
+				}
+				state, err := torch.FromUint8(b, int64(len(b)))
+				if err != nil {
+					return err
+				}
+				err = r.gen.SetState(state)
+				state.Free()
+				if err != nil {
+					return fmt.Errorf("rng.torch: %w", err)
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// scalar pairs one scalar of the run's state with its field in the checkpoint's meta.
+type scalar struct{ save, load func() }
+
+// bind is the scalar kept in *run and recorded in *meta.
+func bind[T any](run, meta *T) scalar {
+	return scalar{save: func() { *meta = *run }, load: func() { *run = *meta }}
+}
+
+// scalarStates lists the run's scalar state and its meta fields: the one list that
+// writeCheckpoint copies into m and restore copies back. (The position, the configuration
+// and the data checksums are written by writeCheckpoint and checked by compatible and
+// restore instead.)
+func (r *run) scalarStates(m *checkpointMeta, modelAdam *torch.Adam) []scalar {
+	out := []scalar{
+		bind(&r.labels.opt.StepCount, &m.LabelAdamSteps),
+		bind(&modelAdam.StepCount, &m.ModelAdamSteps),
+		bind(&r.bestRecord, &m.BestRecord),
+		bind(&r.validations, &m.Validations),
+		bind(&r.distillSeconds, &m.DistillSeconds),
+		bind(&r.lastLoss, &m.LastLabelLoss),
+		// Wall time: the time so far is saved; a resumed run counts on from it.
+		{save: func() { m.WallSeconds = r.wallSeconds() }, load: func() { r.priorWall = m.WallSeconds }},
+		// The last validation accuracy: NaN in the run, null in the meta before the first.
+		{save: func() {
+			m.LastValAcc = nil
+			if !math.IsNaN(r.lastValAcc) {
+				v := r.lastValAcc
+				m.LastValAcc = &v
+			}
+		}, load: func() {
+			r.lastValAcc = math.NaN()
+			if m.LastValAcc != nil {
+				r.lastValAcc = *m.LastValAcc
+			}
+		}},
+	}
+	if r.model.rr {
+		out = append(out, bind(&r.model.sOpt.StepCount, &m.ScaleAdamSteps))
+	}
+	return out
+}
+
 // adamOf returns the model's Adam (distillation always uses Adam).
 func (r *run) adamOf() (*torch.Adam, error) {
 	a, ok := r.model.opt.(*torch.Adam)
@@ -119,15 +289,12 @@ func (r *run) writeCheckpoint(reason string, pos position) (err error) {
 		Written: time.Now().UTC().Format(time.RFC3339),
 		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
 		StepsPerEpoch: StepsPerEpoch(r.ds.TargetSet.N(), r.cfg.OuterBatch), TargetSize: r.ds.TargetSet.N(),
-		Config: r.cfg, DataSHA256: r.ds.Files, DataDigest: r.dataDigest,
-		T: r.T(), HasBest: r.best != nil, BestRecord: r.bestRecord, Validations: r.validations,
-		LabelAdamSteps: r.labels.opt.StepCount, ModelAdamSteps: modelAdam.StepCount,
-		DistillSeconds: r.distillSeconds, WallSeconds: r.wallSeconds(),
-		LastLabelLoss: r.lastLoss, TorchVersion: torch.Version(),
+		WorldSize: r.par.size(),
+		Config:    r.cfg, DataSHA256: r.ds.Files, DataDigest: r.dataDigest,
+		T: r.T(), HasBest: r.best != nil, TorchVersion: torch.Version(),
 	}
-	if !math.IsNaN(r.lastValAcc) {
-		v := r.lastValAcc
-		meta.LastValAcc = &v
+	for _, sc := range r.scalarStates(&meta, modelAdam) {
+		sc.save()
 	}
 	if meta.Tracker, err = json.Marshal(r.tracker); err != nil {
 		return fmt.Errorf("checkpoint: reset tracker: %w", err)
@@ -137,9 +304,6 @@ func (r *run) writeCheckpoint(reason string, pos position) (err error) {
 	}
 	for _, b := range r.net.Buffers {
 		meta.Buffers = append(meta.Buffers, b.Name)
-	}
-	if r.model.rr {
-		meta.ScaleAdamSteps = r.model.sOpt.StepCount
 	}
 	js, err := json.Marshal(meta)
 	if err != nil {
@@ -162,35 +326,15 @@ func (r *run) writeCheckpoint(reason string, pos position) (err error) {
 	if err != nil {
 		return err
 	}
-	if r.best != nil {
-		for i, v := range r.best {
-			if !finite(float64(v)) {
-				return &NonFiniteError{Step: step, Quantity: fmt.Sprintf("best labels (element %d)", i), Value: float64(v)}
-			}
+	for _, st := range r.arrayStates(pos) {
+		shape, data, ok, serr := st.save()
+		if serr != nil {
+			return serr
 		}
-		addRaw("best_labels", []int{r.ds.Base.N(), r.ds.Classes}, append([]float32(nil), r.best...))
-	}
-	if pos.nextBatch > 0 && pos.nextBatch < meta.StepsPerEpoch {
-		order := make([]int64, len(r.order))
-		for i, v := range r.order {
-			order[i] = int64(v)
+		if ok {
+			addRaw(st.name, shape, data)
 		}
-		addRaw("epoch_order", []int{len(order)}, order)
 	}
-	pcg, perr := r.pcg.MarshalBinary()
-	if perr != nil {
-		return fmt.Errorf("checkpoint: Go random state: %w", perr)
-	}
-	addRaw("rng.go_pcg", []int{len(pcg)}, pcg)
-	gs, gerr := r.gen.State()
-	if gerr != nil {
-		return fmt.Errorf("checkpoint: torch generator state: %w", gerr)
-	}
-	gb, gerr := gs.Uint8s()
-	if gerr != nil {
-		return fmt.Errorf("checkpoint: torch generator state: %w", gerr)
-	}
-	addRaw("rng.torch", []int{len(gb)}, gb)
 	if err != nil {
 		return err
 	}
@@ -288,6 +432,13 @@ func (r *run) compatible(c *checkpoint) error {
 			diffs = append(diffs, fmt.Sprintf("%s: sha256 %s -> %s", k, a, b))
 		}
 	}
+	if n := c.Meta.WorldSize; n != 0 && n != r.par.size() {
+		// A data-parallel run's arithmetic depends on its world size (each rank's shard of
+		// the outer batch, the order of the sums): resuming with another would silently mix
+		// two computations. (Checkpoints from before world_size was recorded have 0.)
+		return resumeErrorf("%s was written by a run of %d process(es), this one has %d: resume it with %d (ldtorch distill --nproc %d, or torchrun with as many)",
+			c.Path, n, r.par.size(), n, n)
+	}
 	if len(diffs) == 0 && c.Meta.DataDigest != r.dataDigest {
 		diffs = append(diffs, fmt.Sprintf("the data trained on (splits and base examples) differ: digest %s -> %s", c.Meta.DataDigest, r.dataDigest))
 	}
@@ -342,83 +493,24 @@ func (r *run) restore(c *checkpoint) error {
 			return err
 		}
 	}
-	var best []float32
-	if m.HasBest {
-		a, err := c.array("best_labels")
+	r.best, r.order = nil, nil
+	for _, st := range r.arrayStates(position{m.Step, m.Epoch, m.NextBatch}) {
+		if !st.needed(&m) {
+			continue
+		}
+		a, err := c.array(st.name)
 		if err != nil {
 			return err
 		}
-		v, ok := a.Data.([]float32)
-		if !ok || len(a.Shape) != 2 || a.Shape[0] != r.ds.Base.N() || a.Shape[1] != r.ds.Classes {
-			return fmt.Errorf("best_labels: want float32 %d×%d, got %s %v", r.ds.Base.N(), r.ds.Classes, a.DType, a.Shape)
-		}
-		best = v
-	}
-	var order []int
-	if m.NextBatch > 0 && m.NextBatch < perEpoch {
-		a, err := c.array("epoch_order")
-		if err != nil {
+		if err := st.load(a); err != nil {
 			return err
 		}
-		v, ok := a.Data.([]int64)
-		if !ok || len(v) != r.ds.TargetSet.N() {
-			return fmt.Errorf("epoch_order: want int64 (%d), got %s %v", r.ds.TargetSet.N(), a.DType, a.Shape)
-		}
-		seen := make([]bool, len(v))
-		order = make([]int, len(v))
-		for i, x := range v {
-			if x < 0 || int(x) >= len(v) || seen[x] {
-				return errors.New("epoch_order is not a permutation of the target set")
-			}
-			seen[x] = true
-			order[i] = int(x)
-		}
 	}
-	pcgA, err := c.array("rng.go_pcg")
-	if err != nil {
-		return err
-	}
-	pcgBytes, _ := pcgA.Data.([]uint8)
-	pcg := &rand.PCG{}
-	if err := pcg.UnmarshalBinary(pcgBytes); err != nil {
-		return fmt.Errorf("rng.go_pcg: %w", err)
-	}
-	genA, err := c.array("rng.torch")
-	if err != nil {
-		return err
-	}
-	genBytes, ok := genA.Data.([]uint8)
-	if !ok {
-		return fmt.Errorf("rng.torch: want uint8, got %s", genA.DType)
-	}
-	state, err := torch.FromUint8(genBytes, int64(len(genBytes)))
-	if err != nil {
-		return err
-	}
-	err = r.gen.SetState(state)
-	state.Free()
-	if err != nil {
-		return fmt.Errorf("rng.torch: %w", err)
-	}
-
-	r.labels.opt.StepCount = m.LabelAdamSteps
-	modelAdam.StepCount = m.ModelAdamSteps
-	if r.model.rr {
-		r.model.sOpt.StepCount = m.ScaleAdamSteps
+	for _, sc := range r.scalarStates(&m, modelAdam) {
+		sc.load()
 	}
 	r.tracker = &tr
-	r.pcg = pcg
-	r.rng = rand.New(pcg)
-	r.best = best
-	r.bestRecord = m.BestRecord
-	r.validations = m.Validations
-	r.step, r.epoch, r.nextBatch, r.order = m.Step, m.Epoch, m.NextBatch, order
-	r.distillSeconds, r.priorWall = m.DistillSeconds, m.WallSeconds
-	r.lastLoss = m.LastLabelLoss
-	r.lastValAcc = math.NaN()
-	if m.LastValAcc != nil {
-		r.lastValAcc = *m.LastValAcc
-	}
+	r.step, r.epoch, r.nextBatch = m.Step, m.Epoch, m.NextBatch
 	r.lastCkpt = r.position()
 	return nil
 }

@@ -185,6 +185,14 @@ wait:
 		t.Fatal("the failed run wrote an artifact")
 	}
 
+	// A resume with another world size is refused (the arithmetic depends on it), naming
+	// the one to use, and changes nothing.
+	before := snapshot(t, killed)
+	if r := runBinary(t, time.Minute, nil, parallelArgs(shared, killed, "--resume", killed)...); r.code == 0 || !strings.Contains(r.stderr, "--nproc 2") {
+		t.Errorf("resume of a 2-rank checkpoint by one process: exit %d, want a refusal naming --nproc 2\n%s", r.code, r.stderr)
+	}
+	sameFiles(t, killed, before)
+
 	r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, killed, "--nproc", "2", "--resume", killed)...)
 	if r.code != 0 {
 		t.Fatalf("resumed 2-rank run: exit %d\n%s", r.code, r.stderr)
