@@ -79,6 +79,9 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long-running memory test")
 	}
+	// Beside TestRSSFlatOverDistillCalls, whose work is in a child process. No other test
+	// of the package may be parallel: tensor scopes are process-wide.
+	t.Parallel()
 	ckptRestoreThreads(t)
 	for _, method := range []string{MethodLD, MethodRR} {
 		cfg := soakConfig(method, 200)
@@ -133,9 +136,14 @@ func TestRSSFlatOverDistillCalls(t *testing.T) {
 	if testing.Short() {
 		t.Skip("long-running memory test")
 	}
+	// The calls run in a child process, so this test only waits: in parallel with
+	// TestRSSFlatOverMetaSteps (the package's one other parallel test, so the process
+	// still does tensor work on one goroutine at a time).
+	t.Parallel()
 	ckptDataset(t) // skip here when MNIST is absent
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRSSFlatOverDistillCalls$", "-test.count=1", "-test.v")
-	cmd.Env = append(os.Environ(), "LDTORCH_RSS_CHILD=1", "MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TRIM_THRESHOLD_=131072")
+	cmd.Env = append(os.Environ(), "LDTORCH_RSS_CHILD=1", "MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TRIM_THRESHOLD_=131072",
+		"MALLOC_TOP_PAD_=131072") // all four set here, whatever the suite runs under
 	out, err := cmd.CombinedOutput()
 	for _, line := range strings.Split(string(out), "\n") {
 		if strings.Contains(line, "MiB") {

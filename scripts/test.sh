@@ -12,4 +12,11 @@ fi
 go vet ./...
 # One libtorch thread: the default on CI, and what the reproducibility tests assume.
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-go test -count=1 -timeout 25m ./... "$@"
+# The test binaries run libtorch in-process, as the ldtorch command does: give them the
+# allocator settings the command applies to itself (cmd/ldtorch/malloc.go; glibc reads them
+# only at start). Without them a third of the suite's kernel time is page faults. Tests of
+# the built binary start it without these (binaryCommand), as a user's shell would.
+export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=268435456
+# Three test binaries at a time on two cores: torch/dist and the CLI's multi-process tests
+# spend much of their time waiting on timeouts and child processes.
+go test -count=1 -timeout 25m -p 3 ./... "$@"
