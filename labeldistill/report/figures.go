@@ -375,6 +375,18 @@ func addLine(p *plot.Plot, xys plotter.XYs, col color.Color, width float64, lege
 	return nil
 }
 
+// stdBars is ± std error bars at the points xys (stds[i] below and above xys[i]).
+func stdBars(xys plotter.XYs, stds []float64) (*plotter.YErrorBars, error) {
+	yerr := make(plotter.YErrors, len(stds))
+	for i, s := range stds {
+		yerr[i].Low, yerr[i].High = s, s
+	}
+	return plotter.NewYErrorBars(struct {
+		plotter.XYs
+		plotter.YErrors
+	}{xys, yerr})
+}
+
 func addPoints(p *plot.Plot, xys plotter.XYs, col color.Color, shape draw.GlyphDrawer, legend string) error {
 	if len(xys) == 0 {
 		return nil
@@ -476,21 +488,18 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	p := newPlot("Test accuracy of fresh models (mean ± std)")
 	vals := make(plotter.Values, len(entries))
 	errs := make(plotter.XYs, len(entries))
-	yerr := make(plotter.YErrors, len(entries))
+	stds := make([]float64, len(entries))
 	names := make([]string, len(entries))
 	lo := 100.0
 	for i, e := range entries {
-		vals[i], errs[i], yerr[i], names[i] = e.mean, plotter.XY{X: float64(i), Y: e.mean}, struct{ Low, High float64 }{e.std, e.std}, e.name
+		vals[i], errs[i], stds[i], names[i] = e.mean, plotter.XY{X: float64(i), Y: e.mean}, e.std, e.name
 		lo = math.Min(lo, e.mean-e.std)
 	}
 	// Points, not bars: the axis does not start at 0, and a cut bar would misstate ratios.
 	if err := addPoints(p, errs, blue, draw.CircleGlyph{}, ""); err != nil {
 		return nil, err
 	}
-	eb, err := plotter.NewYErrorBars(struct {
-		plotter.XYs
-		plotter.YErrors
-	}{errs, yerr})
+	eb, err := stdBars(errs, stds)
 	if err != nil {
 		return nil, err
 	}
@@ -573,10 +582,15 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		if err := addLine(p, norms, grey, 0.7, ""); err != nil {
 			return nil, err
 		}
+		if len(norms) == 1 { // a line of one point draws nothing
+			if err := addPoints(p, norms, grey, draw.CircleGlyph{}, ""); err != nil {
+				return nil, err
+			}
+		}
 		p.X.Label.Text = "meta-step"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "L2 norm (log scale)"
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+		logY(p, norms)
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
@@ -597,7 +611,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.X.Label.Text = "meta-step (window end)"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "mean per-element variance (log scale)"
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+		logY(p, window)
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
@@ -644,6 +658,20 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		return nil, nil
 	}
 	return renderPNG([][]*plot.Plot{row}, vg.Length(5*len(row))*vg.Inch, 4*vg.Inch)
+}
+
+// logY puts p's Y axis on a log scale for the (positive) values of xys. When they are all
+// equal (one history line in a short run), the range is set around the value: gonum would
+// widen it by ±1, below zero, and fail to draw a log axis.
+func logY(p *plot.Plot, xys plotter.XYs) {
+	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, xy := range xys {
+		lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+	}
+	if lo == hi && lo > 0 {
+		p.Y.Min, p.Y.Max = lo/3, hi*3
+	}
 }
 
 // shortName fits a class name into an axis label.

@@ -231,3 +231,20 @@ func TestHistoryMismatch(t *testing.T) {
 		t.Fatal("another seed's history accepted")
 	}
 }
+
+// TestGradVarianceFigureOneLine: a short run's history may hold a single step line; its
+// log-scale panels must still draw (gonum widened a one-value range below zero and failed
+// the whole report with "Values must be greater than 0 for a log scale").
+func TestGradVarianceFigureOneLine(t *testing.T) {
+	recs := []labeldistill.HistoryRecord{{Kind: labeldistill.HistoryStep, Step: 50, GradNorm: 2.1e-4,
+		GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}}}
+	png, err := gradVarianceFigure(recs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "gradient_variance.png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, path)
+}

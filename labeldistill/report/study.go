@@ -51,13 +51,13 @@ func datasetTitle(st *labeldistill.Study) string {
 // meanErr adds a line with points and ±std error bars.
 func meanErr(p *plot.Plot, xs []float64, settings []labeldistill.StudySetting, col color.Color, legend string) error {
 	var xys plotter.XYs
-	var yerr plotter.YErrors
+	var stds []float64
 	for i, s := range settings {
 		if len(s.Accuracies) == 0 {
 			continue
 		}
 		xys = append(xys, plotter.XY{X: xs[i], Y: s.Mean})
-		yerr = append(yerr, struct{ Low, High float64 }{s.Std, s.Std})
+		stds = append(stds, s.Std)
 	}
 	if len(xys) == 0 {
 		return nil
@@ -68,10 +68,7 @@ func meanErr(p *plot.Plot, xs []float64, settings []labeldistill.StudySetting, c
 	if err := addPoints(p, xys, col, draw.CircleGlyph{}, ""); err != nil {
 		return err
 	}
-	eb, err := plotter.NewYErrorBars(struct {
-		plotter.XYs
-		plotter.YErrors
-	}{xys, yerr})
+	eb, err := stdBars(xys, stds)
 	if err != nil {
 		return err
 	}
@@ -131,7 +128,7 @@ func optimizerPlot(p *plot.Plot, st *labeldistill.Study) error {
 func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
 	names := make([]string, len(st.Settings))
 	xys := make(plotter.XYs, len(st.Settings))
-	yerr := make(plotter.YErrors, len(st.Settings))
+	stds := make([]float64, len(st.Settings))
 	var distilled, truth plotter.Values
 	for i, s := range st.Settings {
 		names[i] = strings.Replace(s.Label, " (", "\n(", 1)
@@ -143,7 +140,7 @@ func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
 			truth = append(truth, 0)
 		}
 		xys[i] = plotter.XY{X: float64(i), Y: s.Mean}
-		yerr[i] = struct{ Low, High float64 }{s.Std, s.Std}
+		stds[i] = s.Std
 	}
 	for _, b := range []struct {
 		v      plotter.Values
@@ -160,10 +157,7 @@ func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
 			p.Legend.Add(b.legend, bars)
 		}
 	}
-	eb, err := plotter.NewYErrorBars(struct {
-		plotter.XYs
-		plotter.YErrors
-	}{xys, yerr})
+	eb, err := stdBars(xys, stds)
 	if err != nil {
 		return err
 	}

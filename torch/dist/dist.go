@@ -194,27 +194,16 @@ func (g *Group) Barrier() error {
 // SumFloat64s sums xs over the ranks in place (float64, so counts and losses add exactly
 // up to 2^53).
 func (g *Group) SumFloat64s(xs []float64) error {
-	if g.pg == nil || len(xs) == 0 {
-		return nil
-	}
-	t, err := torch.FromFloat64(xs, int64(len(xs)))
-	if err != nil {
-		return err
-	}
-	defer t.Free()
-	if err := g.AllReduceSum(t); err != nil {
-		return err
-	}
-	out, err := t.Float64s()
-	if err != nil {
-		return err
-	}
-	copy(xs, out)
-	return nil
+	return g.onFloat64s(xs, func(t *torch.Tensor) error { return g.AllReduceSum(t) })
 }
 
 // BroadcastFloat64s copies rank root's xs into every rank's xs (same length everywhere).
 func (g *Group) BroadcastFloat64s(root int, xs []float64) error {
+	return g.onFloat64s(xs, func(t *torch.Tensor) error { return g.Broadcast(root, t) })
+}
+
+// onFloat64s runs a collective on xs through a CPU tensor and copies the result back.
+func (g *Group) onFloat64s(xs []float64, collective func(*torch.Tensor) error) error {
 	if g.pg == nil || len(xs) == 0 {
 		return nil
 	}
@@ -223,7 +212,7 @@ func (g *Group) BroadcastFloat64s(root int, xs []float64) error {
 		return err
 	}
 	defer t.Free()
-	if err := g.Broadcast(root, t); err != nil {
+	if err := collective(t); err != nil {
 		return err
 	}
 	out, err := t.Float64s()
