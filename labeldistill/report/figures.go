@@ -40,10 +40,28 @@ func renderPNG(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
 		PadLeft: vg.Points(4), PadRight: vg.Points(8), PadX: vg.Points(10), PadY: vg.Points(10)}
 	canvases := plot.Align(plots, tiles, dc)
 	for i, r := range plots {
+		// Align lines up the data areas; each canvas's top then sits as far above as the
+		// plot's own overhang (tick labels, glyphs) reaches, and gonum would draw the title
+		// there. Titles are drawn here instead, at the row's highest top, so they line up.
+		top := vg.Length(math.Inf(-1))
 		for j, p := range r {
 			if p != nil {
-				p.Draw(canvases[i][j])
+				top = max(top, canvases[i][j].Max.Y)
 			}
+		}
+		for j, p := range r {
+			if p == nil {
+				continue
+			}
+			c := canvases[i][j]
+			title := p.Title.Text
+			if title != "" {
+				drawTitle(c, p, top)
+				c.Max.Y -= p.Title.TextStyle.Rectangle(title).Size().Y + p.Title.Padding
+				p.Title.Text = "" // the space is taken off c: the data area stays aligned
+			}
+			p.Draw(c)
+			p.Title.Text = title
 		}
 	}
 	var buf bytes.Buffer
@@ -51,6 +69,17 @@ func renderPNG(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// drawTitle writes p's title with its top at y, centred over the data area (as far as the
+// canvas allows).
+func drawTitle(c draw.Canvas, p *plot.Plot, y vg.Length) {
+	style := p.Title.TextStyle
+	half := style.Width(p.Title.Text) / 2
+	data := p.DataCanvas(c)
+	x := (data.Min.X + data.Max.X) / 2
+	x = max(min(x, c.Max.X-half), c.Min.X+half)
+	c.FillText(style, vg.Point{X: x, Y: y + style.FontExtents().Descent}, p.Title.Text)
 }
 
 func newPlot(title string) *plot.Plot {
