@@ -248,3 +248,50 @@ func TestGradVarianceFigureOneLine(t *testing.T) {
 	}
 	checkPNG(t, path)
 }
+
+// TestRowTitlesLineUp: the titles of a row of panels start at one height. gonum draws each
+// title at its own canvas top, which plot.Align moves by the plot's own overhang; the
+// gradient-variance figure's three panels had their titles at three heights.
+func TestRowTitlesLineUp(t *testing.T) {
+	recs := []labeldistill.HistoryRecord{
+		{Kind: labeldistill.HistoryStep, Step: 50, GradNorm: 2.1e-4, GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}},
+		{Kind: labeldistill.HistoryStep, Step: 100, GradNorm: 1.5e-4, GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.1e-9, MeanSquare: 1.6e-9}},
+	}
+	measured := &GradVarFile{Labels: "distilled", Models: 3, Warmup: 10, Methods: []labeldistill.MethodGradVariance{
+		{Name: "LD", Variance: labeldistill.GradVariance{Count: 3, Variance: 1.67e-9}},
+		{Name: "LD RR", Variance: labeldistill.GradVariance{Count: 3, Variance: 1.42e-10}},
+	}}
+	buf, err := gradVarianceFigure(recs, measured)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(bytes.NewReader(buf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first row with ink in each third of the image (one panel each) is its title's top.
+	b := img.Bounds()
+	panels := 3
+	tops := make([]int, panels)
+	for i := range tops {
+		tops[i] = -1
+		x0, x1 := b.Min.X+i*b.Dx()/panels, b.Min.X+(i+1)*b.Dx()/panels
+	rows:
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := x0; x < x1; x++ {
+				if r, g, bl, _ := img.At(x, y).RGBA(); r+g+bl < 3*0x8000 {
+					tops[i] = y
+					break rows
+				}
+			}
+		}
+	}
+	for i, top := range tops {
+		if d := top - tops[0]; d < -1 || d > 1 {
+			t.Errorf("title tops at rows %v: panel %d is %d px off the first", tops, i, d)
+		}
+		if top < 0 || top > b.Dy()/10 {
+			t.Errorf("panel %d: no title at the top (first ink at row %d of %d)", i, top, b.Dy())
+		}
+	}
+}
