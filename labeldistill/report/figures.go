@@ -608,6 +608,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 	norms := series(recs, labeldistill.HistoryStep, func(r labeldistill.HistoryRecord) (float64, bool) { return r.GradNorm, r.GradNorm > 0 })
 	if len(norms) > 0 {
 		p := newPlot("Norm of the label meta-gradient dL/dY per meta-step")
+		norms = logY(p, norms)
 		if err := addLine(p, norms, grey, 0.7, ""); err != nil {
 			return nil, err
 		}
@@ -619,7 +620,6 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.X.Label.Text = "meta-step"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "L2 norm (log scale)"
-		logY(p, norms)
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
@@ -631,6 +631,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 	})
 	if len(window) > 0 {
 		p := newPlot("Label meta-gradient variance over each window of meta-steps")
+		window = logY(p, window)
 		if err := addLine(p, window, blue, 1, ""); err != nil {
 			return nil, err
 		}
@@ -640,7 +641,6 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.X.Label.Text = "meta-step (window end)"
 		p.X.Tick.Marker = stepTicks{}
 		p.Y.Label.Text = "mean per-element variance (log scale)"
-		logY(p, window)
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
@@ -662,6 +662,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 		if len(xys) > 0 {
+			xys = logY(p, xys)
 			if err := addPoints(p, xys, orange, draw.CircleGlyph{}, ""); err != nil {
 				return nil, err
 			}
@@ -674,8 +675,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 			}
 			lab.Offset = vg.Point{X: vg.Points(8), Y: vg.Points(-4)}
 			p.Add(lab)
-			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
-			p.Y.Min, p.Y.Max = lo/3, hi*3
+			p.Y.Min, p.Y.Max = math.Log10(lo/3), math.Log10(hi*3)
 		}
 		p.NominalX(names...)
 		p.X.Min, p.X.Max = -0.7, float64(len(names))-0.3
@@ -689,18 +689,34 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 	return renderPNG([][]*plot.Plot{row}, vg.Length(5*len(row))*vg.Inch, 4*vg.Inch)
 }
 
-// logY puts p's Y axis on a log scale for the (positive) values of xys. When they are all
-// equal (one history line in a short run), the range is set around the value: gonum would
-// widen it by ±1, below zero, and fail to draw a log axis.
-func logY(p *plot.Plot, xys plotter.XYs) {
-	p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, logTicks{}
+// logY returns xys with each (positive) Y replaced by its log10, and labels p's Y ticks with
+// the values: a log axis. Not plot.LogScale: gonum lays the y-axis label out around the
+// axis's arithmetic midpoint, which on a log scale lies near the top, and the room it keeps
+// for it there left an empty band above the data of every panel in the row. When the values
+// are all equal (one history line in a short run), the axis spans ÷3 to ×3 of the value.
+func logY(p *plot.Plot, xys plotter.XYs) plotter.XYs {
+	logged := make(plotter.XYs, len(xys))
 	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, xy := range xys {
-		lo, hi = math.Min(lo, xy.Y), math.Max(hi, xy.Y)
+	for i, xy := range xys {
+		logged[i] = plotter.XY{X: xy.X, Y: math.Log10(xy.Y)}
+		lo, hi = math.Min(lo, logged[i].Y), math.Max(hi, logged[i].Y)
 	}
-	if lo == hi && lo > 0 {
-		p.Y.Min, p.Y.Max = lo/3, hi*3
+	p.Y.Tick.Marker = log10Ticks{}
+	if lo == hi {
+		p.Y.Min, p.Y.Max = lo-math.Log10(3), hi+math.Log10(3)
 	}
+	return logged
+}
+
+// log10Ticks are logTicks for an axis of log10 values.
+type log10Ticks struct{}
+
+func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := logTicks{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
+	for i := range ticks {
+		ticks[i].Value = math.Log10(ticks[i].Value)
+	}
+	return ticks
 }
 
 // shortName fits a class name into an axis label.
