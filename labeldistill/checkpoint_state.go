@@ -145,7 +145,10 @@ func (r *run) arrayStates(pos position) []arrayState {
 			},
 			needed: always,
 			load: func(a *npz.Array) error {
-				b, _ := a.Data.([]uint8)
+				b, ok := a.Data.([]uint8)
+				if !ok {
+					return fmt.Errorf("rng.go_pcg: want uint8, got %s", a.DType)
+				}
 				pcg := &rand.PCG{}
 				if err := pcg.UnmarshalBinary(b); err != nil {
 					return fmt.Errorf("rng.go_pcg: %w", err)
