@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
@@ -90,7 +91,7 @@ type Report struct {
 	DataSHA256       map[string]string         `json:"data_sha256"`
 	ResumeChanges    []string                  `json:"resume_changes,omitempty"` // settings changed at the last resume
 	DataWarnings     []string                  `json:"data_warnings,omitempty"`
-	Config           Config                    `json:"config"`
+	Config           config.Config             `json:"config"`
 	// BaseClasses: each base example's true class in the source dataset's label space
 	// (also distilled.npz's base_classes).
 	BaseClasses      []int64        `json:"base_classes"`
@@ -111,13 +112,13 @@ type DistilledFacts struct {
 }
 
 // recipe is the fresh-model training of cfg for T steps.
-func recipe(c Config, T int) TrainingRecipe {
+func recipe(c config.Config, T int) TrainingRecipe {
 	r := TrainingRecipe{Arch: c.EvalArch, Head: "linear classifier (the network's last layer)",
 		Loss:      "soft cross-entropy: mean over the batch of −Σ_c y_c log softmax(logits)_c",
 		Optimiser: "adam", LR: c.EvalLR, Betas: c.ModelBetas, Eps: c.ModelEps, Batch: c.EvalBatch,
 		Sampling: "every step draws batch examples without replacement (a fresh random permutation's prefix)",
 		Steps:    T}
-	if c.Method == MethodRR {
+	if c.Method == config.MethodRR {
 		r.Head = "ridge regression: W ← (1−α)W + α·Zᵀ(ZZᵀ+λI)⁻¹Y on the batch's features Z = [f(x), 1] (W starts at 0); " +
 			"the loss is computed on logits s·Z·W, Adam on the network and the scale s; prediction argmax Z·W"
 		r.RidgeLambda, r.RidgePseudoStep, r.ScaleInit, r.ScaleLR = c.RidgeLambda, c.RidgePseudoStep, c.ScaleInit, c.ScaleLR
@@ -367,7 +368,7 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 	case c.NumClasses() != a.Classes:
 		return bad("dataset %s has %d classes, the labels of %s have %d", c.Dataset, c.NumClasses(), DistilledFile, a.Classes)
 	}
-	if f, ok := LookupDatasetFacts(c.Dataset); ok {
+	if f, ok := data.LookupFacts(c.Dataset); ok {
 		want := [3]int64{1, 28, 28}
 		if f.Colour {
 			want = [3]int64{3, 32, 32}

@@ -7,13 +7,15 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // smallResult is a 4-image MNIST-shaped result (no training needed to write an artifact).
 func smallResult(t *testing.T, method string) *Result {
 	t.Helper()
-	cfg := DefaultConfig()
-	cfg.Method, cfg.BaseExamples, cfg.BaseSelection = method, 4, SelectUnbalanced
+	cfg := config.Default()
+	cfg.Method, cfg.BaseExamples, cfg.BaseSelection = method, 4, config.SelectUnbalanced
 	cfg, err := cfg.Resolved()
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +37,7 @@ func smallResult(t *testing.T, method string) *Result {
 // the versions survive a write and a read.
 func TestArtifactDescribesItself(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteArtifact(dir, smallResult(t, MethodRR)); err != nil {
+	if err := WriteArtifact(dir, smallResult(t, config.MethodRR)); err != nil {
 		t.Fatal(err)
 	}
 	a, err := ReadArtifact(dir)
@@ -75,7 +77,7 @@ func TestRetrainSnippetRuns(t *testing.T) {
 		t.Fatal("docs/ARTIFACT.md: retrain snippet markers not found")
 	}
 	dir := t.TempDir()
-	if err := WriteArtifact(dir, smallResult(t, MethodLD)); err != nil {
+	if err := WriteArtifact(dir, smallResult(t, config.MethodLD)); err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "retrain.py")

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -32,7 +33,7 @@ func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) 
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
 		key := name
-		if r.cfg.Method == MethodRR {
+		if r.cfg.Method == config.MethodRR {
 			key += "_rr"
 		}
 		out[key] = res
@@ -47,9 +48,9 @@ func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) 
 func (r *run) baselineTable(ctx context.Context, name string) (*torch.Tensor, error) {
 	n, classes := r.ds.Base.N(), r.ds.Classes
 	switch name {
-	case BaselineTrue, BaselineSmooth:
+	case config.BaselineTrue, config.BaselineSmooth:
 		eps := 0.0
-		if name == BaselineSmooth {
+		if name == config.BaselineSmooth {
 			eps = r.cfg.LabelSmoothing
 		}
 		table := make([]float32, n*classes)
@@ -70,7 +71,7 @@ func (r *run) baselineTable(ctx context.Context, name string) (*torch.Tensor, er
 			return nil, err
 		}
 		return toDevice(t, r.dev)
-	case BaselineTeacher:
+	case config.BaselineTeacher:
 		return r.teacherTable(ctx)
 	}
 	return nil, fmt.Errorf("unknown baseline %q", name)
@@ -130,7 +131,7 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 // step count of the grid; the best (earliest on ties) is used to train M fresh models
 // whose test accuracies are reported.
 func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor) (BaselineResult, error) {
-	rr := r.cfg.Method == MethodRR
+	rr := r.cfg.Method == config.MethodRR
 	grid := r.cfg.BaselineSteps
 	valErr := make([]float64, 0, len(grid))
 	res := BaselineResult{ValidationErrors: map[int]float64{}}

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -42,13 +43,13 @@ type BenchResult struct {
 	// meta-step's one all-reduce (included in MetaStepMedian).
 	Ranks            int     `json:"ranks"`
 	AllReduceMedian  float64 `json:"all_reduce_median_s"`
-	AllowTF32        bool    `json:"allow_tf32"`               // Config.AllowTF32 as applied
+	AllowTF32        bool    `json:"allow_tf32"`               // config.Config.AllowTF32 as applied
 	HostReadsPerStep float64 `json:"host_reads_per_meta_step"` // device→host reads (torch.HostReads) per timed meta-step
 }
 
 // Bench runs warmup untimed and then steps timed meta-steps of cfg's method, and times
 // evaluation-model training steps (one model, 20 steps after 3 warm-up steps).
-func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption) (res *BenchResult, err error) {
+func Bench(ctx context.Context, cfg config.Config, steps, warmup int, opts ...RunOption) (res *BenchResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
@@ -110,7 +111,7 @@ func Bench(ctx context.Context, cfg Config, steps, warmup int, opts ...RunOption
 
 // newBenchRun resolves cfg, takes its inputs as Distill does (runInputs) and sets a run up on
 // its device, without starting it.
-func newBenchRun(cfg Config, opts []RunOption) (*run, error) {
+func newBenchRun(cfg config.Config, opts []RunOption) (*run, error) {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
@@ -161,7 +162,7 @@ type EvalBenchResult struct {
 // BenchEvaluation times the final evaluation of cfg (cfg.EvalModels models, steps steps
 // each) with the models trained one after another and together (in groups of
 // batchedMaxModels), after one untimed warm-up with two models.
-func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOption) (res *EvalBenchResult, err error) {
+func BenchEvaluation(ctx context.Context, cfg config.Config, steps int, opts ...RunOption) (res *EvalBenchResult, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
@@ -182,7 +183,7 @@ func BenchEvaluation(ctx context.Context, cfg Config, steps int, opts ...RunOpti
 		return nil, err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table,
+	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == config.MethodRR, cfg: r.cfg, baseX: r.base.x, table: table,
 		batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	if _, err := tr.evaluateModels(ctx, min(steps, 5), 2, r.seed, "bench-warmup", r.test.x, r.test.y); err != nil {
 		return nil, err
@@ -226,7 +227,7 @@ func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu 
 		return nil, nil, err
 	}
 	defer table.Free()
-	l, err := newBatchedLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.EvalLR),
+	l, err := newBatchedLearner(r.net, r.cfg.Method == config.MethodRR, r.cfg, adamSpec(r.cfg.EvalLR),
 		[]uint64{subSeed(r.seed, "bench-eval", 0)}, r.dev, r.base.x.DType(), batchedMode(r.dev))
 	if err != nil {
 		return nil, nil, err

@@ -43,6 +43,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
@@ -102,7 +103,7 @@ type checkpointMeta struct {
 	// as many. 0 in checkpoints written before it was recorded.
 	WorldSize int `json:"world_size,omitempty"`
 
-	Config     Config            `json:"config"`
+	Config     config.Config     `json:"config"`
 	DataSHA256 map[string]string `json:"data_sha256"`
 	// DataDigest is the SHA-256 of the data as trained on (every split's images and labels
 	// and the base indices), so that data given through WithDataset is checked too.
@@ -372,7 +373,7 @@ func pruneCheckpoints(dir string, keep int) error {
 // checkpoint folder, or an output folder holding checkpoints/), the checkpoint's path and
 // the folder the checkpoints are in: what `--resume DIR` alone continues with. Invalid
 // checkpoints are skipped like on resume; with none valid the error is resume's.
-func CheckpointConfig(dir string) (cfg Config, path, ckptDir string, err error) {
+func CheckpointConfig(dir string) (cfg config.Config, path, ckptDir string, err error) {
 	if ckptDir, err = resolveResumeDir(dir); err != nil {
 		return cfg, "", "", err
 	}

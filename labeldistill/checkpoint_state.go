@@ -16,9 +16,26 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
+
+// ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
+// valid, another configuration or other data); Msg is the sentence after "resume: ". Err,
+// when set, is the underlying error.
+type ResumeError struct {
+	Msg string
+	Err error
+}
+
+func (e *ResumeError) Error() string { return "resume: " + e.Msg }
+func (e *ResumeError) Unwrap() error { return e.Err }
+
+func resumeErrorf(format string, args ...any) *ResumeError {
+	err := fmt.Errorf(format, args...)
+	return &ResumeError{Msg: err.Error(), Err: errors.Unwrap(err)}
+}
 
 // checkpointsEnabled reports whether this run writes checkpoints.
 func (r *run) checkpointsEnabled() bool { return r.ckptDir != "" && r.cfg.CheckpointEvery >= 0 }
@@ -382,7 +399,7 @@ func (r *run) resume(dir string) error {
 			return fmt.Errorf("resume from %s: %w", p, err)
 		}
 		// The allowed changes (more epochs, threads, device, ...) are recorded.
-		r.resumeChanges = DiffDetails(c.Meta.Config, r.cfg)
+		r.resumeChanges = config.DiffDetails(c.Meta.Config, r.cfg)
 		changed := ""
 		if len(r.resumeChanges) > 0 {
 			changed = " (changed: " + strings.Join(r.resumeChanges, "; ") + ")"
@@ -396,8 +413,8 @@ func (r *run) resume(dir string) error {
 
 // compatible refuses a checkpoint written under another configuration or data.
 func (r *run) compatible(c *checkpoint) error {
-	if conflicts := ResumeConflicts(c.Meta.Config, r.cfg); len(conflicts) > 0 {
-		details := DiffDetails(c.Meta.Config, r.cfg)
+	if conflicts := config.ResumeConflicts(c.Meta.Config, r.cfg); len(conflicts) > 0 {
+		details := config.DiffDetails(c.Meta.Config, r.cfg)
 		var lines []string
 		for _, d := range details {
 			name, _, _ := strings.Cut(d, ":")

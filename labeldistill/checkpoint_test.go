@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -45,8 +46,8 @@ func ckptDataset(t testing.TB) *Dataset {
 
 // ckptConfig is a small run: 20 base, N_i 10, N_o 256 (8 steps per epoch), 3 epochs,
 // validation after every epoch, G = 2 so that the model is reset several times, 1 thread.
-func ckptConfig(method string) Config {
-	cfg := DefaultConfig()
+func ckptConfig(method string) config.Config {
+	cfg := config.Default()
 	cfg.Method, cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch = method, 20, 10, 256
 	cfg.Epochs, cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = 3, 1, 2, 2
 	cfg.Baselines = []string{}
@@ -137,8 +138,8 @@ func TestResumeBitIdentical(t *testing.T) {
 		method string
 		cuts   [][]int // each entry: the successive interruption steps of one resumed run
 	}{
-		{MethodLD, [][]int{{13}, {16, 21}}},
-		{MethodRR, [][]int{{5, 19}}},
+		{config.MethodLD, [][]int{{13}, {16, 21}}},
+		{config.MethodRR, [][]int{{5, 19}}},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			cfg := ckptConfig(tc.method)
@@ -199,7 +200,7 @@ func TestResumeBitIdentical(t *testing.T) {
 func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	cfg.CheckpointEvery = 2
 	want, err := Distill(context.Background(), cfg, WithDataset(ds))
 	if err != nil {
@@ -245,7 +246,7 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 }
 
 // ckptCancelled makes a checkpoint folder of a run cancelled after meta-step k.
-func ckptCancelled(t *testing.T, cfg Config, ds *Dataset, k int) string {
+func ckptCancelled(t *testing.T, cfg config.Config, ds *Dataset, k int) string {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, progress := cancelAt(k, nil)
@@ -260,7 +261,7 @@ func ckptCancelled(t *testing.T, cfg Config, ds *Dataset, k int) string {
 func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	dir := ckptCancelled(t, cfg, ds, 3)
 
 	other := cfg
@@ -301,7 +302,7 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 // resuming from a missing or empty folder fails clearly.
 func TestCheckpointFolderProblems(t *testing.T) {
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -334,7 +335,7 @@ func TestCheckpointFolderProblems(t *testing.T) {
 func TestCheckpointCorruptionDetected(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodRR)
+	cfg := ckptConfig(config.MethodRR)
 	dir := ckptCancelled(t, cfg, ds, 11)
 	path := filepath.Join(dir, CheckpointName(11))
 	orig, err := os.ReadFile(path)
@@ -392,7 +393,7 @@ func TestCheckpointCorruptionDetected(t *testing.T) {
 func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	cfg.CheckpointEvery = 1
 	bad := *ds
 	bad.TargetSet.Images = slices.Clone(ds.TargetSet.Images)
@@ -428,7 +429,7 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 
 // TestNonFiniteGuards: the label guard and the checkpoint writer name what is not finite.
 func TestNonFiniteGuards(t *testing.T) {
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	labels, err := NewLabels(4, 3, cfg, torch.CPU)
 	if err != nil {
 		t.Fatal(err)
@@ -468,7 +469,7 @@ func TestNonFiniteGuards(t *testing.T) {
 func TestCheckpointKill9(t *testing.T) {
 	if dir := os.Getenv("LDTORCH_KILL9_CHILD"); dir != "" {
 		ds := ckptDataset(t)
-		cfg := ckptConfig(MethodRR)
+		cfg := ckptConfig(config.MethodRR)
 		cfg.CheckpointEvery = 1
 		_, err := Distill(context.Background(), cfg, WithDataset(ds), WithCheckpointDir(dir), WithProgress(func(p Progress) {
 			if p.Phase == "distill" {
@@ -485,7 +486,7 @@ func TestCheckpointKill9(t *testing.T) {
 	}
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodRR)
+	cfg := ckptConfig(config.MethodRR)
 	cfg.CheckpointEvery = 1
 	want, err := Distill(context.Background(), cfg, WithDataset(ds))
 	if err != nil {

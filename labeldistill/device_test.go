@@ -8,6 +8,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -21,7 +22,7 @@ func TestDeviceDistill(t *testing.T) {
 	dev := testDevice(t)
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
 			cfg := ckptConfig(method)
 			cfg.CheckpointEvery, cfg.Epochs = -1, 2

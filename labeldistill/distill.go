@@ -15,6 +15,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
@@ -108,7 +109,7 @@ type BaselineResult struct {
 
 // Result is what a distillation run produced.
 type Result struct {
-	Config      Config
+	Config      config.Config
 	Classes     int
 	BaseShape   [4]int64  // N, C, H, W
 	BaseImages  []float32 // normalised as trained
@@ -142,7 +143,7 @@ type Result struct {
 // ctx is cancelled, before it returns ctx's error); with WithResume it continues from a
 // checkpoint and, on CPU with a fixed thread count, ends with exactly the labels and
 // accuracies of an uninterrupted run.
-func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, err error) {
+func Distill(ctx context.Context, cfg config.Config, opts ...RunOption) (res *Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
@@ -243,7 +244,7 @@ func Distill(ctx context.Context, cfg Config, opts ...RunOption) (res *Result, e
 // runInputs is what every run of a resolved cfg needs before it starts (Distill and the
 // benchmarks alike): a usable runtime and device, the thread count applied, and the dataset
 // (o.dataset, else loaded), checked against cfg.
-func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
+func (o runOptions) runInputs(cfg config.Config) (torch.Device, *Dataset, error) {
 	var none torch.Device
 	if _, err := torch.RuntimeInfo(); err != nil {
 		return none, nil, err
@@ -253,7 +254,7 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 		return none, nil, err
 	}
 	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
-		return none, nil, fieldErrorf("device", "%s requested but CUDA is not available in this libtorch", cfg.Device)
+		return none, nil, config.FieldErrorf("device", "%s requested but CUDA is not available in this libtorch", cfg.Device)
 	}
 	if err := applyThreads(cfg.Threads); err != nil {
 		return none, nil, err
@@ -271,7 +272,7 @@ func (o runOptions) runInputs(cfg Config) (torch.Device, *Dataset, error) {
 		return none, nil, err
 	}
 	if ds.Base.N() != cfg.BaseExamples {
-		return none, nil, fieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
+		return none, nil, config.FieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
 	}
 	return dev, ds, nil
 }
@@ -292,7 +293,7 @@ func resolveResumeDir(dir string) (string, error) {
 
 // run is the state of one Distill call.
 type run struct {
-	cfg      Config
+	cfg      config.Config
 	ds       *Dataset
 	dev      torch.Device
 	progress func(Progress)
@@ -364,7 +365,7 @@ func (r *run) setup() error {
 	if r.gen, err = torch.NewGenerator(subSeed(r.seed, "meta-model", 0)); err != nil {
 		return err
 	}
-	if r.model, err = newLearner(r.net, r.cfg.Method == MethodRR, r.cfg, adamSpec(r.cfg.ModelLR), r.gen, r.dev); err != nil {
+	if r.model, err = newLearner(r.net, r.cfg.Method == config.MethodRR, r.cfg, adamSpec(r.cfg.ModelLR), r.gen, r.dev); err != nil {
 		return err
 	}
 	r.pcg = newRunPCG(r.seed)
@@ -555,7 +556,7 @@ func (r *run) queueStep(targetIdx []int, nBase int) error {
 	}
 	var out stepOutputs
 	var err error
-	if r.cfg.Method == MethodRR {
+	if r.cfg.Method == config.MethodRR {
 		out, err = rrStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg, r.par, total)
 	} else {
 		out, err = ldStep(r.model, r.labels, r.base.x, bi, xt, yt, r.cfg.InnerLR, r.par, total)
@@ -647,7 +648,7 @@ func (r *run) validate(ctx context.Context, epoch int) error {
 		return err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.net, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
+	tr := &trainer{net: r.net, rr: r.cfg.Method == config.MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
 	T := r.T()
 	l, err := tr.trainOne(ctx, T, subSeed(r.seed, "validation", epoch), nil)
 	if err != nil {
@@ -718,7 +719,7 @@ func (r *run) finalTest(ctx context.Context, res *Result) error {
 		return err
 	}
 	defer table.Free()
-	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev,
+	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == config.MethodRR, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev,
 		progress: func(done, total int) { r.report(Progress{Phase: "test", Step: r.step, Done: done, Total: total}) }}
 	accs, err := r.evaluateSplit(func(lo, hi int) ([]float64, error) {
 		return tr.evaluateModelRange(ctx, res.T, lo, hi, r.seed, "test", r.test.x, r.test.y, batchedMode(r.dev))

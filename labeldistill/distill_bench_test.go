@@ -8,6 +8,8 @@ package labeldistill
 import (
 	"context"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // BenchmarkDistillOneEpoch runs one epoch (49 meta-steps) of LD and LD RR on MNIST with the
@@ -15,10 +17,10 @@ import (
 // of 2 models, and reports seconds per meta-step and per run.
 func BenchmarkDistillOneEpoch(b *testing.B) {
 	ds := testMNIST(b, 50000, 2000, 2000, 100)
-	for _, m := range []string{MethodLD, MethodRR} {
+	for _, m := range []string{config.MethodLD, config.MethodRR} {
 		b.Run(m, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				cfg := DefaultConfig()
+				cfg := config.Default()
 				cfg.Method, cfg.Epochs, cfg.EvalModels, cfg.Baselines = m, 1, 2, []string{}
 				res, err := Distill(context.Background(), cfg, WithDataset(ds))
 				if err != nil {

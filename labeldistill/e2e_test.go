@@ -14,14 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // e2eConfig is a small run: 20 base examples, N_i 10, N_o 256, 3 epochs validated after
 // each, 3 evaluation models, no baselines.
-func e2eConfig(method string) Config {
-	cfg := DefaultConfig()
+func e2eConfig(method string) config.Config {
+	cfg := config.Default()
 	cfg.Method = method
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch = 20, 10, 256
 	cfg.Epochs, cfg.ValidateEvery, cfg.EvalModels, cfg.ResetWindow = 3, 1, 3, 20
@@ -57,7 +58,7 @@ func checkLabelTable(t *testing.T, labels []float32, n, c int) {
 
 func TestDistillEndToEnd(t *testing.T) {
 	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
 			tScope(t)
 			cfg := e2eConfig(method)
@@ -111,7 +112,7 @@ func TestDistillEndToEnd(t *testing.T) {
 			defer test.free()
 			accs := func(table []float32) []float64 {
 				tab := tT(t)(torch.FromFloat32(table, 20, 10))
-				tr := &trainer{net: evalNet, rr: method == MethodRR, cfg: rc, baseX: base.x, table: tab, batch: rc.EvalBatch, opt: adamSpec(rc.EvalLR), dev: torch.CPU}
+				tr := &trainer{net: evalNet, rr: method == config.MethodRR, cfg: rc, baseX: base.x, table: tab, batch: rc.EvalBatch, opt: adamSpec(rc.EvalLR), dev: torch.CPU}
 				a, err := tr.evaluateModels(context.Background(), res.T, rc.EvalModels, uint64(rc.Seed), "test", test.x, test.y)
 				if err != nil {
 					t.Fatal(err)
@@ -145,7 +146,7 @@ func TestDistillCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	res, err := Distill(ctx, e2eConfig(MethodLD), WithDataset(ds))
+	res, err := Distill(ctx, e2eConfig(config.MethodLD), WithDataset(ds))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Distill with a cancelled context: %v, want context.Canceled", err)
 	}
@@ -160,7 +161,7 @@ func TestDistillCancelled(t *testing.T) {
 func TestDistillBaseMismatch(t *testing.T) {
 	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
 	for _, n := range []int{10, 30} {
-		cfg := e2eConfig(MethodLD)
+		cfg := e2eConfig(config.MethodLD)
 		cfg.BaseExamples = n
 		res, err := Distill(context.Background(), cfg, WithDataset(ds))
 		if err == nil || res != nil {
@@ -177,7 +178,7 @@ func TestDistillBaseMismatch(t *testing.T) {
 func TestDistillDeterministic(t *testing.T) {
 	oneThread(t)
 	ds := cachedMNIST(t, 1000, 500, 500, 20)
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := e2eConfig(method)
 		cfg.Epochs, cfg.EvalModels, cfg.ResetWindow, cfg.Threads = 3, 1, 2, 1
 		run := func(seed int64) *Result {
@@ -209,23 +210,23 @@ func TestDistillDeterministic(t *testing.T) {
 func TestBaselines(t *testing.T) {
 	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
 	grid := []int{5, 10, 20}
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := e2eConfig(method)
 		cfg.Epochs, cfg.EvalModels = 1, 2
-		cfg.Baselines = []string{BaselineTrue, BaselineSmooth}
+		cfg.Baselines = []string{config.BaselineTrue, config.BaselineSmooth}
 		cfg.BaselineSteps = grid
 		res, err := Distill(context.Background(), cfg, WithDataset(ds))
 		if err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}
 		suffix := ""
-		if method == MethodRR {
+		if method == config.MethodRR {
 			suffix = "_rr"
 		}
 		if len(res.Baselines) != 2 {
 			t.Errorf("%s: baselines %v, want two", method, res.Baselines)
 		}
-		for _, name := range []string{BaselineTrue, BaselineSmooth} {
+		for _, name := range []string{config.BaselineTrue, config.BaselineSmooth} {
 			b, ok := res.Baselines[name+suffix]
 			if !ok {
 				t.Errorf("%s: no baseline %q in %v", method, name+suffix, res.Baselines)

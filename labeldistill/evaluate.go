@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -51,7 +53,7 @@ type EvalConfig struct {
 	// Dataset names the target dataset of an artifact without report.json (with one it may
 	// be left empty, or must be the report's).
 	Dataset   string
-	AllowTF32 bool // TF32 on Ampere-or-later GPUs (Config.AllowTF32); default off
+	AllowTF32 bool // TF32 on Ampere-or-later GPUs (config.Config.AllowTF32); default off
 	// Progress, when set, hears how much of the work is done (training steps and scoring
 	// blocks of all the models, in arbitrary units: done of total).
 	Progress func(done, total int)
@@ -61,33 +63,33 @@ type EvalConfig struct {
 // (what LoadTestSplit takes): its report's, or for an artifact without report.json the
 // defaults for dataset, which must then fit the artifact's images. Problems are
 // *FieldError values naming "dataset".
-func EvalDataConfig(art *Artifact, dataset string) (Config, error) {
+func EvalDataConfig(art *Artifact, dataset string) (config.Config, error) {
 	if art.Report != nil {
 		cfg := art.Report.Config
 		if dataset != "" {
-			if f, ok := LookupDatasetFacts(dataset); !ok || f.Name != cfg.Dataset {
-				return cfg, fieldErrorf("dataset", "the artifact was distilled for %s, not %s", cfg.Dataset, dataset)
+			if f, ok := data.LookupFacts(dataset); !ok || f.Name != cfg.Dataset {
+				return cfg, config.FieldErrorf("dataset", "the artifact was distilled for %s, not %s", cfg.Dataset, dataset)
 			}
 		}
 		return cfg, nil
 	}
 	if dataset == "" {
-		return Config{}, fieldErrorf("dataset", "%s has no %s, so name the target dataset", art.Dir, ReportFile)
+		return config.Config{}, config.FieldErrorf("dataset", "%s has no %s, so name the target dataset", art.Dir, ReportFile)
 	}
-	if f, ok := LookupDatasetFacts(dataset); ok {
+	if f, ok := data.LookupFacts(dataset); ok {
 		want := [3]int64{1, 28, 28}
 		if f.Colour {
 			want = [3]int64{3, 32, 32}
 		}
 		if got := [3]int64{art.Shape[1], art.Shape[2], art.Shape[3]}; got != want {
-			return Config{}, fieldErrorf("dataset", "its images are %d×%d×%d, those of %s/%s are %d×%d×%d",
+			return config.Config{}, config.FieldErrorf("dataset", "its images are %d×%d×%d, those of %s/%s are %d×%d×%d",
 				want[0], want[1], want[2], art.Dir, DistilledFile, got[0], got[1], got[2])
 		}
 	}
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Dataset = dataset
 	cfg.BaseExamples = int(art.Shape[0])
-	cfg.BaseSelection = SelectUnbalanced
+	cfg.BaseSelection = config.SelectUnbalanced
 	return cfg.Resolved()
 }
 
@@ -100,7 +102,7 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 		return ec, err
 	}
 	if cfg.NumClasses() != art.Classes {
-		return ec, fieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
+		return ec, config.FieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
 	}
 	ec.Dataset = cfg.Dataset
 	if ec.Arch == "" {
@@ -122,7 +124,7 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 		ec.Batch = cfg.EvalBatch
 	}
 	if ec.RR == nil {
-		rr := art.Report != nil && cfg.Method == MethodRR
+		rr := art.Report != nil && cfg.Method == config.MethodRR
 		ec.RR = &rr
 	}
 	if ec.Seed == 0 {
@@ -133,26 +135,26 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	}
 	switch {
 	case ec.Optimizer != "adam" && ec.Optimizer != "sgd":
-		return ec, fieldErrorf("optimizer", "unknown optimizer %q (want adam or sgd)", ec.Optimizer)
+		return ec, config.FieldErrorf("optimizer", "unknown optimizer %q (want adam or sgd)", ec.Optimizer)
 	case !finite(ec.LR) || ec.LR <= 0:
-		return ec, fieldErrorf("lr", "must be a positive number, got %v", ec.LR)
+		return ec, config.FieldErrorf("lr", "must be a positive number, got %v", ec.LR)
 	case ec.Momentum != 0 && ec.Optimizer != "sgd":
-		return ec, fieldErrorf("momentum", "applies to the sgd optimizer only")
+		return ec, config.FieldErrorf("momentum", "applies to the sgd optimizer only")
 	case math.IsNaN(ec.Momentum) || ec.Momentum < 0 || ec.Momentum >= 1:
-		return ec, fieldErrorf("momentum", "must be in [0, 1), got %v", ec.Momentum)
+		return ec, config.FieldErrorf("momentum", "must be in [0, 1), got %v", ec.Momentum)
 	case ec.Steps < 1:
-		return ec, fieldErrorf("steps", "must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
-	case ec.Models < 1 || ec.Models > MaxEvalModels:
-		return ec, fieldErrorf("models", "must be between 1 and %d, got %d", MaxEvalModels, ec.Models)
+		return ec, config.FieldErrorf("steps", "must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
+	case ec.Models < 1 || ec.Models > config.MaxEvalModels:
+		return ec, config.FieldErrorf("models", "must be between 1 and %d, got %d", config.MaxEvalModels, ec.Models)
 	case ec.Batch < 1:
-		return ec, fieldErrorf("batch", "must be at least 1, got %d", ec.Batch)
+		return ec, config.FieldErrorf("batch", "must be at least 1, got %d", ec.Batch)
 	}
 	if _, err := torch.ParseDevice(ec.Device); err != nil {
-		return ec, fieldErr("device", err)
+		return ec, config.NewFieldError("device", err)
 	}
 	s := art.Shape
 	if _, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
-		return ec, fieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
 	}
 	return ec, nil
 }

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -43,7 +44,7 @@ func TestAccuracyChunked(t *testing.T) {
 	}
 	x := tT(t)(target.x.Narrow(0, 0, n))
 	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
-	cfg := tNeed[Config](t)(DefaultConfig().Resolved())
+	cfg := tNeed[config.Config](t)(config.Default().Resolved())
 	for _, rr := range []bool{false, true} {
 		gen := tNeed[*torch.Generator](t)(torch.NewGenerator(61))
 		l := tNeed[*learner](t)(newLearner(net, rr, cfg, adamSpec(1e-3), gen, torch.CPU))
@@ -113,10 +114,10 @@ func TestTrainer(t *testing.T) {
 	defer base.free()
 	test := tNeed[deviceSplit](t)(upload(&ds.Test, ds.Shape, torch.CPU))
 	defer test.free()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.BaseExamples, cfg.InnerBatch = 20, 10
 	cfg.Baselines = []string{}
-	cfg = tNeed[Config](t)(cfg.Resolved())
+	cfg = tNeed[config.Config](t)(cfg.Resolved())
 	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	table := trueTable(t, ds)
 	ctx := context.Background()

@@ -10,14 +10,15 @@ import (
 	"log"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // Distil 100 soft labels for MNIST with ridge regression (LD RR) and write the artifact
 // (distilled.npz and report.json) that ldtorch evaluate and ReadArtifact read.
 func ExampleDistill() {
 	ctx := context.Background()
-	cfg := labeldistill.DefaultConfig()
-	cfg.Dataset, cfg.Method, cfg.BaseExamples = "mnist", labeldistill.MethodRR, 100
+	cfg := config.Default()
+	cfg.Dataset, cfg.Method, cfg.BaseExamples = "mnist", config.MethodRR, 100
 	res, err := labeldistill.Distill(ctx, cfg, labeldistill.WithProgress(func(p labeldistill.Progress) {
 		if p.Phase == "validate" {
 			fmt.Printf("epoch %d: validation accuracy %.2f %%\n", p.Epoch, p.ValidationAccuracy)
@@ -44,7 +45,7 @@ func ExampleEvaluate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := labeldistill.Evaluate(ctx, art, test, labeldistill.EvalConfig{Arch: labeldistill.ArchLeNet, Optimizer: "sgd", LR: 0.01, Models: 20})
+	res, err := labeldistill.Evaluate(ctx, art, test, labeldistill.EvalConfig{Arch: config.ArchLeNet, Optimizer: "sgd", LR: 0.01, Models: 20})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -31,7 +32,7 @@ import (
 type trainer struct {
 	net   *nets.Net
 	rr    bool
-	cfg   Config
+	cfg   config.Config
 	baseX *torch.Tensor // (N, C, H, W) on the device
 	table *torch.Tensor // (N, classes), no grad
 	batch int
@@ -81,14 +82,14 @@ type batchedLearner struct {
 	w       []*torch.Tensor   // RR only: model i's W ((d+1)×C, no grad)
 	scale   []*torch.Tensor   // RR only: model i's s (shape (1))
 	sOpt    *torch.Adam       // RR only, over scale
-	cfg     Config
+	cfg     config.Config
 	onBlock func(block int) // when set, told of each scored block (progress)
 }
 
 // newBatchedLearner initialises len(seeds) models, model i from torch.NewGenerator(seeds[i])
 // exactly as newLearner would (drawn in float32, then converted for a float64 run, so it
 // starts from the same values), in dtype.
-func newBatchedLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, seeds []uint64, dev torch.Device, dtype torch.DType, mode nets.BodyMode) (*batchedLearner, error) {
+func newBatchedLearner(net *nets.Net, rr bool, cfg config.Config, spec optSpec, seeds []uint64, dev torch.Device, dtype torch.DType, mode nets.BodyMode) (*batchedLearner, error) {
 	bn, err := nets.NewBatched(net, int64(len(seeds)))
 	if err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -70,7 +71,7 @@ func benchTrainer(b *testing.B, rr bool) (tr *trainer, x, y *torch.Tensor) {
 	}
 	tab := tT(b)(torch.FromFloat32(table, benchBase, 10))
 	net := tNeed[*nets.Net](b)(nets.New("lenet", 1, 28, 28, 10))
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	tr = &trainer{net: net, rr: rr, cfg: cfg, baseX: bd.x, table: tab, batch: benchBatch, opt: adamSpec(cfg.EvalLR), dev: torch.CPU}
 	return tr, td.x, td.y
 }

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -68,7 +69,7 @@ func randomTrainer(t *testing.T, bc batchedCase, dtype torch.DType, seed uint64)
 		labels[i] = int64(rng.IntN(classes))
 	}
 	y = tT(t)(torch.FromInt64(labels, int64(bc.nTest)))
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	tr = &trainer{net: net, rr: bc.rr, cfg: cfg, baseX: baseX, table: table, batch: bc.batch, opt: bc.opt, dev: torch.CPU}
 	return tr, x, y
 }

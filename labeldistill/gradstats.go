@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -146,7 +147,7 @@ func sqrtNonNeg(v float64) float64 {
 // method (MeasureGradVariance).
 type MethodGradVariance struct {
 	Name   string `json:"name"`   // "LD" or "LD RR"
-	Method string `json:"method"` // MethodLD or MethodRR
+	Method string `json:"method"` // config.MethodLD or config.MethodRR
 	// Variance averages the batches' across-model statistics (Count: models per batch).
 	Variance GradVariance   `json:"variance"`
 	PerBatch []GradVariance `json:"per_batch"`
@@ -154,7 +155,7 @@ type MethodGradVariance struct {
 
 // GradVarOptions say what MeasureGradVariance measures.
 type GradVarOptions struct {
-	Methods []string // MethodLD, MethodRR
+	Methods []string // config.MethodLD, config.MethodRR
 	Models  int      // fresh models per batch pair (≥ 2)
 	Batches int      // fixed (base batch, target batch) pairs (≥ 1)
 	// Warmup trains each fresh model this many steps on the fixed labels first (Adam on the
@@ -177,7 +178,7 @@ type GradVarOptions struct {
 // leaves only the randomness of the model the meta-gradient is taken through, which is
 // what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
 // synthetic label meta-gradient variance").
-func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, g GradVarOptions, opts ...RunOption) (out []MethodGradVariance, err error) {
+func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts ...RunOption) (out []MethodGradVariance, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
@@ -227,9 +228,9 @@ func MeasureGradVariance(ctx context.Context, cfg Config, labels []float32, g Gr
 	outer := min(cfg.OuterBatch, ds.TargetSet.N())
 	for _, m := range methods {
 		name := "LD"
-		if m == MethodRR {
+		if m == config.MethodRR {
 			name = "LD RR"
-		} else if m != MethodLD {
+		} else if m != config.MethodLD {
 			return nil, fmt.Errorf("gradvar: unknown method %q (ld or rr)", m)
 		}
 		out = append(out, MethodGradVariance{Name: name, Method: m})
@@ -301,10 +302,10 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 
 // oneGradient adds the meta-gradient of fresh model m (seeded by m alone, so every method
 // sees the same initialisations) to acc.
-func (r *run) oneGradient(ctx context.Context, cfg Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
+func (r *run) oneGradient(ctx context.Context, cfg config.Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
 	// Model m, warmed up on the labels through the evaluation trainer (its own minibatch
 	// stream), then seen as the meta-step's learner.
-	tr := &trainer{net: r.net, rr: cfg.Method == MethodRR, cfg: cfg, baseX: r.base.x, table: table,
+	tr := &trainer{net: r.net, rr: cfg.Method == config.MethodRR, cfg: cfg, baseX: r.base.x, table: table,
 		batch: cfg.InnerBatch, opt: adamSpec(cfg.ModelLR), dev: r.dev}
 	warm, err := newBatchedLearner(tr.net, tr.rr, cfg, tr.opt, []uint64{subSeed(r.seed, "gradvar-model", m)}, r.dev, r.base.x.DType(), batchedMode(r.dev))
 	if err != nil {
@@ -329,7 +330,7 @@ func (r *run) oneGradient(ctx context.Context, cfg Config, table, bIdx, xt, yt *
 	}
 	labels.grads = acc
 	defer func() { labels.grads = nil }() // acc belongs to the caller
-	if cfg.Method == MethodRR {
+	if cfg.Method == config.MethodRR {
 		_, err = rrStep(l, labels, r.base.x, bIdx, xt, yt, cfg, nil, 0)
 	} else {
 		_, err = ldStep(l, labels, r.base.x, bIdx, xt, yt, cfg.InnerLR, nil, 0)

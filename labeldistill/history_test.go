@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // comparable strips what differs between an uninterrupted and a resumed run: timings
@@ -40,10 +42,10 @@ func readHistoryT(t *testing.T, path string) []HistoryRecord {
 func TestHistoryMatchesRun(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodRR)
+	cfg := ckptConfig(config.MethodRR)
 	cfg.GradVarWindow = 4
 	cfg.CheckpointEvery = -1
-	cfg.Baselines = []string{BaselineTrue}
+	cfg.Baselines = []string{config.BaselineTrue}
 	path := filepath.Join(t.TempDir(), HistoryFile)
 	res, err := Distill(context.Background(), cfg, WithDataset(ds), WithHistory(path))
 	if err != nil {
@@ -51,7 +53,7 @@ func TestHistoryMatchesRun(t *testing.T) {
 	}
 	recs := readHistoryT(t, path)
 	if len(recs) == 0 || recs[0].Kind != HistoryStart || recs[0].Schema != HistorySchema || recs[0].TotalSteps != res.MetaSteps ||
-		recs[0].Method != MethodRR || recs[0].Version != Version {
+		recs[0].Method != config.MethodRR || recs[0].Version != Version {
 		t.Fatalf("first line %+v, want the start line of a %d-step rr run", recs[0], res.MetaSteps)
 	}
 	var steps []HistoryRecord
@@ -125,7 +127,7 @@ func TestHistoryMatchesRun(t *testing.T) {
 func TestHistoryAfterResume(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	cfg.GradVarWindow = 4
 	dir := t.TempDir()
 	wholePath := filepath.Join(dir, "whole.jsonl")
@@ -190,8 +192,8 @@ func TestHistoryAfterResume(t *testing.T) {
 func TestMeasureGradVariance(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
-	g := GradVarOptions{Methods: []string{MethodLD, MethodRR}, Models: 4, Batches: 2, Warmup: 5}
+	cfg := ckptConfig(config.MethodLD)
+	g := GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR}, Models: 4, Batches: 2, Warmup: 5}
 	a, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithDataset(ds))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ package labeldistill
 import (
 	"fmt"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -18,7 +19,7 @@ type Labels struct {
 }
 
 // NewLabels starts every entry at exactly 1/C.
-func NewLabels(n, classes int, cfg Config, dev torch.Device) (*Labels, error) {
+func NewLabels(n, classes int, cfg config.Config, dev torch.Device) (*Labels, error) {
 	y, err := torch.Full([]int64{int64(n), int64(classes)}, 1/float64(classes), torch.OnDevice(dev), torch.WithRequiresGrad())
 	if err != nil {
 		return nil, err

@@ -9,13 +9,14 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 func TestNewLabelsUniform(t *testing.T) {
 	tScope(t)
 	for _, c := range []int{2, 3, 10, 26, 49, 100} {
-		l, err := NewLabels(7, c, DefaultConfig(), torch.CPU)
+		l, err := NewLabels(7, c, config.Default(), torch.CPU)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +118,7 @@ func TestProjectRows(t *testing.T) {
 // the same update again on a second step with the same gradient.
 func TestLabelStepAdam(t *testing.T) {
 	tScope(t)
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	l := tNeed[*Labels](t)(NewLabels(3, 4, cfg, torch.CPU))
 	defer l.Close()
 	g := []float32{1, -2, 0.5, -0.001, 0, 0, 0, 0, 3, 3, 3, 3}
@@ -166,10 +167,10 @@ func TestLabelStepAdam(t *testing.T) {
 func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	tScope(t)
 	ds := cachedMNIST(t, 2000, 200, 200, 20)
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.ResetWindow, cfg.Epochs = 20, 10, 64, 2, 1
 	cfg.Baselines = []string{}
-	cfg = tNeed[Config](t)(cfg.Resolved())
+	cfg = tNeed[config.Config](t)(cfg.Resolved())
 	r := &run{cfg: cfg, ds: ds, dev: torch.CPU, seed: uint64(cfg.Seed)}
 	defer r.close()
 	tOK(t, r.setup())

@@ -6,6 +6,7 @@ package labeldistill
 import (
 	"fmt"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -22,7 +23,7 @@ type learner struct {
 	w       *torch.Tensor // RR only
 	scale   *torch.Tensor // RR only, shape (1)
 	sOpt    *torch.Adam   // RR only
-	cfg     Config
+	cfg     config.Config
 }
 
 // optimizer is what a learner needs of torch.Adam and torch.SGD.
@@ -43,7 +44,7 @@ func adamSpec(lr float64) optSpec { return optSpec{Kind: "adam", LR: lr} }
 
 // newOptimizer builds spec's optimizer over params (Adam takes betas and eps from cfg). On
 // error it returns a nil interface, never a typed nil, so callers' cleanup can test for nil.
-func newOptimizer(spec optSpec, cfg Config, params []*torch.Tensor) (optimizer, error) {
+func newOptimizer(spec optSpec, cfg config.Config, params []*torch.Tensor) (optimizer, error) {
 	switch spec.Kind {
 	case "adam":
 		a, err := torch.NewAdam(params, torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps})
@@ -62,7 +63,7 @@ func newOptimizer(spec optSpec, cfg Config, params []*torch.Tensor) (optimizer, 
 }
 
 // newLearner initialises a model from gen (a CPU generator).
-func newLearner(net *nets.Net, rr bool, cfg Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
+func newLearner(net *nets.Net, rr bool, cfg config.Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
 	l := &learner{net: net, rr: rr, cfg: cfg}
 	l.specs = net.Params()
 	if rr {

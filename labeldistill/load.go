@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
@@ -26,7 +27,7 @@ import (
 // of a seeded shuffle of the source's target-set part across datasets, or exactly
 // cfg.BaseIndices when given. The base examples are chosen from the whole target set
 // before cfg.TargetSetSize keeps a prefix of it, so the target-set size never changes them.
-func LoadDataset(cfg Config) (*Dataset, error) {
+func LoadDataset(cfg config.Config) (*Dataset, error) {
 	target, err := loadOne(cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
@@ -37,7 +38,7 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 			return nil, err
 		}
 	}
-	if cfg.BaseSelection == SelectUnbalanced {
+	if cfg.BaseSelection == config.SelectUnbalanced {
 		mode = data.Unbalanced
 	}
 	var base *data.Base
@@ -50,7 +51,7 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 			return nil, fmt.Errorf("base_indices: %w", err)
 		}
 	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
-		return nil, fieldErr("base_examples", err)
+		return nil, config.NewFieldError("base_examples", err)
 	}
 	target.TargetSet = target.TargetSet.Prefix(cfg.TargetSetSize)
 	ts := target.TargetSet
@@ -90,7 +91,7 @@ func LoadDataset(cfg Config) (*Dataset, error) {
 }
 
 // LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
-func LoadTestSplit(cfg Config) (*Split, error) {
+func LoadTestSplit(cfg config.Config) (*Split, error) {
 	ds, err := loadOne(cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
@@ -101,7 +102,7 @@ func LoadTestSplit(cfg Config) (*Split, error) {
 // loadOne reads and splits one dataset with the base seed. The target set is kept whole
 // (LoadDataset applies cfg.TargetSetSize after choosing the base examples); the size is
 // only checked here, against the target dataset.
-func loadOne(cfg Config, name string) (*data.Dataset, error) {
+func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
 	var raw *data.RawData
 	var err error
 	valSize := cfg.ValidationSize
@@ -139,12 +140,12 @@ func loadOne(cfg Config, name string) (*data.Dataset, error) {
 	target, validation, _ := spec.SplitSizes(n)
 	if valSize > 0 {
 		if valSize >= n {
-			return nil, &FieldError{Field: "validation_size", Msg: fmt.Sprintf("%d does not leave a target set: %s has %d train images", valSize, name, n)}
+			return nil, &config.FieldError{Field: "validation_size", Msg: fmt.Sprintf("%d does not leave a target set: %s has %d train images", valSize, name, n)}
 		}
 		target, validation = n-valSize, valSize
 	}
-	if name == canonicalDataset(cfg.Dataset) && cfg.TargetSetSize > target {
-		return nil, &FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
+	if name == cfg.Dataset && cfg.TargetSetSize > target {
+		return nil, &config.FieldError{Field: "target_set_size", Msg: fmt.Sprintf("%d exceeds the %d images of %s's target set (%d train images, %d for validation)", cfg.TargetSetSize, target, name, n, validation)}
 	}
 	return raw.Split(data.SplitOptions{Seed: uint64(cfg.BaseSelectionSeed()), ValidationSize: valSize})
 }

@@ -18,6 +18,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -63,7 +64,7 @@ func shardOf(n, rank, size int) (lo, hi int) {
 }
 
 // checkShards refuses a run where some rank would get an empty part of an outer batch.
-func (p *parallel) checkShards(cfg Config, nTarget int) error {
+func (p *parallel) checkShards(cfg config.Config, nTarget int) error {
 	n := p.size()
 	if n == 1 {
 		return nil

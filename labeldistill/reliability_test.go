@@ -14,13 +14,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
 // smallArtifactResult is a valid 20-example MNIST result (a report consistent with it).
 func smallArtifactResult() *Result {
 	const n, classes = 20, 10
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.BaseExamples = n
 	cfg, err := cfg.Resolved()
 	if err != nil {
@@ -161,7 +162,7 @@ func TestReadArtifactRejectsTampering(t *testing.T) {
 // before any meta-step (Distill never panics).
 func TestDistillRejectsBadInputs(t *testing.T) {
 	ds := ckptDataset(t)
-	cfg := ckptConfig(MethodLD)
+	cfg := ckptConfig(config.MethodLD)
 	clone := func(edit func(d *Dataset)) *Dataset {
 		d := *ds
 		edit(&d)
@@ -169,7 +170,7 @@ func TestDistillRejectsBadInputs(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		cfg  Config
+		cfg  config.Config
 		ds   *Dataset
 		want string
 	}{
@@ -179,8 +180,8 @@ func TestDistillRejectsBadInputs(t *testing.T) {
 		}), "outside 0..9"},
 		{"images too short", cfg, clone(func(d *Dataset) { d.Validation.Images = d.Validation.Images[:100] }), "validation split has"},
 		{"empty test split", cfg, clone(func(d *Dataset) { d.Test = Split{} }), "test split is empty"},
-		{"base count differs", func() Config { c := cfg; c.BaseExamples = 30; return c }(), ds, "base_examples"},
-		{"bad config", func() Config { c := cfg; c.LabelLR = math.NaN(); return c }(), ds, "label_lr"},
+		{"base count differs", func() config.Config { c := cfg; c.BaseExamples = 30; return c }(), ds, "base_examples"},
+		{"bad config", func() config.Config { c := cfg; c.LabelLR = math.NaN(); return c }(), ds, "label_lr"},
 		{"one class", cfg, clone(func(d *Dataset) { d.Classes = 1 }), "at least 2 classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

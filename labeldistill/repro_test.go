@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
@@ -24,9 +25,9 @@ func sharedDataDir(t testing.TB) string {
 	return dir
 }
 
-func loadForTest(t *testing.T, mutate func(*Config)) *Dataset {
+func loadForTest(t *testing.T, mutate func(*config.Config)) *Dataset {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = sharedDataDir(t)
 	mutate(&cfg)
 	cfg, err := cfg.Resolved()
@@ -42,8 +43,8 @@ func loadForTest(t *testing.T, mutate func(*Config)) *Dataset {
 
 func TestTargetSetSizeKeepsBaseExamples(t *testing.T) {
 	for _, src := range []string{"mnist", "kmnist"} { // within and across datasets
-		full := loadForTest(t, func(c *Config) { c.Source = src; c.Seed = 77 })
-		small := loadForTest(t, func(c *Config) { c.Source = src; c.Seed = 77; c.TargetSetSize = 1000 })
+		full := loadForTest(t, func(c *config.Config) { c.Source = src; c.Seed = 77 })
+		small := loadForTest(t, func(c *config.Config) { c.Source = src; c.Seed = 77; c.TargetSetSize = 1000 })
 		if !slices.Equal(full.BaseIndices, small.BaseIndices) {
 			t.Errorf("source %s: target_set_size 1000 changed the base indices:\n%v\n%v", src, full.BaseIndices[:10], small.BaseIndices[:10])
 		}
@@ -58,24 +59,26 @@ func TestTargetSetSizeKeepsBaseExamples(t *testing.T) {
 }
 
 func TestBaseSeed(t *testing.T) {
-	a := loadForTest(t, func(c *Config) { c.Seed = 5 })
+	a := loadForTest(t, func(c *config.Config) { c.Seed = 5 })
 	seed := int64(5)
-	b := loadForTest(t, func(c *Config) { c.Seed = 6; c.BaseSeed = &seed })
+	b := loadForTest(t, func(c *config.Config) { c.Seed = 6; c.BaseSeed = &seed })
 	if !slices.Equal(a.BaseIndices, b.BaseIndices) || !slices.Equal(a.Validation.Labels, b.Validation.Labels) {
 		t.Error("base_seed 5 under seed 6 did not give seed 5's base examples and split")
 	}
-	c := loadForTest(t, func(c *Config) { c.Seed = 6 })
+	c := loadForTest(t, func(c *config.Config) { c.Seed = 6 })
 	if slices.Equal(a.BaseIndices, c.BaseIndices) {
 		t.Error("seeds 5 and 6 chose the same base examples")
 	}
-	cfg, err := Config{Seed: 9}.withDefaults(), error(nil)
-	if cfg.BaseSelectionSeed() != 9 || err != nil {
-		t.Errorf("default base seed %d, want the run's 9", cfg.BaseSelectionSeed())
+	def := config.Default()
+	def.Seed = 9
+	cfg, err := def.Resolved()
+	if err != nil || cfg.BaseSelectionSeed() != 9 || cfg.BaseSeed == nil || *cfg.BaseSeed != 9 {
+		t.Errorf("default base seed %d (%v), want the run's 9", cfg.BaseSelectionSeed(), err)
 	}
 }
 
 func TestBaseIndicesReproduceRun(t *testing.T) {
-	run := loadForTest(t, func(c *Config) { c.Seed = 11; c.BaseExamples = 20 })
+	run := loadForTest(t, func(c *config.Config) { c.Seed = 11; c.BaseExamples = 20 })
 	path := filepath.Join(t.TempDir(), "idx.txt")
 	text := ""
 	for _, v := range run.BaseIndices {
@@ -90,14 +93,19 @@ func TestBaseIndicesReproduceRun(t *testing.T) {
 	}
 	// Another run seed, the same base seed: the same examples, images and labels.
 	seed := int64(11)
-	again := loadForTest(t, func(c *Config) { c.Seed = 12; c.BaseSeed = &seed; c.BaseIndices = idx; c.BaseExamples = len(idx) })
+	again := loadForTest(t, func(c *config.Config) {
+		c.Seed = 12
+		c.BaseSeed = &seed
+		c.BaseIndices = idx
+		c.BaseExamples = len(idx)
+	})
 	if !slices.Equal(again.BaseIndices, run.BaseIndices) || !slices.Equal(again.Base.Labels, run.Base.Labels) ||
 		!slices.Equal(again.Base.Images, run.Base.Images) {
 		t.Error("--base-indices did not reproduce the run's base examples")
 	}
 	// An index in the validation part is refused with its value named.
 	valIdx := int64(data.Permutation(60000, uint64(seed), data.StreamSplit)[50000]) // the first validation image
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir, cfg.BaseIndices, cfg.BaseExamples, cfg.Seed = sharedDataDir(t), []int64{valIdx}, 1, 11
 	cfg, err = cfg.Resolved()
 	if err != nil {
@@ -107,7 +115,7 @@ func TestBaseIndicesReproduceRun(t *testing.T) {
 		t.Errorf("a validation index: got %v", err)
 	}
 	// Duplicates and a wrong count are configuration errors.
-	bad := DefaultConfig()
+	bad := config.Default()
 	bad.BaseIndices, bad.BaseExamples = []int64{3, 3}, 2
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("duplicate indices: got %v", err)

@@ -6,6 +6,7 @@ package labeldistill
 import (
 	"fmt"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -64,7 +65,7 @@ func pseudoStep(w, wl *torch.Tensor, alpha float64) (*torch.Tensor, error) {
 // W_l by ridge regression of the labels y on the features z (with their bias column), then
 // the pseudo-gradient step from the kept W. The solve's status is left unread in info (a
 // failed solve shows as non-finite numbers later). Shapes as ridgeWeightsUnchecked.
-func rrWeights(z, y, kept *torch.Tensor, cfg Config) (w, info *torch.Tensor, err error) {
+func rrWeights(z, y, kept *torch.Tensor, cfg config.Config) (w, info *torch.Tensor, err error) {
 	wl, info, err := ridgeWeightsUnchecked(z, y, cfg.RidgeLambda)
 	if err != nil {
 		return nil, nil, err
@@ -90,7 +91,7 @@ func rrLogits(z, w, scale *torch.Tensor) (*torch.Tensor, error) {
 // status are left in the outputs, in the caller's scope.
 // In a data-parallel run, xt and yt are this rank's shard of total target examples and
 // the label gradient is combined over the ranks as in ldStep.
-func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg Config, p *parallel, total int) (stepOutputs, error) {
+func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg config.Config, p *parallel, total int) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -132,7 +133,7 @@ func TestRidgeWeightsGradient(t *testing.T) {
 // rrFixture is a LeNet RR learner with uniform labels on real MNIST base examples and one
 // target batch.
 type rrFixture struct {
-	cfg    Config
+	cfg    config.Config
 	net    *nets.Net
 	l      *learner
 	labels *Labels
@@ -142,10 +143,10 @@ type rrFixture struct {
 
 func newRRFixture(t *testing.T, nTarget int) *rrFixture {
 	ds := cachedMNIST(t, 2000, 200, 200, 20)
-	cfg := DefaultConfig()
-	cfg.Method, cfg.BaseExamples, cfg.InnerBatch = MethodRR, 20, 10
+	cfg := config.Default()
+	cfg.Method, cfg.BaseExamples, cfg.InnerBatch = config.MethodRR, 20, 10
 	cfg.Baselines = []string{}
-	cfg = tNeed[Config](t)(cfg.Resolved())
+	cfg = tNeed[config.Config](t)(cfg.Resolved())
 	f := &rrFixture{cfg: cfg}
 	f.net = tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(77))

@@ -5,39 +5,6 @@ package labeldistill
 
 import "math"
 
-// BaselineStepGrid returns the step counts at which the baseline search of docs/ALGORITHM.md §8
-// measures validation error while training one model continuously for maxSteps steps:
-//
-//	10, 25, 50, 75, 100, 150, 200, …  (every 50 from 100 on)  … up to maxSteps,
-//
-// i.e. {10, 25, 50, 75, 100, 150, …, 1000} for the default maximum 1000 and the same grid
-// continued to 1700 when N > 100 (the paper's "every 50 steps up to 1000 steps (or 1700
-// steps …)"). Values above maxSteps are dropped; maxSteps itself is appended when it is not
-// on the grid, so the longest training is always measured. maxSteps ≤ 0 gives nil.
-//
-// The reference code uses this grid for N ≤ 100 (its ITER % 50 == 49 or ITER ∈ {9, 24, 74})
-// but a sparser, off-by-one grid for N > 100: {10, 25, 75, 101, 201, 301, 501, 701, 1001,
-// 1201, 1501, 1701}. ldtorch uses the uniform grid for every N, as docs/ALGORITHM.md states;
-// set Config.BaselineSteps to reproduce the reference's.
-func BaselineStepGrid(maxSteps int) []int {
-	if maxSteps <= 0 {
-		return nil
-	}
-	var grid []int
-	for _, s := range []int{10, 25, 50, 75} {
-		if s <= maxSteps {
-			grid = append(grid, s)
-		}
-	}
-	for s := 100; s <= maxSteps; s += 50 {
-		grid = append(grid, s)
-	}
-	if len(grid) == 0 || grid[len(grid)-1] != maxSteps {
-		grid = append(grid, maxSteps)
-	}
-	return grid
-}
-
 // BestSteps returns the grid entry with the lowest validation error, the earliest one on
 // ties (docs/ALGORITHM.md §8; the reference keeps a new best only when strictly lower). NaN
 // errors never win. It returns 0 when grid is empty or every error is NaN, and panics when

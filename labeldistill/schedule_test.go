@@ -4,17 +4,19 @@ import (
 	"math"
 	"reflect"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 func TestBaselineStepGrid(t *testing.T) {
 	want1000 := []int{10, 25, 50, 75, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600,
 		650, 700, 750, 800, 850, 900, 950, 1000}
-	if got := BaselineStepGrid(1000); !reflect.DeepEqual(got, want1000) {
+	if got := config.BaselineStepGrid(1000); !reflect.DeepEqual(got, want1000) {
 		t.Errorf("BaselineStepGrid(1000) = %v", got)
 	}
 	want1700 := append(append([]int(nil), want1000...), 1050, 1100, 1150, 1200, 1250, 1300,
 		1350, 1400, 1450, 1500, 1550, 1600, 1650, 1700)
-	if got := BaselineStepGrid(1700); !reflect.DeepEqual(got, want1700) {
+	if got := config.BaselineStepGrid(1700); !reflect.DeepEqual(got, want1700) {
 		t.Errorf("BaselineStepGrid(1700) = %v", got)
 	}
 	for max, want := range map[int][]int{
@@ -27,12 +29,12 @@ func TestBaselineStepGrid(t *testing.T) {
 		120:  {10, 25, 50, 75, 100, 120},
 		1030: append(append([]int(nil), want1000...), 1030),
 	} {
-		if got := BaselineStepGrid(max); !reflect.DeepEqual(got, want) {
+		if got := config.BaselineStepGrid(max); !reflect.DeepEqual(got, want) {
 			t.Errorf("BaselineStepGrid(%d) = %v, want %v", max, got, want)
 		}
 	}
 	for max := 1; max <= 2000; max++ {
-		g := BaselineStepGrid(max)
+		g := config.BaselineStepGrid(max)
 		if g[len(g)-1] != max {
 			t.Fatalf("BaselineStepGrid(%d) does not end at %d: %v", max, max, g)
 		}

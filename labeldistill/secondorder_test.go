@@ -12,6 +12,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -148,7 +149,7 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 	}
 
 	// ldStep itself, run on a float64 learner with these parameters and labels.
-	cfg := tNeed[Config](t)(DefaultConfig().Resolved())
+	cfg := tNeed[config.Config](t)(config.Default().Resolved())
 	var lp []*torch.Tensor
 	for _, p := range params {
 		q := T(T(p.Detach()).Clone())
@@ -235,10 +236,10 @@ func TestLDStepFloat32(t *testing.T) {
 	tScope(t)
 	T := tT(t)
 	ds := cachedMNIST(t, 2000, 200, 200, 20)
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.BaseExamples, cfg.InnerBatch = 20, 10
 	cfg.Baselines = []string{}
-	cfg = tNeed[Config](t)(cfg.Resolved())
+	cfg = tNeed[config.Config](t)(cfg.Resolved())
 	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(51))
 	l := tNeed[*learner](t)(newLearner(net, false, cfg, adamSpec(cfg.ModelLR), gen, torch.CPU))

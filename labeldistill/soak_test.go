@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // rssBytes is the resident set size of this process, after returning the Go heap's free
@@ -44,7 +46,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
 // soakConfig: the small real-MNIST run of ckptConfig for the given number of meta-steps
 // (8 per epoch), validating only at the end, G = 10 (a model reset every 21+ steps).
-func soakConfig(method string, steps int) Config {
+func soakConfig(method string, steps int) config.Config {
 	cfg := ckptConfig(method)
 	cfg.Epochs = (steps + 7) / 8
 	cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = cfg.Epochs+1, 10, 1
@@ -52,7 +54,7 @@ func soakConfig(method string, steps int) Config {
 }
 
 // rssDuring runs one Distill and returns RSS after meta-step warm and after the last one.
-func rssDuring(tb testing.TB, cfg Config, warm int, opts ...RunOption) (start, end int64, res *Result) {
+func rssDuring(tb testing.TB, cfg config.Config, warm int, opts ...RunOption) (start, end int64, res *Result) {
 	tb.Helper()
 	total := cfg.Epochs * StepsPerEpoch(ckptDataset(tb).TargetSet.N(), cfg.OuterBatch)
 	opts = append(opts, WithDataset(ckptDataset(tb)), WithProgress(func(p Progress) {
@@ -83,10 +85,10 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 	// of the package may be parallel: tensor scopes are process-wide.
 	t.Parallel()
 	ckptRestoreThreads(t)
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := soakConfig(method, 200)
 		var opts []RunOption
-		if method == MethodLD {
+		if method == config.MethodLD {
 			cfg.CheckpointEvery = 20
 			opts = append(opts, WithCheckpointDir(t.TempDir()))
 		}
@@ -116,7 +118,7 @@ func TestRSSFlatOverDistillCalls(t *testing.T) {
 		ds := ckptDataset(t)
 		var mid int64
 		for i := 1; i <= calls; i++ {
-			method := []string{MethodLD, MethodRR}[i%2]
+			method := []string{config.MethodLD, config.MethodRR}[i%2]
 			cfg := soakConfig(method, 8)
 			cfg.CheckpointEvery = 4
 			if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithCheckpointDir(t.TempDir())); err != nil {
@@ -166,7 +168,7 @@ func BenchmarkSoak(b *testing.B) {
 		}
 	}
 	ckptRestoreThreads(b)
-	for _, method := range []string{MethodLD, MethodRR} {
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		b.Run(method, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				cfg := soakConfig(method, steps)

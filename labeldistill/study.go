@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -35,7 +36,7 @@ var (
 	DefaultStudyAdamLRs  = []float64{1e-4, 3e-4, 1e-3, 3e-3, 1e-2}
 	DefaultStudySGDLRs   = []float64{1e-3, 3e-3, 1e-2, 3e-2, 1e-1}
 	DefaultStudyMomenta  = []float64{0, 0.9}
-	DefaultStudyArchs    = []string{ArchLeNet, ArchAlexNet, ArchResNet}
+	DefaultStudyArchs    = []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet}
 	DefaultStudyOptimize = []string{"adam", "sgd"}
 )
 
@@ -98,7 +99,7 @@ type StudyData struct {
 
 // LoadStudyData reads the test and validation splits of an artifact's configuration (the
 // same split as the distillation: same base seed).
-func LoadStudyData(cfg Config) (*StudyData, error) {
+func LoadStudyData(cfg config.Config) (*StudyData, error) {
 	ds, err := LoadDataset(cfg)
 	if err != nil {
 		return nil, err
@@ -121,7 +122,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 	if st.Seed == 0 {
 		st.Seed = cfg.Seed
 	}
-	rr := cfg.Method == MethodRR
+	rr := cfg.Method == config.MethodRR
 	steps := rep.Steps
 	if len(sc.Steps) > 0 && kind != StudySteps {
 		steps = sc.Steps[0]
@@ -178,7 +179,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 		}
 	case StudyArch:
 		trueSteps := steps
-		for _, k := range []string{BaselineTrue, BaselineTrue + "_rr"} {
+		for _, k := range []string{config.BaselineTrue, config.BaselineTrue + "_rr"} {
 			if b, ok := rep.Baselines[k]; ok && b.Steps > 0 && len(sc.Steps) == 0 {
 				trueSteps = b.Steps
 			}
@@ -281,7 +282,7 @@ func withTrueLabels(art *Artifact) *Artifact {
 // searchSteps trains one standard (non-RR) model on the artifact along the baseline step
 // grid, measuring validation error at each grid point, and returns the best step count
 // (earliest on ties), as the baselines' search does.
-func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg Config, device string, seed uint64) (int, map[int]float64, error) {
+func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg config.Config, device string, seed uint64) (int, map[int]float64, error) {
 	if val == nil || val.N() == 0 {
 		return 0, nil, errors.New("study rr-standard: no validation data")
 	}
@@ -320,7 +321,7 @@ func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg Config, dev
 	defer table.Free()
 	grid := cfg.BaselineSteps
 	if len(grid) == 0 {
-		grid = BaselineStepGrid(cfg.BaselineMaxSteps)
+		grid = config.BaselineStepGrid(cfg.BaselineMaxSteps)
 	}
 	valErr := map[int]float64{}
 	errs := make([]float64, 0, len(grid))

@@ -5,17 +5,19 @@ import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // tinyArtifact distils a tiny LD RR run on real MNIST and returns it read back, with test
 // and validation splits cut to 1000 images to keep the studies quick.
 func tinyArtifact(t *testing.T) (*Artifact, *StudyData) {
 	t.Helper()
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = sharedDataDir(t)
-	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.Threads = MethodRR, 20, 2, 2, 1
+	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.Threads = config.MethodRR, 20, 2, 2, 1
 	cfg.TargetSetSize, cfg.ValidationSize = 2048, 1000
-	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps = []string{BaselineTrue}, []int{5, 10, 20}, 20
+	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps = []string{config.BaselineTrue}, []int{5, 10, 20}, 20
 	res, err := Distill(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,7 @@ func TestStudies(t *testing.T) {
 		{StudySteps, StudyConfig{Deltas: []int{0, 5}}, []string{"T+0", "T+5"}},
 		{StudyOptimizer, StudyConfig{Optimizers: []string{"adam", "sgd"}, LRs: []float64{0.01}, Momenta: []float64{0, 0.9}},
 			[]string{"adam lr 0.01", "sgd momentum 0 lr 0.01", "sgd momentum 0.9 lr 0.01"}},
-		{StudyArch, StudyConfig{Archs: []string{ArchLeNet}}, []string{"lenet (distilled labels)", "lenet (true labels)"}},
+		{StudyArch, StudyConfig{Archs: []string{config.ArchLeNet}}, []string{"lenet (distilled labels)", "lenet (true labels)"}},
 		{StudyRRStandard, StudyConfig{}, []string{"RR model (as distilled)", "standard model, early stopping on validation"}},
 	}
 	for _, c := range cases {
@@ -104,7 +106,7 @@ func TestStudies(t *testing.T) {
 		t.Errorf("cancelled study: %v, %v", st, err)
 	}
 	// rr-standard needs RR labels.
-	art.Report.Config.Method = MethodLD
+	art.Report.Config.Method = config.MethodLD
 	if _, err := RunStudy(context.Background(), StudyRRStandard, art, d, StudyConfig{Models: 1}); err == nil {
 		t.Error("rr-standard on LD labels accepted")
 	}

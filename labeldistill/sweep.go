@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // Sweep file names inside a sweep folder.
@@ -97,9 +99,9 @@ func strictUnmarshal(b []byte, v any) error {
 
 // SweepCell is one distillation of a grid.
 type SweepCell struct {
-	Row, Column string // labels
-	ID          string // folder name under cells/
-	Config      Config // resolved, Out = the cell's folder
+	Row, Column string        // labels
+	ID          string        // folder name under cells/
+	Config      config.Config // resolved, Out = the cell's folder
 }
 
 // ReadGrid reads and checks a grid file: labels unique and non-empty, every cell's config
@@ -125,8 +127,8 @@ func ReadGrid(path string) (*Grid, error) {
 // Cells returns the grid's cells in row-major order, each config resolved with Out inside
 // dir/cells; adjust (may be nil) is applied to every config before resolving (operational
 // settings: threads, device, data dir).
-func (g *Grid) Cells(dir string, adjust func(*Config)) ([]SweepCell, error) {
-	base := DefaultConfig()
+func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]SweepCell, error) {
+	base := config.Default()
 	if len(g.Config) > 0 {
 		var err error
 		if base, err = overlayConfig(base, g.Config); err != nil {
@@ -177,11 +179,11 @@ func (g *Grid) Cells(dir string, adjust func(*Config)) ([]SweepCell, error) {
 
 // overlayConfig decodes a JSON object of config keys over c, with the checks of a config
 // file (unknown or duplicate keys, wrong types).
-func overlayConfig(c Config, set json.RawMessage) (Config, error) {
+func overlayConfig(c config.Config, set json.RawMessage) (config.Config, error) {
 	if len(bytes.TrimSpace(set)) == 0 || string(bytes.TrimSpace(set)) == "null" {
 		return c, nil
 	}
-	if _, err := parseConfig(set); err != nil { // key and type checks only
+	if _, err := config.Parse(set); err != nil { // key and type checks only
 		return c, err
 	}
 	out := c
@@ -245,10 +247,10 @@ func CellState(cell SweepCell) (SweepState, error) {
 
 // settingsDiff lists the non-operational settings that differ between a finished run and
 // a cell (unlike ResumeConflicts, more epochs is a difference: the cell asks for another run).
-func settingsDiff(done, cell Config) []string {
+func settingsDiff(done, cell config.Config) []string {
 	var out []string
-	for _, n := range Diff(done, cell) {
-		if !operationalFields[n] {
+	for _, n := range config.Diff(done, cell) {
+		if !config.IsOperational(n) {
 			out = append(out, n)
 		}
 	}
@@ -256,9 +258,9 @@ func settingsDiff(done, cell Config) []string {
 }
 
 // DiffDetailsOf is DiffDetails restricted to the named fields.
-func DiffDetailsOf(a, b Config, names []string) []string {
+func DiffDetailsOf(a, b config.Config, names []string) []string {
 	var out []string
-	for _, d := range DiffDetails(a, b) {
+	for _, d := range config.DiffDetails(a, b) {
 		name, _, _ := strings.Cut(d, ":")
 		if slices.Contains(names, name) {
 			out = append(out, d)
@@ -278,7 +280,7 @@ type SweepOptions struct {
 	// lists every cell.
 	Rows, Columns []string
 	// Adjust is applied to every cell's config (operational settings).
-	Adjust func(*Config)
+	Adjust func(*config.Config)
 	// Cell is told about each cell before it runs (state: done, resume or new) and after
 	// (state "finished").
 	Cell func(cell SweepCell, index, total int, state SweepState)
@@ -502,7 +504,7 @@ func summaryRows(g *Grid, cells []SweepCell, done map[string]summaryCell) []Swee
 			method = c.Config.Method
 			for _, b := range c.Config.Baselines {
 				k := b
-				if c.Config.Method == MethodRR {
+				if c.Config.Method == config.MethodRR {
 					k += "_rr"
 				}
 				if !slices.Contains(keys, k) {
@@ -524,7 +526,7 @@ func summaryRows(g *Grid, cells []SweepCell, done map[string]summaryCell) []Swee
 
 // MethodNameOf is the paper's name of a method: "LD" or "LD RR".
 func MethodNameOf(method string) string {
-	if method == MethodRR {
+	if method == config.MethodRR {
 		return "LD RR"
 	}
 	return "LD"
@@ -533,12 +535,12 @@ func MethodNameOf(method string) string {
 // PaperBaselineName names a Result.Baselines key as the paper does.
 func PaperBaselineName(key string) string {
 	base, rr := strings.CutSuffix(key, "_rr")
-	name := map[string]string{BaselineTrue: "Baseline", BaselineSmooth: "Baseline LS", BaselineTeacher: "Teacher"}[base]
+	name := map[string]string{config.BaselineTrue: "Baseline", config.BaselineSmooth: "Baseline LS", config.BaselineTeacher: "Teacher"}[base]
 	if name == "" {
 		name = base
 	}
 	switch {
-	case rr && base == BaselineSmooth:
+	case rr && base == config.BaselineSmooth:
 		return "Baseline RR LS"
 	case rr:
 		return name + " RR"

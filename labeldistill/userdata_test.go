@@ -19,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
@@ -58,7 +59,7 @@ func changedMNIST(t *testing.T) (dir, sum string) {
 
 func TestAllowUnknownData(t *testing.T) {
 	dir, sum := changedMNIST(t)
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.DataDir = dir
 	cfg, err := cfg.Resolved()
 	if err != nil {
@@ -82,7 +83,7 @@ func TestAllowUnknownData(t *testing.T) {
 }
 
 func TestSubsetWarningRecorded(t *testing.T) {
-	ds := loadForTest(t, func(c *Config) { c.Source = "kmnist"; c.BaseExamples = 10 })
+	ds := loadForTest(t, func(c *config.Config) { c.Source = "kmnist"; c.BaseExamples = 10 })
 	if !strings.Contains(strings.Join(ds.Warnings, "\n"), "7011") {
 		t.Errorf("kmnist subset: warnings %q do not mention the subset", ds.Warnings)
 	}
@@ -131,15 +132,15 @@ func mnistFolder(t *testing.T, perClassTrain, perClassTest int) string {
 
 func TestImageFolderDistils(t *testing.T) {
 	root := mnistFolder(t, 30, 10)
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Dataset = "imagefolder:" + root
-	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.OuterBatch = MethodRR, 10, 30, 2, 50
-	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps, cfg.Threads = []string{BaselineTrue}, []int{5, 10}, 10, 1
+	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.OuterBatch = config.MethodRR, 10, 30, 2, 50
+	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps, cfg.Threads = []string{config.BaselineTrue}, []int{5, 10}, 10, 1
 	r, err := cfg.Resolved()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.NumClasses() != 10 || r.Arch != ArchLeNet || r.ValidationSize != 50 || r.NormMean != nil {
+	if r.NumClasses() != 10 || r.Arch != config.ArchLeNet || r.ValidationSize != 50 || r.NormMean != nil {
 		t.Fatalf("resolved: %d classes, arch %s, validation %d, norm %v", r.NumClasses(), r.Arch, r.ValidationSize, r.NormMean)
 	}
 	res, err := Distill(context.Background(), cfg)
@@ -184,7 +185,7 @@ func TestImageFolderDistils(t *testing.T) {
 		t.Errorf("given normalisation: %v, first test value %v", ds.NormMean, ds.Test.Images[0])
 	}
 	// A folder without test/ is refused naming what is missing.
-	bad := DefaultConfig()
+	bad := config.Default()
 	bad.Dataset = "imagefolder:" + filepath.Join(root, "train")
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "needs train/<class>/<image>") {
 		t.Errorf("bad folder: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 func (e *env) benchCommand() *cli.Command {
@@ -74,7 +75,7 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		if c.Context.Err() != nil {
 			return &exitError{code: exitInterrupted, msg: "interrupted"}
 		}
-		var fe *labeldistill.FieldError
+		var fe *config.FieldError
 		if errors.As(err, &fe) {
 			return configError(err, src)
 		}

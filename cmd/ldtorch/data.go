@@ -13,7 +13,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
@@ -76,7 +75,7 @@ func dataRoot(c *cli.Context) (string, error) {
 // datasetName canonicalises a dataset name (aliases such as emnist) and checks that the
 // data registry knows it.
 func datasetName(name string) (string, error) {
-	if f, ok := labeldistill.LookupDatasetFacts(name); ok {
+	if f, ok := data.LookupFacts(name); ok {
 		name = f.Name
 	}
 	if _, err := data.Lookup(name); err != nil {
@@ -323,7 +322,7 @@ func diagnose(dataset, path string) string {
 	}
 	if len(idx.Dims) == 1 { // labels
 		classes := 0
-		if f, ok := labeldistill.LookupDatasetFacts(dataset); ok {
+		if f, ok := data.LookupFacts(dataset); ok {
 			classes = f.Classes
 		}
 		for i, v := range idx.Data {

@@ -23,13 +23,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // runConfigFlags are --config and one flag per Config field (distill and bench).
 func runConfigFlags() []cli.Flag {
-	def := labeldistill.DefaultConfig()
+	def := config.Default()
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "read settings from a JSON `FILE` (keys: the config's json names, e.g. base_examples)", EnvVars: []string{envName("config")}, Category: catRun},
 	}
@@ -66,9 +67,9 @@ func (e *env) distillCommand() *cli.Command {
 }
 
 // resolveConfig builds the run's configuration from defaults, --config, variables and flags.
-func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, error) {
+func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error) {
 	src := &valueSource{args: e.args, isSet: c.IsSet, configKeys: map[string]bool{}}
-	cfg := labeldistill.DefaultConfig()
+	cfg := config.Default()
 	// --resume DIR starts from the checkpoint's own settings; what is given beside it
 	// (file, variables, flags) is applied over them and checked by the resume.
 	resuming := c.IsSet("resume")
@@ -101,7 +102,7 @@ func (e *env) resolveConfig(c *cli.Context) (labeldistill.Config, *valueSource, 
 			return cfg, src, usageErrorf("%s needs a file name", what)
 		}
 		src.configFile = path
-		loaded, err := labeldistill.LoadConfigFile(path)
+		loaded, err := config.ReadFile(path)
 		if err != nil {
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
@@ -356,7 +357,7 @@ func fileExists(path string) bool {
 }
 
 // copyConfigKeys copies the fields of src named by keys (json names) into dst.
-func copyConfigKeys(dst *labeldistill.Config, src labeldistill.Config, keys map[string]bool) {
+func copyConfigKeys(dst *config.Config, src config.Config, keys map[string]bool) {
 	d, sv := reflect.ValueOf(dst).Elem(), reflect.ValueOf(src)
 	for _, f := range configFlags() {
 		if keys[f.key] {
@@ -407,7 +408,7 @@ func unwrapPath(err error) error {
 // distillError classifies an error of Distill: problems with a setting (*FieldError) are
 // usage errors naming the flag, variable or file key.
 func distillError(err error, src *valueSource) error {
-	var fe *labeldistill.FieldError
+	var fe *config.FieldError
 	if errors.As(err, &fe) {
 		return configError(err, src)
 	}
@@ -416,7 +417,7 @@ func distillError(err error, src *valueSource) error {
 
 // methodName is how the summary names the distilled labels.
 func methodName(m string) string {
-	if m == labeldistill.MethodRR {
+	if m == config.MethodRR {
 		return "LD RR"
 	}
 	return "LD"
@@ -426,9 +427,9 @@ func methodName(m string) string {
 func baselineName(key string) string {
 	base, rr := strings.CutSuffix(key, "_rr")
 	name := map[string]string{
-		labeldistill.BaselineTrue:    "true labels",
-		labeldistill.BaselineSmooth:  "smoothed labels",
-		labeldistill.BaselineTeacher: "teacher labels",
+		config.BaselineTrue:    "true labels",
+		config.BaselineSmooth:  "smoothed labels",
+		config.BaselineTeacher: "teacher labels",
 	}[base]
 	if name == "" {
 		name = base

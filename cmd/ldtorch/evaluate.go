@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -82,7 +83,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--optimizer: unknown optimizer %q (want adam or sgd)", ec.Optimizer)
 	}
 	switch ec.Arch {
-	case "", labeldistill.ArchLeNet, labeldistill.ArchAlexNet, labeldistill.ArchResNet:
+	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet:
 	default:
 		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet or resnet)", ec.Arch)
 	}
@@ -112,8 +113,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return err
 	}
 	threads := c.Int("threads")
-	if threads < 0 || threads > labeldistill.MaxThreads() {
-		return usageErrorf("--threads: must be 0 (libtorch's default) or between 1 and %d, got %d", labeldistill.MaxThreads(), threads)
+	if threads < 0 || threads > config.MaxThreads() {
+		return usageErrorf("--threads: must be 0 (libtorch's default) or between 1 and %d, got %d", config.MaxThreads(), threads)
 	}
 
 	art, err := labeldistill.ReadArtifact(dir)
@@ -180,7 +181,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		if errors.As(err, &de) {
 			return failuref("%s", divergedMessage(de))
 		}
-		var fe *labeldistill.FieldError
+		var fe *config.FieldError
 		if errors.As(err, &fe) {
 			return evaluateError(err, dir, c)
 		}
@@ -213,7 +214,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 // its flag (and the flag's value when one was given); an artifact without report.json asks
 // for --steps.
 func evaluateError(err error, dir string, c *cli.Context) error {
-	var fe *labeldistill.FieldError
+	var fe *config.FieldError
 	if !errors.As(err, &fe) {
 		return err
 	}

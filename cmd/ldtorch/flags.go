@@ -1,4 +1,4 @@
-// flags.go: one command-line flag per labeldistill.Config field (the json name with dashes,
+// flags.go: one command-line flag per config.Config field (the json name with dashes,
 // generated from the struct so no field is forgotten), their application over a config with
 // the precedence flags > LDTORCH_* variables > --config file > defaults, and the mapping of
 // configuration errors back to the flag, variable or file key that caused them.
@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // flagNames renames the flags of a few Config fields (json name → flag name); the json name
@@ -118,7 +119,7 @@ func envName(flag string) string {
 
 // configFlags lists the flags of Config's fields in declaration order.
 func configFlags() []configFlag {
-	t := reflect.TypeOf(labeldistill.Config{})
+	t := reflect.TypeOf(config.Config{})
 	out := make([]configFlag, 0, t.NumField())
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -148,7 +149,7 @@ func flagForKey(key string) string {
 
 // cliFlag builds the urfave flag; values are taken only when set (see apply), so the flag
 // itself carries no default value, only its help text.
-func (f configFlag) cliFlag(def labeldistill.Config) cli.Flag {
+func (f configFlag) cliFlag(def config.Config) cli.Flag {
 	help, ok := configHelp[f.key]
 	if !ok {
 		help = [2]string{"config key " + f.key, catRun}
@@ -208,7 +209,7 @@ const maxIntFlag = math.MaxInt32
 
 // apply copies the value of every config flag that is set (on the command line or through
 // its environment variable) into cfg.
-func applyConfigFlags(c *cli.Context, cfg *labeldistill.Config) error {
+func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 	v := reflect.ValueOf(cfg).Elem()
 	for _, f := range configFlags() {
 		if !c.IsSet(f.name) {
@@ -372,7 +373,7 @@ func flagWords(msg string) string {
 func configError(err error, src *valueSource) error {
 	var parts []string
 	for _, e := range unjoin(err) {
-		var fe *labeldistill.FieldError
+		var fe *config.FieldError
 		if errors.As(e, &fe) {
 			parts = append(parts, src.describe(fe.Field)+": "+flagWords(fe.Msg))
 			continue

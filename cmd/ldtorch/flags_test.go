@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 func regexpMatch(pattern, s string) bool { return regexp.MustCompile(pattern).MatchString(s) }
@@ -32,7 +32,7 @@ func TestReorderArgs(t *testing.T) {
 }
 
 func TestParseList(t *testing.T) {
-	var cfg labeldistill.Config
+	var cfg config.Config
 	for _, c := range []struct {
 		typ  reflect.Type
 		in   string
@@ -62,7 +62,7 @@ func TestParseList(t *testing.T) {
 
 func TestConfigFlagsCoverConfig(t *testing.T) {
 	flags := configFlags()
-	if n := reflect.TypeOf(labeldistill.Config{}).NumField(); len(flags) != n {
+	if n := reflect.TypeOf(config.Config{}).NumField(); len(flags) != n {
 		t.Errorf("%d config flags for %d Config fields", len(flags), n)
 	}
 	seen := map[string]bool{}
@@ -72,7 +72,7 @@ func TestConfigFlagsCoverConfig(t *testing.T) {
 		}
 		seen[f.name] = true
 		// Every flag must build (a new field type would panic or fall through).
-		_ = f.cliFlag(labeldistill.DefaultConfig())
+		_ = f.cliFlag(config.Default())
 	}
 	for _, want := range []string{"base", "dataset", "method", "epochs", "seed", "out", "source", "eval-models",
 		"baselines", "device", "threads", "data-dir", "inner-batch", "outer-batch", "target-set-size",

@@ -30,7 +30,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/term"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
@@ -287,7 +287,7 @@ func wantedValue(c *cli.Context, name string) string {
 // classify maps an error to an exit code and a message.
 func classify(err error, ctx context.Context) (int, string) {
 	var ee *exitError
-	var fe *labeldistill.FieldError
+	var fe *config.FieldError
 	var me *data.MissingError
 	var fmtErr *data.FormatError
 	var ce *data.ChecksumError

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -63,7 +64,7 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 
 // launchRanks checks what a run needs once, then starts n ranks of this command line and
 // waits for them. The error names the first rank that failed.
-func (e *env) launchRanks(c *cli.Context, cfg labeldistill.Config, n int, writes bool) error {
+func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool) error {
 	if writes {
 		if err := checkWritable(cfg.Out); err != nil {
 			return err
@@ -107,7 +108,7 @@ func (e *env) launchRanks(c *cli.Context, cfg labeldistill.Config, n int, writes
 }
 
 // distillRank is a rank other than 0: the same Distill, with no progress and no output.
-func (e *env) distillRank(c *cli.Context, cfg labeldistill.Config, rank rankInfo) error {
+func (e *env) distillRank(c *cli.Context, cfg config.Config, rank rankInfo) error {
 	g := rank.group
 	defer g.Close()
 	opts := []labeldistill.RunOption{labeldistill.WithGroup(g)}

@@ -18,6 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 )
 
@@ -154,7 +155,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	if c.Int("warmup") < 0 {
 		return usageErrorf("--warmup: must be 0 or positive, got %d", c.Int("warmup"))
 	}
-	g := labeldistill.GradVarOptions{Methods: []string{labeldistill.MethodLD, labeldistill.MethodRR},
+	g := labeldistill.GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR},
 		Models: c.Int("models"), Batches: c.Int("batches"), Warmup: c.Int("warmup")}
 	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, g, labeldistill.WithDataset(ds))
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -117,8 +118,8 @@ func (e *env) studyAction(c *cli.Context) error {
 	if sc.Models, err = positiveIntFlag(c, "models"); err != nil {
 		return err
 	}
-	if sc.Models > labeldistill.MaxEvalModels {
-		return usageErrorf("--models: at most %d, got %d", labeldistill.MaxEvalModels, sc.Models)
+	if sc.Models > config.MaxEvalModels {
+		return usageErrorf("--models: at most %d, got %d", config.MaxEvalModels, sc.Models)
 	}
 	sc.Seed = c.Int64("seed")
 	if sc.Deltas, err = parseInts("deltas", c.String("deltas")); err != nil {
@@ -145,7 +146,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	if sc.Momenta, err = parseFloats("momentum", c.String("momentum"), func(x float64) bool { return x >= 0 && x < 1 }, "a momentum in [0, 1)"); err != nil {
 		return err
 	}
-	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{labeldistill.ArchLeNet, labeldistill.ArchAlexNet, labeldistill.ArchResNet}); err != nil {
+	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet}); err != nil {
 		return err
 	}
 	art, err := labeldistill.ReadArtifact(dir)

@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
@@ -30,7 +31,7 @@ func operationalFlags() []cli.Flag {
 }
 
 // operational returns the adjustment of a config by the operational flags that are set.
-func operational(c *cli.Context) (func(*labeldistill.Config), error) {
+func operational(c *cli.Context) (func(*config.Config), error) {
 	dataDir := c.String("data-dir")
 	if !c.IsSet("data-dir") {
 		dir, err := data.DataDir("")
@@ -39,7 +40,7 @@ func operational(c *cli.Context) (func(*labeldistill.Config), error) {
 		}
 		dataDir = dir
 	}
-	return func(cfg *labeldistill.Config) {
+	return func(cfg *config.Config) {
 		if c.IsSet("threads") {
 			cfg.Threads = c.Int("threads")
 		}
@@ -179,7 +180,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 			return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted; finished cells are kept and the running one checkpointed; summary rewritten; continue with the same command: ldtorch sweep --grid %s --out %s",
 				c.String("grid"), dir)}
 		}
-		var fe *labeldistill.FieldError
+		var fe *config.FieldError
 		if errors.As(err, &fe) {
 			return usageErrorf("%s", flagWords(err.Error()))
 		}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
@@ -351,7 +352,7 @@ func examplePicks(baseClasses []int64, n, k int) []int {
 }
 
 // classesFromIndices looks the base examples' classes up in the source's train labels.
-func classesFromIndices(cfg labeldistill.Config, opt Options, idx []int64) ([]int64, string) {
+func classesFromIndices(cfg config.Config, opt Options, idx []int64) ([]int64, string) {
 	dir := cfg.DataDir
 	if opt.DataDir != "" {
 		dir = opt.DataDir
@@ -371,7 +372,7 @@ func classesFromIndices(cfg labeldistill.Config, opt Options, idx []int64) ([]in
 }
 
 // realExamples reads k test images of each target class (as [0, 1] pixels), or says why not.
-func realExamples(cfg labeldistill.Config, opt Options, classes, size int) ([][][]float64, string) {
+func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]float64, string) {
 	if opt.DataDir != "" {
 		cfg.DataDir = opt.DataDir
 	}
@@ -398,7 +399,7 @@ func realExamples(cfg labeldistill.Config, opt Options, classes, size int) ([][]
 // improvement over each baseline.
 func accuracies(rep *labeldistill.Report) (entries, improvements []accuracyEntry) {
 	method := "LD"
-	if rep.Method == labeldistill.MethodRR {
+	if rep.Method == config.MethodRR {
 		method = "LD RR"
 	}
 	entries = append(entries, accuracyEntry{name: "distilled (" + method + ")", mean: rep.TestAccuracyMean, std: rep.TestAccuracyStd, models: len(rep.TestAccuracies)})
@@ -465,7 +466,7 @@ type htmlFigure struct {
 func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, improvements []accuracyEntry) ([]byte, error) {
 	cfg := rep.Config
 	method := "LD"
-	if rep.Method == labeldistill.MethodRR {
+	if rep.Method == config.MethodRR {
 		method = "LD RR"
 	}
 	title := fmt.Sprintf("%s on %s", method, cfg.Dataset)

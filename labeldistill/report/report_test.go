@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -90,16 +91,16 @@ func tinyRun(t *testing.T, shared, target, source string) string {
 	t.Helper()
 	prev := torch.NumThreads()
 	t.Cleanup(func() { _ = torch.SetNumThreads(prev) })
-	cfg := labeldistill.DefaultConfig()
-	cfg.Dataset, cfg.Source, cfg.DataDir, cfg.Method = target, source, shared, labeldistill.MethodRR
+	cfg := config.Default()
+	cfg.Dataset, cfg.Source, cfg.DataDir, cfg.Method = target, source, shared, config.MethodRR
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.TargetSetSize = 20, 10, 256, 1024
 	cfg.Epochs, cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = 3, 1, 2, 2
 	cfg.Threads, cfg.GradVarWindow = 1, 3
 	if source == target {
-		cfg.Baselines = []string{labeldistill.BaselineTrue}
+		cfg.Baselines = []string{config.BaselineTrue}
 		cfg.BaselineMaxSteps = 50
 	} else {
-		cfg.Baselines = []string{labeldistill.BaselineTeacher}
+		cfg.Baselines = []string{config.BaselineTeacher}
 		cfg.TeacherSteps = 50
 	}
 	out := t.TempDir()

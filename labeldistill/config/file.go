@@ -1,7 +1,7 @@
-package labeldistill
+package config
 
 // config_file.go: a Config as a JSON file: writing it (MarshalIndent) and loading it
-// (LoadConfigFile), with unknown keys and syntax errors named by line and column.
+// (ReadFile), with unknown keys and syntax errors named by line and column.
 
 import (
 	"bytes"
@@ -15,7 +15,7 @@ import (
 )
 
 // MarshalIndent returns the config as indented JSON with a trailing newline, the format
-// LoadConfigFile reads.
+// ReadFile reads.
 func (c Config) MarshalIndent() ([]byte, error) {
 	b, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {
@@ -42,24 +42,27 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
-// LoadConfigFile reads a JSON config file over DefaultConfig: keys present replace the
+// ReadFile reads a JSON config file over Default: keys present replace the
 // defaults, absent keys keep them. Unknown keys (matched exactly, case-sensitively),
 // duplicate keys, wrongly typed values and trailing data are errors that name the file.
 // The result is not resolved or validated: apply command-line overrides, then Resolved.
-func LoadConfigFile(path string) (Config, error) {
+func ReadFile(path string) (Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, err
 	}
-	cfg, err := parseConfig(data)
+	cfg, err := Parse(data)
 	if err != nil {
 		return Config{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-func parseConfig(data []byte) (Config, error) {
-	cfg := DefaultConfig()
+// Parse reads a config from JSON over the defaults: unknown keys (with a suggestion), keys
+// of the wrong type and syntax errors (by line and column) are errors; the result is not
+// resolved or validated.
+func Parse(data []byte) (Config, error) {
+	cfg := Default()
 	// First pass: the top-level keys, in order, checked exactly against the json names
 	// (encoding/json itself matches keys case-insensitively).
 	known := map[string]bool{}

@@ -1,30 +1,13 @@
-package labeldistill
+package config
 
-// config_resume.go: the resume policy: ResumeError, and which settings may differ between a
-// checkpointed run and the run that continues it (Diff, ResumeConflicts).
+// resume.go: the resume policy: which settings may differ between a checkpointed run and the
+// run that continues it (Diff, ResumeConflicts).
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 )
-
-// ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
-// valid, another configuration or other data); Msg is the sentence after "resume: ". Err,
-// when set, is the underlying error.
-type ResumeError struct {
-	Msg string
-	Err error
-}
-
-func (e *ResumeError) Error() string { return "resume: " + e.Msg }
-func (e *ResumeError) Unwrap() error { return e.Err }
-
-func resumeErrorf(format string, args ...any) *ResumeError {
-	err := fmt.Errorf(format, args...)
-	return &ResumeError{Msg: err.Error(), Err: errors.Unwrap(err)}
-}
 
 // Diff lists, in declaration order, the json names of the fields whose values differ
 // between a and b. Compare resolved configs (Resolved), otherwise "auto" and its value
@@ -82,6 +65,10 @@ var operationalFields = map[string]bool{
 	// checkpoint are compared on their own.
 	"allow_unknown_data": true,
 }
+
+// IsOperational reports whether the setting named field (a json name) only changes where and
+// how fast a run computes, not what it computes (device, threads, data_dir, out, ...).
+func IsOperational(field string) bool { return operationalFields[field] }
 
 // ResumeConflicts is Diff without the operational fields (device, threads, data_dir, out,
 // checkpoint_every) and without a larger epochs (a run, finished or not, may be extended):

@@ -2,7 +2,7 @@
 // the resolution of "auto" values from dataset / N / method. Its checks are config_check.go,
 // JSON files config_file.go, what a resume may change config_resume.go.
 
-package labeldistill
+package config
 
 import (
 	"fmt"
@@ -38,44 +38,6 @@ const (
 	BaselineSmooth  = "smooth"  // true classes with label smoothing (within-dataset only)
 	BaselineTeacher = "teacher" // ldtorch addition: a teacher trained on the target set labels the base examples
 )
-
-// DatasetFacts are the per-dataset facts that configuration defaults depend on, read from
-// the data package's registry (labeldistill/data), the one place they are written.
-type DatasetFacts struct {
-	Name    string // canonical name
-	Classes int    // C
-	Colour  bool   // 3×32×32 (true) or 1×28×28 greyscale (false)
-	// Target reports whether the dataset can be a distillation target, i.e. has the
-	// train → (target set, validation) / test split of docs/ALGORITHM.md §1. CUB is
-	// source-only (the paper and the reference use it only as cub → cifar10 base examples).
-	Target bool
-	// ValidationSize is the default size of the validation part of the train split (§1).
-	ValidationSize int
-	// NormMean and NormStd are the default per-channel normalisation (§1).
-	NormMean, NormStd []float64
-}
-
-// LookupDatasetFacts returns the facts for a dataset name (canonical or alias), or for a
-// user's image folder "imagefolder:PATH" (see data.InspectImageFolder).
-func LookupDatasetFacts(name string) (DatasetFacts, bool) {
-	if path, ok := data.ImageFolderPath(name); ok {
-		info, err := data.InspectImageFolder(path)
-		if err != nil {
-			return DatasetFacts{}, false
-		}
-		return DatasetFacts{Name: name, Classes: len(info.ClassNames), Colour: info.Colour, Target: true,
-			ValidationSize: info.ValidationSize()}, true
-	}
-	s, err := data.Lookup(data.Canonical(name))
-	if err != nil {
-		return DatasetFacts{}, false
-	}
-	return DatasetFacts{Name: s.Name, Classes: s.Classes, Colour: s.C == 3, Target: !s.SourceOnly,
-		ValidationSize: s.ValidationSize, NormMean: s.Mean, NormStd: s.Std}, true
-}
-
-// KnownDatasets lists the canonical dataset names in registry order.
-func KnownDatasets() []string { return data.Names() }
 
 // Config holds every setting of docs/ALGORITHM.md (§ numbers below refer to it) plus the
 // operational ones of ldtorch. A zero value or "" documented as "auto" is filled in by
@@ -233,9 +195,9 @@ type Config struct {
 	EMNISTTranspose bool `json:"emnist_transpose"`
 }
 
-// DefaultConfig returns the defaults of docs/ALGORITHM.md, with auto fields left at 0 / "" /
+// Default returns the defaults of docs/ALGORITHM.md, with auto fields left at 0 / "" /
 // nil (call Resolved to fill them).
-func DefaultConfig() Config {
+func Default() Config {
 	return Config{
 		Method:             MethodLD,
 		Dataset:            "mnist",
@@ -279,7 +241,7 @@ func (c Config) BaseSelectionSeed() int64 {
 
 // NumClasses returns C, the number of target classes, or 0 for an unknown dataset.
 func (c Config) NumClasses() int {
-	d, _ := LookupDatasetFacts(c.Dataset)
+	d, _ := data.LookupFacts(c.Dataset)
 	return d.Classes
 }
 
@@ -292,7 +254,7 @@ func (c Config) IsCrossDataset() bool {
 }
 
 func canonicalDataset(name string) string {
-	if d, ok := LookupDatasetFacts(name); ok {
+	if d, ok := data.LookupFacts(name); ok {
 		return d.Name
 	}
 	return name
@@ -354,6 +316,39 @@ func AutoBaselineMaxSteps(n int) int {
 	return 1000
 }
 
+// BaselineStepGrid returns the step counts at which the baseline search of docs/ALGORITHM.md §8
+// measures validation error while training one model continuously for maxSteps steps:
+//
+//	10, 25, 50, 75, 100, 150, 200, …  (every 50 from 100 on)  … up to maxSteps,
+//
+// i.e. {10, 25, 50, 75, 100, 150, …, 1000} for the default maximum 1000 and the same grid
+// continued to 1700 when N > 100 (the paper's "every 50 steps up to 1000 steps (or 1700
+// steps …)"). Values above maxSteps are dropped; maxSteps itself is appended when it is not
+// on the grid, so the longest training is always measured. maxSteps ≤ 0 gives nil.
+//
+// The reference code uses this grid for N ≤ 100 (its ITER % 50 == 49 or ITER ∈ {9, 24, 74})
+// but a sparser, off-by-one grid for N > 100: {10, 25, 75, 101, 201, 301, 501, 701, 1001,
+// 1201, 1501, 1701}. ldtorch uses the uniform grid for every N, as docs/ALGORITHM.md states;
+// set Config.BaselineSteps to reproduce the reference's.
+func BaselineStepGrid(maxSteps int) []int {
+	if maxSteps <= 0 {
+		return nil
+	}
+	var grid []int
+	for _, s := range []int{10, 25, 50, 75} {
+		if s <= maxSteps {
+			grid = append(grid, s)
+		}
+	}
+	for s := 100; s <= maxSteps; s += 50 {
+		grid = append(grid, s)
+	}
+	if len(grid) == 0 || grid[len(grid)-1] != maxSteps {
+		grid = append(grid, maxSteps)
+	}
+	return grid
+}
+
 // Resolved returns a copy with every auto (0 / "" / null) value filled from the dataset and
 // N (no docs/ALGORITHM.md default depends on the method; under "rr" the same values apply),
 // dataset names canonicalised, and then validated. The returned config is
@@ -405,7 +400,7 @@ func (c Config) withDefaults() Config {
 	} else {
 		r.Source = canonicalDataset(c.Source)
 	}
-	target, targetOK := LookupDatasetFacts(r.Dataset)
+	target, targetOK := data.LookupFacts(r.Dataset)
 	cross := r.Source != r.Dataset
 	n := r.BaseExamples
 
@@ -497,13 +492,13 @@ type FieldError struct {
 func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
 func (e *FieldError) Unwrap() error { return e.Err }
 
-// fieldErr is a *FieldError for field whose message is err's.
-func fieldErr(field string, err error) *FieldError {
+// NewFieldError is a *FieldError for field whose message is err's.
+func NewFieldError(field string, err error) *FieldError {
 	return &FieldError{Field: field, Msg: err.Error(), Err: err}
 }
 
-// fieldErrorf is a *FieldError for field with a formatted message.
-func fieldErrorf(field, format string, args ...any) *FieldError {
+// FieldErrorf is a *FieldError for field with a formatted message.
+func FieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 

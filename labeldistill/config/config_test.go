@@ -1,4 +1,4 @@
-package labeldistill
+package config
 
 import (
 	"errors"
@@ -16,7 +16,7 @@ import (
 
 // TestDefaultsMatchAlgorithm pins every constant of docs/ALGORITHM.md to its default.
 func TestDefaultsMatchAlgorithm(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	want := Config{
 		Method: "ld", Dataset: "mnist", BaseExamples: 100,
 		OuterBatch:         1024,                   // §4
@@ -85,7 +85,7 @@ func TestResolvedAutoValues(t *testing.T) {
 		{"fashion-mnist", "", 10, want{10, 400, 50, 1000, "lenet", "balanced", within, 10000}},
 	}
 	for _, tc := range cases {
-		c := DefaultConfig()
+		c := Default()
 		c.Dataset, c.Source, c.BaseExamples = tc.dataset, tc.source, tc.n
 		r, err := c.Resolved()
 		if err != nil {
@@ -109,7 +109,7 @@ func TestResolvedAutoValues(t *testing.T) {
 }
 
 func TestResolvedNormalisationAndNames(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.Dataset, c.Source = "mnist", "emnist"
 	r, err := c.Resolved()
 	if err != nil {
@@ -121,7 +121,7 @@ func TestResolvedNormalisationAndNames(t *testing.T) {
 	if !reflect.DeepEqual(r.NormMean, []float64{0.1307}) || !reflect.DeepEqual(r.NormStd, []float64{0.3081}) {
 		t.Errorf("greyscale norm %v %v", r.NormMean, r.NormStd)
 	}
-	c = DefaultConfig()
+	c = Default()
 	c.Dataset = "cifar10"
 	r, err = c.Resolved()
 	if err != nil {
@@ -141,7 +141,7 @@ func TestResolvedNormalisationAndNames(t *testing.T) {
 }
 
 func TestResolvedKeepsExplicitValues(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.Dataset, c.BaseExamples = "cifar100", 100
 	c.InnerBatch, c.Epochs, c.ResetWindow, c.BaselineMaxSteps = 20, 7, 9, 300
 	c.BaselineSteps = []int{5, 300}
@@ -174,7 +174,7 @@ func TestResolvedKeepsExplicitValues(t *testing.T) {
 
 func TestResolvedIsIdempotent(t *testing.T) {
 	for _, ds := range []string{"mnist", "k49", "cifar100", "cifar10"} {
-		c := DefaultConfig()
+		c := Default()
 		c.Dataset = ds
 		if ds == "k49" {
 			c.Source = "emnist"
@@ -256,7 +256,7 @@ func TestValidateErrors(t *testing.T) {
 		{"out", func(c *Config) { c.Out = "" }, "out: must not be empty"},
 	}
 	for _, tc := range cases {
-		c := DefaultConfig()
+		c := Default()
 		tc.mod(&c)
 		err := c.Validate()
 		if err == nil {
@@ -302,7 +302,7 @@ func TestValidateAccepts(t *testing.T) {
 		"k49 from emnist":    func(c *Config) { c.Dataset = "k49"; c.Source = "emnist" },
 		"teacher only cross": func(c *Config) { c.Source = "kmnist"; c.Baselines = []string{"teacher"} },
 	} {
-		c := DefaultConfig()
+		c := Default()
 		mod(&c)
 		if err := c.Validate(); err != nil {
 			t.Errorf("%s: %v", name, err)
@@ -311,7 +311,7 @@ func TestValidateAccepts(t *testing.T) {
 }
 
 func TestValidateUnknownDatasetDoesNotCascade(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.Dataset = "nope"
 	err := c.Validate()
 	if err == nil || strings.Count(err.Error(), "\n") != 0 {
@@ -374,11 +374,11 @@ func TestLoadConfigFile(t *testing.T) {
   "baselines": ["smooth"],
   "seed": 7
 }`)
-	c, err := LoadConfigFile(p)
+	c, err := ReadFile(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := DefaultConfig()
+	want := Default()
 	want.Method, want.Dataset, want.BaseExamples, want.Seed = "rr", "cifar10", 20, 7
 	want.LabelBetas = [2]float64{0.8, 0.99}
 	want.Baselines = []string{"smooth"}
@@ -398,7 +398,7 @@ func TestLoadConfigFile(t *testing.T) {
 		"empty":     {``, "the file is empty"},
 	} {
 		p := writeFile(t, tc.content)
-		_, err := LoadConfigFile(p)
+		_, err := ReadFile(p)
 		if err == nil {
 			t.Errorf("%s: no error", name)
 			continue
@@ -407,14 +407,14 @@ func TestLoadConfigFile(t *testing.T) {
 			t.Errorf("%s: error %q should start with the path and contain %q", name, err, tc.want)
 		}
 	}
-	if _, err := LoadConfigFile(filepath.Join(t.TempDir(), "missing.json")); err == nil ||
+	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.json")); err == nil ||
 		!strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
 	}
 }
 
 func TestMarshalIndentRoundTrip(t *testing.T) {
-	c := DefaultConfig()
+	c := Default()
 	c.Dataset, c.Source, c.Method = "k49", "emnist", "rr"
 	r, err := c.Resolved()
 	if err != nil {
@@ -427,7 +427,7 @@ func TestMarshalIndentRoundTrip(t *testing.T) {
 	if !strings.Contains(string(b), "\n  \"base_examples\": 100,\n") || b[len(b)-1] != '\n' {
 		t.Fatalf("unexpected format:\n%s", b)
 	}
-	back, err := LoadConfigFile(writeFile(t, string(b)))
+	back, err := ReadFile(writeFile(t, string(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +443,7 @@ func TestMarshalIndentRoundTrip(t *testing.T) {
 }
 
 func TestDiff(t *testing.T) {
-	a, _ := DefaultConfig().Resolved()
+	a, _ := Default().Resolved()
 	b := a
 	b.Baselines = append([]string(nil), a.Baselines...)
 	if d := Diff(a, b); len(d) != 0 {
@@ -501,11 +501,5 @@ func TestAutoHelpers(t *testing.T) {
 	}
 	if AutoResetWindow("k49", 1000) != 100 || AutoResetWindow("cifar10", 101) != 200 || AutoResetWindow("cifar10", 100) != 50 {
 		t.Error("AutoResetWindow")
-	}
-	if _, ok := LookupDatasetFacts("emnist"); !ok {
-		t.Error("alias emnist not found")
-	}
-	if d, _ := LookupDatasetFacts("cub"); d.Classes != 200 || !d.Colour || d.Target {
-		t.Errorf("cub facts %+v", d)
 	}
 }

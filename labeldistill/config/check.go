@@ -1,4 +1,4 @@
-package labeldistill
+package config
 
 // config_check.go: Config.check, the validation of a resolved config, by group of settings.
 
@@ -33,7 +33,7 @@ func (c Config) check() error {
 type configCheck struct {
 	c        Config
 	errs     []error
-	target   DatasetFacts // the target dataset's facts, when targetOK
+	target   data.Facts // the target dataset's facts, when targetOK
 	targetOK bool
 	cross    bool // source differs from dataset
 	n        int  // base_examples
@@ -85,8 +85,8 @@ func (k *configCheck) checkData() {
 		k.bad("method", "unknown method %q (want %q or %q)", c.Method, MethodLD, MethodRR)
 	}
 
-	known := strings.Join(KnownDatasets(), ", ")
-	target, targetOK := LookupDatasetFacts(c.Dataset)
+	known := strings.Join(data.Names(), ", ")
+	target, targetOK := data.LookupFacts(c.Dataset)
 	switch {
 	case c.Dataset == "":
 		k.bad("dataset", "must name the target dataset (one of %s)", known)
@@ -100,7 +100,7 @@ func (k *configCheck) checkData() {
 	case !target.Target:
 		k.bad("dataset", "%s can only be a source, not a target", c.Dataset)
 	}
-	source, sourceOK := LookupDatasetFacts(c.Source)
+	source, sourceOK := data.LookupFacts(c.Source)
 	if !sourceOK && c.Source != c.Dataset {
 		if path, ok := data.ImageFolderPath(c.Source); ok {
 			_, err := data.InspectImageFolder(path)
