@@ -167,7 +167,7 @@ func NewReport(res *Result) *Report {
 		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, TestDiverged: res.TestDiverged, Baselines: res.Baselines,
 		WallSeconds: res.WallSeconds, DistillSeconds: res.DistillSeconds, SecondsPerStep: res.SecondsPerStep,
 		MetaSteps: res.MetaSteps, Resets: resets, Validations: res.Validations, BestValidation: res.BestValidation,
-		LibtorchVersion: res.TorchVersion, DataSHA256: res.DataSHA256, DataWarnings: res.DataWarnings, ResumeChanges: res.ResumeChanges, Config: c,
+		LibtorchVersion: res.LibtorchVersion, DataSHA256: res.DataSHA256, DataWarnings: res.DataWarnings, ResumeChanges: res.ResumeChanges, Config: c,
 	}
 }
 

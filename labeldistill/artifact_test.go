@@ -21,7 +21,7 @@ func smallResult(t *testing.T, method string) *Result {
 		t.Fatal(err)
 	}
 	n, classes := 4, 10
-	res := &Result{Config: cfg, Classes: classes, BaseShape: [4]int64{4, 1, 28, 28}, T: 3, MetaSteps: 3,
+	res := &Result{Record: Record{Config: cfg, T: 3, MetaSteps: 3}, Classes: classes, BaseShape: [4]int64{4, 1, 28, 28},
 		BaseImages: make([]float32, n*28*28), BaseIndices: []int64{5, 7, 11, 13}, BaseClasses: []int64{3, 1, 4, 1},
 		Labels: make([]float32, n*classes)}
 	for i := range res.BaseImages {

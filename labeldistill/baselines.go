@@ -15,29 +15,30 @@ import (
 )
 
 // baselines runs every baseline named in the config.
-func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) {
+func (l *loop) baselines(ctx context.Context) (map[string]BaselineResult, error) {
 	out := map[string]BaselineResult{}
-	for _, name := range r.cfg.Baselines {
+	in := l.in
+	for _, name := range in.cfg.Baselines {
 		if name == "none" {
 			continue
 		}
-		r.report(Progress{Phase: "baseline", Message: name})
+		l.note(Progress{Phase: "baseline", Message: name})
 		start := time.Now()
-		table, err := r.baselineTable(ctx, name)
+		table, err := l.baselineTable(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
-		res, err := r.stepSearchAndTest(ctx, name, table)
+		res, err := l.stepSearchAndTest(ctx, name, table)
 		table.Free()
 		if err != nil {
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
 		key := name
-		if r.cfg.Method == config.MethodRR {
+		if in.rr() {
 			key += "_rr"
 		}
 		out[key] = res
-		if err := r.recordPhase("baseline", key, res.Mean, res.Std, time.Since(start)); err != nil {
+		if err := l.onPhase(phaseRecord{name: "baseline", baseline: key, mean: res.Mean, std: res.Std, took: time.Since(start)}); err != nil {
 			return nil, err
 		}
 	}
@@ -45,16 +46,17 @@ func (r *run) baselines(ctx context.Context) (map[string]BaselineResult, error) 
 }
 
 // baselineTable builds the baseline's label table (N, classes) on the device.
-func (r *run) baselineTable(ctx context.Context, name string) (*torch.Tensor, error) {
-	n, classes := r.ds.Base.N(), r.ds.Classes
+func (l *loop) baselineTable(ctx context.Context, name string) (*torch.Tensor, error) {
+	in := l.in
+	n, classes := in.ds.Base.N(), in.ds.Classes
 	switch name {
 	case config.BaselineTrue, config.BaselineSmooth:
 		eps := 0.0
 		if name == config.BaselineSmooth {
-			eps = r.cfg.LabelSmoothing
+			eps = in.cfg.LabelSmoothing
 		}
 		table := make([]float32, n*classes)
-		for i, y := range r.ds.Base.Labels {
+		for i, y := range in.ds.Base.Labels {
 			if y < 0 || int(y) >= classes {
 				return nil, fmt.Errorf("base example %d has label %d outside the target's %d classes (true labels exist only within a dataset)", i, y, classes)
 			}
@@ -70,29 +72,30 @@ func (r *run) baselineTable(ctx context.Context, name string) (*torch.Tensor, er
 		if err != nil {
 			return nil, err
 		}
-		return toDevice(t, r.dev)
+		return toDevice(t, in.dev)
 	case config.BaselineTeacher:
-		return r.teacherTable(ctx)
+		return l.teacherTable(ctx)
 	}
 	return nil, fmt.Errorf("unknown baseline %q", name)
 }
 
 // teacherTable trains a classifier on the whole target set with hard labels and returns its
 // softmax(logits / temperature) on the base examples.
-func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
-	gen, err := torch.NewGenerator(subSeed(r.seed, "teacher", 0))
+func (l *loop) teacherTable(ctx context.Context) (*torch.Tensor, error) {
+	in := l.in
+	gen, err := torch.NewGenerator(subSeed(in.seed, "teacher", 0))
 	if err != nil {
 		return nil, err
 	}
 	defer gen.Close()
-	l, err := newLearner(r.net, false, r.cfg, adamSpec(r.cfg.TeacherLR), gen, r.dev)
+	m, err := newLearner(in.net, false, in.cfg, adamSpec(in.cfg.TeacherLR), gen, in.dev)
 	if err != nil {
 		return nil, err
 	}
-	defer l.close()
-	rng := rand.New(rand.NewPCG(subSeed(r.seed, "teacher-batches", 0), 0x7eac))
-	n := r.ds.TargetSet.N()
-	for step := 1; step <= r.cfg.TeacherSteps; step++ {
+	defer m.close()
+	rng := rand.New(rand.NewPCG(subSeed(in.seed, "teacher-batches", 0), 0x7eac))
+	n := in.ds.TargetSet.N()
+	for step := 1; step <= in.cfg.TeacherSteps; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -100,27 +103,27 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 			s := torch.NewScope()
 			defer s.Close()
 			var c torch.Chain
-			idx := c.T(sampleIndices(rng, n, min(r.cfg.TeacherBatch, n), r.dev))
-			x := c.T(r.target.x.IndexSelect(0, idx))
-			y := c.T(r.target.y.IndexSelect(0, idx))
-			loss := c.T(torch.CrossEntropyInRange(c.T(l.net.Forward(l.params, l.buffers, x, true)), y)) // dataset labels, checked on load
+			idx := c.T(sampleIndices(rng, n, min(in.cfg.TeacherBatch, n), in.dev))
+			x := c.T(in.target.x.IndexSelect(0, idx))
+			y := c.T(in.target.y.IndexSelect(0, idx))
+			loss := c.T(torch.CrossEntropyInRange(c.T(m.net.Forward(m.params, m.buffers, x, true)), y)) // dataset labels, checked on load
 			if c.Err() != nil {
 				return c.Err()
 			}
-			return l.descend(loss)
+			return m.descend(loss)
 		}()
 		if err != nil {
 			return nil, fmt.Errorf("teacher step %d: %w", step, err)
 		}
-		r.report(Progress{Phase: "baseline", Step: r.step, Message: "teacher: its classifier", Done: step, Total: r.cfg.TeacherSteps})
+		l.note(Progress{Phase: "baseline", Message: "teacher: its classifier", Done: step, Total: in.cfg.TeacherSteps})
 	}
 	var table *torch.Tensor
 	err = torch.NoGrad(func() error {
 		s := torch.NewScope()
 		defer s.Close()
 		var c torch.Chain
-		logits := c.T(l.logits(r.base.x))
-		table = c.T(torch.Softmax(c.T(logits.DivScalar(r.cfg.TeacherTemperature)), 1))
+		logits := c.T(m.logits(in.base.x))
+		table = c.T(torch.Softmax(c.T(logits.DivScalar(in.cfg.TeacherTemperature)), 1))
 		s.Keep(table)
 		return c.Err()
 	})
@@ -130,46 +133,59 @@ func (r *run) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 // stepSearchAndTest trains one model continuously, measuring validation error after each
 // step count of the grid; the best (earliest on ties) is used to train M fresh models
 // whose test accuracies are reported.
-func (r *run) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor) (BaselineResult, error) {
-	rr := r.cfg.Method == config.MethodRR
-	grid := r.cfg.BaselineSteps
-	valErr := make([]float64, 0, len(grid))
-	res := BaselineResult{ValidationErrors: map[int]float64{}}
-	tr := &trainer{net: r.net, rr: rr, cfg: r.cfg, baseX: r.base.x, table: table, batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
-	search := &probe{at: grid, fn: func(step int, l *batchedLearner) error {
-		acc, err := r.validationAccuracy(ctx, l)
-		if err != nil {
-			return err
-		}
-		valErr = append(valErr, 100-acc)
-		res.ValidationErrors[step] = 100 - acc
-		return nil
-	}}
+func (l *loop) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor) (BaselineResult, error) {
+	in := l.in
+	res := BaselineResult{}
+	tr := in.evalTrainer(in.net, in.base.x, table)
 	tr.progress = func(done, total int) {
-		r.report(Progress{Phase: "baseline", Step: r.step, Message: name + ": step search", Done: done, Total: total})
+		l.note(Progress{Phase: "baseline", Message: name + ": step search", Done: done, Total: total})
 	}
-	unset := tr.reportSteps(grid[len(grid)-1])
-	l, err := tr.trainOne(ctx, grid[len(grid)-1], subSeed(r.seed, "baseline-search-"+name, 0), search)
-	unset()
+	var err error
+	res.Steps, res.ValidationErrors, err = tr.searchSteps(ctx, in.cfg.BaselineSteps, subSeed(in.seed, "baseline-search-"+name, 0),
+		func(m *batchedLearner) (float64, error) { return l.par.validationAccuracy(ctx, m, in.validation) })
 	if err != nil {
 		return res, err
 	}
-	l.close()
-	res.Steps = BestSteps(grid, valErr)
-	tr.net = r.evalNet
+	tr.net = in.evalNet
 	tr.progress = func(done, total int) {
-		r.report(Progress{Phase: "baseline", Step: r.step, Message: name + ": test models", Done: done, Total: total})
+		l.note(Progress{Phase: "baseline", Message: name + ": test models", Done: done, Total: total})
 	}
-	accs, err := r.evaluateSplit(func(lo, hi int) ([]float64, error) {
-		return tr.evaluateModelRange(ctx, res.Steps, lo, hi, r.seed, "baseline-test-"+name, r.test.x, r.test.y, batchedMode(r.dev))
-	}, r.cfg.EvalModels)
+	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
+		return tr.evaluateModelRange(ctx, res.Steps, lo, hi, in.seed, "baseline-test-"+name, in.test.x, in.test.y, batchedMode(in.dev))
+	}, in.cfg.EvalModels)
 	if err != nil {
 		return res, err
 	}
 	if accs, res.Diverged = keepFinite(accs); len(accs) == 0 {
-		return res, &DivergedError{Purpose: "baseline " + name, Models: r.cfg.EvalModels, Steps: res.Steps, Field: "eval_lr", LR: r.cfg.EvalLR}
+		return res, &DivergedError{Purpose: "baseline " + name, Models: in.cfg.EvalModels, Steps: res.Steps, Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
 	res.Accuracies = accs
 	res.Mean, res.Std = MeanStd(accs)
 	return res, nil
+}
+
+// searchSteps trains one model for the grid's last step count, scoring it (accuracy, %)
+// after each step count of the grid, and returns the step count with the lowest
+// validation error (the earliest on ties) and every count's error: the baselines' step
+// search (§8) and the rr-standard study's.
+func (tr *trainer) searchSteps(ctx context.Context, grid []int, seed uint64, accuracy func(m *batchedLearner) (float64, error)) (int, map[int]float64, error) {
+	valErr := make([]float64, 0, len(grid))
+	byStep := map[int]float64{}
+	search := &probe{at: grid, fn: func(step int, m *batchedLearner) error {
+		acc, err := accuracy(m)
+		if err != nil {
+			return err
+		}
+		valErr = append(valErr, 100-acc)
+		byStep[step] = 100 - acc
+		return nil
+	}}
+	unset := tr.reportSteps(grid[len(grid)-1])
+	m, err := tr.trainOne(ctx, grid[len(grid)-1], seed, search)
+	unset()
+	if err != nil {
+		return 0, byStep, err
+	}
+	m.close()
+	return BestSteps(grid, valErr), byStep, nil
 }

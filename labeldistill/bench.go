@@ -65,10 +65,11 @@ func Bench(ctx context.Context, cfg config.Config, steps, warmup int, opts ...Ru
 		return nil, err
 	}
 	defer r.close()
-	cfg, ds, dev := r.cfg, r.ds, r.dev
+	defer r.in.close()
+	cfg, ds, dev := r.in.cfg, r.in.ds, r.in.dev
 	nTarget := ds.TargetSet.N()
 	var times, cpu, reduce []float64
-	order := r.rng.Perm(nTarget)
+	order := r.rand.rng.Perm(nTarget)
 	var readsBefore uint64
 	for i := 0; i < warmup+steps; i++ {
 		if err := ctx.Err(); err != nil {
@@ -79,7 +80,7 @@ func Bench(ctx context.Context, cfg config.Config, steps, warmup int, opts ...Ru
 		}
 		lo := (i * cfg.OuterBatch) % max(1, nTarget-cfg.OuterBatch+1)
 		t0, c0 := time.Now(), threadCPU()
-		if err := r.metaStep(order[lo:min(lo+cfg.OuterBatch, nTarget)], ds.Base.N()); err != nil {
+		if err := r.metaStep(order[lo:min(lo+cfg.OuterBatch, nTarget)]); err != nil {
 			return nil, err
 		}
 		if err := torch.Synchronize(dev); err != nil {
@@ -91,7 +92,7 @@ func Bench(ctx context.Context, cfg config.Config, steps, warmup int, opts ...Ru
 			reduce = append(reduce, r.par.lastReduce.Seconds())
 		}
 	}
-	if err := r.readSteps(); err != nil {
+	if err := r.read(); err != nil {
 		return nil, err
 	}
 	reads := float64(torch.HostReads()-readsBefore) / float64(max(1, steps))
@@ -109,35 +110,36 @@ func Bench(ctx context.Context, cfg config.Config, steps, warmup int, opts ...Ru
 	}, nil
 }
 
-// newBenchRun resolves cfg, takes its inputs as Distill does (runInputs) and sets a run up on
-// its device, without starting it.
-func newBenchRun(cfg config.Config, opts []RunOption) (*run, error) {
+// newBenchRun prepares a run of cfg as Distill does and sets its meta-loop up on its
+// device, without starting it.
+func newBenchRun(cfg config.Config, opts []RunOption) (*loop, error) {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
 	}
-	cfg, err := cfg.Resolved()
+	in, err := prepareRun(cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	dev, ds, err := o.runInputs(cfg)
+	par := &parallel{g: o.group}
+	l, err := newLoop(in, par, nil)
 	if err != nil {
+		in.close()
 		return nil, err
 	}
-	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed), par: &parallel{g: o.group}}
-	if err := r.setup(); err != nil {
-		r.close()
+	if err := par.checkShards(in.cfg, in.ds.TargetSet.N()); err != nil {
+		l.close()
+		in.close()
 		return nil, err
 	}
-	if err := r.par.checkShards(cfg, ds.TargetSet.N()); err != nil {
-		r.close()
-		return nil, err
+	if par.size() > 1 {
+		if err := par.broadcastState(l); err != nil {
+			l.close()
+			in.close()
+			return nil, err
+		}
 	}
-	if err := r.broadcastState(); err != nil {
-		r.close()
-		return nil, err
-	}
-	return r, nil
+	return l, nil
 }
 
 // EvalBenchResult compares the two ways of running the final evaluation (docs/ALGORITHM.md §7):
@@ -173,18 +175,18 @@ func BenchEvaluation(ctx context.Context, cfg config.Config, steps int, opts ...
 	}
 	runtime.LockOSThread() // libtorch's grad mode and thread settings are per OS thread
 	defer runtime.UnlockOSThread()
-	r, err := newBenchRun(cfg, opts)
+	l, err := newBenchRun(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
+	defer l.close()
+	r := l.in
 	defer r.close()
-	table, err := r.labels.Y.Detach()
+	_, table, err := l.tables()
 	if err != nil {
 		return nil, err
 	}
-	defer table.Free()
-	tr := &trainer{net: r.evalNet, rr: r.cfg.Method == config.MethodRR, cfg: r.cfg, baseX: r.base.x, table: table,
-		batch: r.cfg.EvalBatch, opt: adamSpec(r.cfg.EvalLR), dev: r.dev}
+	tr := r.evalTrainer(r.evalNet, r.base.x, table)
 	if _, err := tr.evaluateModels(ctx, min(steps, 5), 2, r.seed, "bench-warmup", r.test.x, r.test.y); err != nil {
 		return nil, err
 	}
@@ -221,8 +223,9 @@ func BenchEvaluation(ctx context.Context, cfg config.Config, steps int, opts ...
 }
 
 // benchEvalSteps times single training steps of one fresh evaluation model.
-func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu []float64, err error) {
-	table, err := r.labels.Y.Detach()
+func (lp *loop) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu []float64, err error) {
+	r := lp.in
+	_, table, err := lp.tables()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -236,7 +239,7 @@ func (r *run) benchEvalSteps(ctx context.Context, warmup, steps int) (wall, cpu 
 	n := r.ds.Base.N()
 	batch := min(r.cfg.EvalBatch, n)
 	for i := 0; i < warmup+steps; i++ {
-		idx, err := sampleIndices(r.rng, n, batch, r.dev)
+		idx, err := sampleIndices(lp.rand.rng, n, batch, r.dev)
 		if err != nil {
 			return nil, nil, err
 		}

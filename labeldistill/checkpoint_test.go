@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -116,13 +117,16 @@ func requireSameResult(t *testing.T, what string, got, want *Result) {
 
 func ckptFiles(t *testing.T, dir string) []int {
 	t.Helper()
-	paths, err := CheckpointFiles(dir)
+	paths, err := checkpoint.Files(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var steps []int
 	for _, p := range paths {
-		s, _ := checkpointStep(filepath.Base(p))
+		s, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(filepath.Base(p), "ckpt-"), ".npz"))
+		if err != nil {
+			t.Fatal(err)
+		}
 		steps = append(steps, s)
 	}
 	return steps
@@ -162,8 +166,8 @@ func TestResumeBitIdentical(t *testing.T) {
 					if _, err := Distill(ctx, cfg, opts...); !errors.Is(err, context.Canceled) {
 						t.Fatalf("cut at %d: got %v, want context.Canceled", k, err)
 					}
-					if steps := ckptFiles(t, dir); len(steps) == 0 || steps[0] != k || len(steps) > DefaultCheckpointKeep {
-						t.Fatalf("cut at %d: checkpoints %v: want the newest at %d and at most %d", k, steps, k, DefaultCheckpointKeep)
+					if steps := ckptFiles(t, dir); len(steps) == 0 || steps[0] != k || len(steps) > checkpoint.DefaultKeep {
+						t.Fatalf("cut at %d: checkpoints %v: want the newest at %d and at most %d", k, steps, k, checkpoint.DefaultKeep)
 					}
 				}
 				var msgs []string
@@ -214,7 +218,7 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 	if steps := ckptFiles(t, dir); !slices.Equal(steps, []int{13, 12, 10}) {
 		t.Fatalf("checkpoints %v, want [13 12 10] (the newest 3)", steps)
 	}
-	p13, p12 := filepath.Join(dir, CheckpointName(13)), filepath.Join(dir, CheckpointName(12))
+	p13, p12 := filepath.Join(dir, checkpoint.Name(13)), filepath.Join(dir, checkpoint.Name(12))
 	b, err := os.ReadFile(p13)
 	if err != nil {
 		t.Fatal(err)
@@ -236,8 +240,8 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(warnings) != 3 || !strings.Contains(warnings[0], "skipping") || !strings.Contains(warnings[0], CheckpointName(13)) ||
-		!strings.Contains(warnings[1], "skipping") || !strings.Contains(warnings[1], CheckpointName(12)) ||
+	if len(warnings) != 3 || !strings.Contains(warnings[0], "skipping") || !strings.Contains(warnings[0], checkpoint.Name(13)) ||
+		!strings.Contains(warnings[1], "skipping") || !strings.Contains(warnings[1], checkpoint.Name(12)) ||
 		!strings.Contains(warnings[2], "meta-step 10") {
 		t.Fatalf("resume messages:\n%s", strings.Join(warnings, "\n"))
 	}
@@ -321,7 +325,7 @@ func TestCheckpointFolderProblems(t *testing.T) {
 	}
 	// Only corrupt checkpoints: an error listing them.
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, CheckpointName(5)), []byte("PK\x03\x04 not really"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, checkpoint.Name(5)), []byte("PK\x03\x04 not really"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir)); err == nil || !strings.Contains(err.Error(), "no valid checkpoint") {
@@ -337,28 +341,36 @@ func TestCheckpointCorruptionDetected(t *testing.T) {
 	ds := ckptDataset(t)
 	cfg := ckptConfig(config.MethodRR)
 	dir := ckptCancelled(t, cfg, ds, 11)
-	path := filepath.Join(dir, CheckpointName(11))
+	path := filepath.Join(dir, checkpoint.Name(11))
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, err := readCheckpoint(path)
+	ref, meta, err := readCheckpoint(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ref.Meta.Step != 11 || ref.Meta.Epoch != 2 || ref.Meta.NextBatch != 3 || ref.Meta.Reason != "cancelled" || ref.arrays["epoch_order"] == nil {
-		t.Fatalf("meta %+v", ref.Meta)
+	if _, err := ref.Array("epoch_order"); meta.Step != 11 || meta.Epoch != 2 || meta.NextBatch != 3 || meta.Reason != "cancelled" || err != nil {
+		t.Fatalf("meta %+v, epoch_order: %v", meta, err)
 	}
-	bad := filepath.Join(t.TempDir(), CheckpointName(11))
+	content := func(f *checkpoint.File) map[string]any {
+		out := map[string]any{}
+		for _, n := range f.Names() {
+			a, _ := f.Array(n)
+			out[n] = a
+		}
+		return out
+	}
+	bad := filepath.Join(t.TempDir(), checkpoint.Name(11))
 	try := func(b []byte) error {
 		if err := os.WriteFile(bad, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, err := readCheckpoint(bad)
+		c, _, err := readCheckpoint(bad)
 		if err != nil {
 			return err
 		}
-		if !reflect.DeepEqual(c.arrays, ref.arrays) {
+		if !reflect.DeepEqual(content(c), content(ref)) {
 			t.Fatalf("a corrupted file loaded with different content")
 		}
 		return nil
@@ -413,7 +425,7 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	if steps := ckptFiles(t, dir); !slices.Equal(steps, []int{3, 2, 1}) {
 		t.Fatalf("checkpoints %v, want [3 2 1]", steps)
 	}
-	if _, err := readCheckpoint(filepath.Join(dir, CheckpointName(3))); err != nil {
+	if _, _, err := readCheckpoint(filepath.Join(dir, checkpoint.Name(3))); err != nil {
 		t.Fatal(err)
 	}
 	// The artifact writer refuses non-finite labels outright.
@@ -427,14 +439,15 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	}
 }
 
-// TestNonFiniteGuards: the label guard and the checkpoint writer name what is not finite.
+// TestNonFiniteGuards: the meta-loop's guard on the learnt values and the checkpoint writer
+// name what is not finite.
 func TestNonFiniteGuards(t *testing.T) {
 	cfg := ckptConfig(config.MethodLD)
-	labels, err := NewLabels(4, 3, cfg, torch.CPU)
+	labels, err := newLabels(4, 3, cfg, torch.CPU)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer labels.Close()
+	defer labels.close()
 	labelSum := func() float64 {
 		s := torch.NewScope()
 		defer s.Close()
@@ -448,14 +461,16 @@ func TestNonFiniteGuards(t *testing.T) {
 		}
 		return v
 	}
-	if err := checkLabelSum(labelSum()); err != nil {
+	l := &loop{learnt: []learnable{labels}}
+	reading := func() []float64 { return []float64{readLoss: 1, readWrong: 0, readInfo: 0, readSums: labelSum()} }
+	if _, err := l.checkReading(reading(), 10); err != nil {
 		t.Fatal(err)
 	}
 	if err := torch.NoGrad(func() error { return labels.Y.Fill_(math.NaN()) }); err != nil {
 		t.Fatal(err)
 	}
 	var nf *NonFiniteError
-	if err := checkLabelSum(labelSum()); !errors.As(err, &nf) || !strings.HasPrefix(nf.Quantity, "labels") {
+	if _, err := l.checkReading(reading(), 10); !errors.As(err, &nf) || !strings.HasPrefix(nf.Quantity, "labels") {
 		t.Fatalf("NaN labels: %v", err)
 	}
 	if _, err := tensorArray("labels", labels.Y, 7); !errors.As(err, &nf) || nf.Step != 7 || !strings.Contains(nf.Quantity, "labels") {

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"runtime"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
@@ -178,12 +177,11 @@ type GradVarOptions struct {
 // leaves only the randomness of the model the meta-gradient is taken through, which is
 // what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
 // synthetic label meta-gradient variance").
-func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts ...RunOption) (out []MethodGradVariance, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			out, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
-		}
-	}()
+func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts ...RunOption) ([]MethodGradVariance, error) {
+	return guarded(func() ([]MethodGradVariance, error) { return measureGradVariance(ctx, cfg, labels, g, opts) })
+}
+
+func measureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts []RunOption) (out []MethodGradVariance, err error) {
 	methods, models, batches := g.Methods, g.Models, g.Batches
 	if models < 2 || batches < 1 || g.Warmup < 0 {
 		return nil, fmt.Errorf("gradvar: need at least 2 models, 1 batch and a warm-up ≥ 0, got %d, %d and %d", models, batches, g.Warmup)
@@ -192,23 +190,15 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 	for _, f := range opts {
 		f(&o)
 	}
-	if cfg, err = cfg.Resolved(); err != nil {
-		return nil, err
-	}
-	dev, ds, err := o.runInputs(cfg)
+	in, err := prepareRun(cfg, o)
 	if err != nil {
 		return nil, err
 	}
+	defer in.close()
+	ds := in.ds
 	n, classes := ds.Base.N(), ds.Classes
 	if labels != nil && len(labels) != n*classes {
 		return nil, fmt.Errorf("gradvar: %d label values for %d base examples × %d classes", len(labels), n, classes)
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	r := &run{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
-	defer r.close()
-	if err := r.setup(); err != nil {
-		return nil, err
 	}
 	if labels == nil {
 		labels = make([]float32, n*classes)
@@ -220,12 +210,12 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 	if err != nil {
 		return nil, err
 	}
-	if table, err = toDevice(table, dev); err != nil {
+	if table, err = toDevice(table, in.dev); err != nil {
 		return nil, err
 	}
 	defer table.Free()
-	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-batches", 0), 0x9a7))
-	outer := min(cfg.OuterBatch, ds.TargetSet.N())
+	rng := rand.New(rand.NewPCG(subSeed(in.seed, "gradvar-batches", 0), 0x9a7))
+	outer := min(in.cfg.OuterBatch, ds.TargetSet.N())
 	for _, m := range methods {
 		name := "LD"
 		if m == config.MethodRR {
@@ -237,9 +227,9 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 	}
 	for b := 0; b < batches; b++ {
 		targetIdx := rng.Perm(ds.TargetSet.N())[:outer]
-		baseIdx := rng.Perm(n)[:cfg.InnerBatch]
+		baseIdx := rng.Perm(n)[:in.cfg.InnerBatch]
 		for k := range out {
-			v, err := r.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
+			v, err := in.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
 			if err != nil {
 				return nil, fmt.Errorf("gradvar %s, batch %d: %w", out[k].Name, b+1, err)
 			}
@@ -263,10 +253,10 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 
 // gradVarianceAt takes one meta-gradient per fresh model on fixed batches and labels and
 // returns their statistics across the models.
-func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models, warmup int) (GradVariance, error) {
+func (in *runData) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models, warmup int) (GradVariance, error) {
 	s := torch.NewScope()
 	defer s.Close()
-	cfg := r.cfg
+	cfg := in.cfg
 	cfg.Method = method
 	ti := make([]int64, len(targetIdx))
 	for i, v := range targetIdx {
@@ -277,14 +267,14 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 		bi[i] = int64(v)
 	}
 	var c torch.Chain
-	tIdx := c.T(indexTensor(ti, r.dev))
-	xt := c.T(r.target.x.IndexSelect(0, tIdx))
-	yt := c.T(r.target.y.IndexSelect(0, tIdx))
-	bIdx := c.T(indexTensor(bi, r.dev))
+	tIdx := c.T(indexTensor(ti, in.dev))
+	xt := c.T(in.target.x.IndexSelect(0, tIdx))
+	yt := c.T(in.target.y.IndexSelect(0, tIdx))
+	bIdx := c.T(indexTensor(bi, in.dev))
 	if c.Err() != nil {
 		return GradVariance{}, c.Err()
 	}
-	acc, err := newGradAccumulator([]int64{int64(r.ds.Base.N()), int64(r.ds.Classes)}, r.dev)
+	acc, err := newGradAccumulator([]int64{int64(in.ds.Base.N()), int64(in.ds.Classes)}, in.dev)
 	if err != nil {
 		return GradVariance{}, err
 	}
@@ -293,47 +283,56 @@ func (r *run) gradVarianceAt(ctx context.Context, method string, table *torch.Te
 		if err := ctx.Err(); err != nil {
 			return GradVariance{}, err
 		}
-		if err := r.oneGradient(ctx, cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
+		if err := in.oneGradient(ctx, cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
 			return GradVariance{}, err
 		}
 	}
 	return acc.variance()
 }
 
-// oneGradient adds the meta-gradient of fresh model m (seeded by m alone, so every method
-// sees the same initialisations) to acc.
-func (r *run) oneGradient(ctx context.Context, cfg config.Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
+// oneGradient adds the label meta-gradient of fresh model m (seeded by m alone, so every
+// method sees the same initialisations) to acc.
+func (in *runData) oneGradient(ctx context.Context, cfg config.Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
+	s := torch.NewScope()
+	defer s.Close()
 	// Model m, warmed up on the labels through the evaluation trainer (its own minibatch
 	// stream), then seen as the meta-step's learner.
-	tr := &trainer{net: r.net, rr: cfg.Method == config.MethodRR, cfg: cfg, baseX: r.base.x, table: table,
-		batch: cfg.InnerBatch, opt: adamSpec(cfg.ModelLR), dev: r.dev}
-	warm, err := newBatchedLearner(tr.net, tr.rr, cfg, tr.opt, []uint64{subSeed(r.seed, "gradvar-model", m)}, r.dev, r.base.x.DType(), batchedMode(r.dev))
+	tr := &trainer{net: in.net, rr: cfg.Method == config.MethodRR, cfg: cfg, baseX: in.base.x, table: table,
+		batch: cfg.InnerBatch, opt: adamSpec(cfg.ModelLR), dev: in.dev}
+	warm, err := newBatchedLearner(tr.net, tr.rr, cfg, tr.opt, []uint64{subSeed(in.seed, "gradvar-model", m)}, in.dev, in.base.x.DType(), batchedMode(in.dev))
 	if err != nil {
 		return err
 	}
 	defer warm.close()
-	rng := rand.New(rand.NewPCG(subSeed(r.seed, "gradvar-warmup", m), 0x3a7))
+	rng := rand.New(rand.NewPCG(subSeed(in.seed, "gradvar-warmup", m), 0x3a7))
 	if err := tr.trainFor(ctx, warm, []*rand.Rand{rng}, warmup, nil); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	l, err := warm.single()
+	model, err := warm.single()
 	if err != nil {
 		return err
 	}
-	labels, err := NewLabels(r.ds.Base.N(), r.ds.Classes, cfg, r.dev)
+	y, err := newLabels(in.ds.Base.N(), in.ds.Classes, cfg, in.dev)
 	if err != nil {
 		return err
 	}
-	defer labels.Close()
-	if err := torch.NoGrad(func() error { return labels.Y.Copy_(table) }); err != nil {
+	defer y.close()
+	if err := torch.NoGrad(func() error { return y.Y.Copy_(table) }); err != nil {
 		return err
 	}
-	labels.grads = acc
-	defer func() { labels.grads = nil }() // acc belongs to the caller
+	b, err := soloBatch(y, in.base.x, bIdx, xt, yt, func(grads []*torch.Tensor) error {
+		if err := acc.add(grads[0]); err != nil {
+			return fmt.Errorf("label gradient statistics: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	method := ldStep
 	if cfg.Method == config.MethodRR {
-		_, err = rrStep(l, labels, r.base.x, bIdx, xt, yt, cfg, nil, 0)
-	} else {
-		_, err = ldStep(l, labels, r.base.x, bIdx, xt, yt, cfg.InnerLR, nil, 0)
+		method = rrStep
 	}
+	_, err = method(model, b)
 	return err
 }

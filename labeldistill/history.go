@@ -34,6 +34,10 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // HistoryFile is the run history's name inside an output folder.
@@ -160,62 +164,109 @@ type (
 // its checkpoint and continues it.
 func WithHistory(path string) RunOption { return func(o *runOptions) { o.historyPath = path } }
 
-// historyWriter appends lines to metrics.jsonl.
-type historyWriter struct {
-	f    *os.File
-	path string
+// history is the observer that writes the run history: a line per due meta-step (with
+// the meta-gradient's norm and, at each window's end, its statistics), validation, resume
+// and phase.
+type history struct {
+	cfg     config.Config
+	f       *os.File
+	path    string
+	resumed bool
+	grads   *gradAccumulator // the meta-gradients of the first learnt parameter (the labels)
 }
 
-// openHistory starts the history of a fresh run (truncating any file at path) or, when
-// the run was resumed, cuts the file back to the run's restored position.
-func (r *run) openHistory(path string, resumed bool) error {
+func (h *history) observer() observer {
+	return observer{
+		start: h.open,
+		gradient: func(l *loop, grads []*torch.Tensor) error {
+			if err := h.grads.add(grads[0]); err != nil {
+				return fmt.Errorf("label gradient statistics: %w", err)
+			}
+			return nil
+		},
+		wantsRead: func(step int) bool { return h.due(step) },
+		read: func(l *loop, s stepRecord) error {
+			if !h.due(s.step) {
+				return nil
+			}
+			return h.stepLine(l, s)
+		},
+		validated: func(l *loop, v ValidationRecord, took time.Duration) error {
+			return h.write(validationLine{Kind: HistoryValidation, Step: v.Step, Epoch: v.Epoch, T: v.T,
+				Accuracy: v.Accuracy, Best: v == l.best.record, Duration: took.Seconds(), Seconds: l.wallSeconds()})
+		},
+		phase: func(l *loop, p phaseRecord) error {
+			return h.write(phaseLine{Kind: HistoryPhase, Step: l.pos.step, Name: p.name, Baseline: p.baseline, Mean: p.mean,
+				Std: p.std, Duration: p.took.Seconds(), Seconds: l.wallSeconds()})
+		},
+		sync: h.sync,
+		close: func() {
+			h.grads.close()
+			if h.f != nil {
+				h.f.Close()
+			}
+		},
+	}
+}
+
+// due reports whether meta-step step gets a history line (every HistoryEvery steps, and at
+// the end of each GradVarWindow).
+func (h *history) due(step int) bool {
+	every, window := h.cfg.HistoryEvery, h.cfg.GradVarWindow
+	return (every > 0 && step%every == 0) || (window > 0 && step%window == 0)
+}
+
+// open starts the history of a fresh run (truncating any file at path) or, when the run
+// was resumed, cuts the file back to the loop's restored position.
+func (h *history) open(l *loop) error {
+	h.cfg = l.in.cfg
 	var keep []byte
-	if resumed {
-		old, err := os.ReadFile(path)
+	if h.resumed {
+		old, err := os.ReadFile(h.path)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("history: %w", err)
 		}
-		keep = r.historyUpTo(old)
-		if err := WriteFileAtomic(path, keep); err != nil {
-			return fmt.Errorf("history: %w", err)
+		keep = l.historyUpTo(old)
+		if err := atomicfile.WriteFile(h.path, keep); err != nil {
+			return fmt.Errorf("history: write %s: %w", h.path, err)
 		}
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_APPEND
-	if !resumed {
+	if !h.resumed {
 		flags |= os.O_TRUNC
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := os.OpenFile(h.path, flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
-	r.history = &historyWriter{f: f, path: path}
-	if r.labels.grads, err = newGradAccumulator(r.labels.Y.Shape(), r.dev); err != nil {
+	h.f = f
+	if h.grads, err = newGradAccumulator(l.params()[0].Shape(), l.in.dev); err != nil {
 		return err
 	}
 	if len(keep) == 0 {
-		if err := r.history.write(r.startLine()); err != nil {
+		if err := h.write(l.startLine()); err != nil {
 			return err
 		}
 	}
-	if resumed {
-		return r.history.write(resumeLine{Kind: HistoryResume, Step: r.step, Seconds: r.wallSeconds()})
+	if h.resumed {
+		return h.write(resumeLine{Kind: HistoryResume, Step: l.pos.step, Seconds: l.wallSeconds()})
 	}
 	return nil
 }
 
-func (r *run) startLine() startLine {
-	perEpoch := StepsPerEpoch(r.ds.TargetSet.N(), r.cfg.OuterBatch)
-	c := r.cfg
+func (l *loop) startLine() startLine {
+	perEpoch := l.stepsPerEpoch()
+	c := l.in.cfg
 	return startLine{Kind: HistoryStart, Schema: HistorySchema, Version: Version, Method: c.Method, Dataset: c.Dataset,
 		Source: c.Source, BaseExamples: c.BaseExamples, Seed: c.Seed, Epochs: c.Epochs, StepsPerEpoch: perEpoch,
 		TotalSteps: perEpoch * c.Epochs, HistoryEvery: c.HistoryEvery, GradVarWindow: c.GradVarWindow}
 }
 
 // historyUpTo keeps the lines of an earlier history that describe the run up to its
-// restored position: the start line, step and resume lines up to r.step, and one line per
+// restored position: the start line, step and resume lines up to its step, and one line per
 // restored validation (the file's own when present, else rebuilt from the checkpoint).
 // Phase lines and a partial last line are dropped.
-func (r *run) historyUpTo(old []byte) []byte {
+func (l *loop) historyUpTo(old []byte) []byte {
 	var out bytes.Buffer
 	fileVal := map[[2]int][]byte{}
 	var lines [][]byte
@@ -240,7 +291,7 @@ func (r *run) historyUpTo(old []byte) []byte {
 				kept = append(kept, line)
 			}
 		case HistoryStep, HistoryResume:
-			if rec.Step <= r.step {
+			if rec.Step <= l.pos.step {
 				kept = append(kept, line)
 			}
 		case HistoryValidation:
@@ -251,12 +302,12 @@ func (r *run) historyUpTo(old []byte) []byte {
 	// follows step s's line).
 	vi := 0
 	emitValidationsBefore := func(step int) {
-		for ; vi < len(r.validations) && r.validations[vi].Step < step; vi++ {
-			v := r.validations[vi]
+		for ; vi < len(l.vals) && l.vals[vi].Step < step; vi++ {
+			v := l.vals[vi]
 			line, ok := fileVal[[2]int{v.Epoch, v.Step}]
 			if !ok {
 				line, _ = json.Marshal(validationLine{Kind: HistoryValidation, Step: v.Step, Epoch: v.Epoch, T: v.T,
-					Accuracy: v.Accuracy, Best: v == r.bestRecord})
+					Accuracy: v.Accuracy, Best: v == l.best.record})
 			}
 			out.Write(line)
 			out.WriteByte('\n')
@@ -271,15 +322,12 @@ func (r *run) historyUpTo(old []byte) []byte {
 		out.Write(line)
 		out.WriteByte('\n')
 	}
-	emitValidationsBefore(r.step + 1)
+	emitValidationsBefore(l.pos.step + 1)
 	return out.Bytes()
 }
 
 // write appends one line with a single write.
-func (h *historyWriter) write(v any) error {
-	if h == nil {
-		return nil
-	}
+func (h *history) write(v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
@@ -291,8 +339,8 @@ func (h *historyWriter) write(v any) error {
 }
 
 // sync makes the lines written so far durable (before each checkpoint).
-func (h *historyWriter) sync() error {
-	if h == nil {
+func (h *history) sync() error {
+	if h.f == nil {
 		return nil
 	}
 	if err := h.f.Sync(); err != nil {
@@ -301,46 +349,27 @@ func (h *historyWriter) sync() error {
 	return nil
 }
 
-func (h *historyWriter) close() {
-	if h != nil {
-		h.f.Close()
-	}
-}
-
-// recordStep writes the step line when one is due (every HistoryEvery steps; the
-// statistics window's end adds grad_var). The label loss and error are what the meta-step
-// already read; the gradient norm and window statistics are read here, once per line.
-func (r *run) recordStep(epoch int, stepError float64) error {
-	if !r.historyDue(r.step) {
-		return nil
-	}
-	window := r.cfg.GradVarWindow
-	windowDue := window > 0 && r.step%window == 0
-	line := stepLine{Kind: HistoryStep, Step: r.step, Epoch: epoch, LabelLoss: r.lastLoss, Error: stepError,
-		MovingError: finiteOrNil(r.tracker.MovingError()), Resets: len(r.tracker.Resets()), T: r.T(),
-		Seconds: r.wallSeconds(), DistillSeconds: r.distillSeconds}
+// stepLine writes the line of meta-step s (due: every HistoryEvery steps; the statistics
+// window's end adds grad_var). The label loss and error are what the meta-step read; the
+// gradient norm and window statistics are read here, once per line (readDue made s the
+// latest step, so the accumulator's last gradient is its).
+func (h *history) stepLine(l *loop, s stepRecord) error {
+	window := h.cfg.GradVarWindow
+	line := stepLine{Kind: HistoryStep, Step: s.step, Epoch: s.epoch, LabelLoss: s.stats.LabelLoss, Error: s.stats.Error,
+		MovingError: finiteOrNil(l.tracker.MovingError()), Resets: len(l.tracker.Resets()), T: l.T(),
+		Seconds: l.wallSeconds(), DistillSeconds: l.clock.distillSeconds}
 	var err error
-	if line.GradNorm, err = r.labels.grads.lastNorm(); err != nil {
+	if line.GradNorm, err = h.grads.lastNorm(); err != nil {
 		return err
 	}
-	if windowDue {
-		gv, err := r.labels.grads.variance()
+	if window > 0 && s.step%window == 0 {
+		gv, err := h.grads.variance()
 		if err != nil {
 			return err
 		}
 		line.GradVar = &gv
 	}
-	return r.history.write(line)
-}
-
-// historyDue reports whether meta-step step gets a history line (every HistoryEvery steps,
-// and at the end of each GradVarWindow).
-func (r *run) historyDue(step int) bool {
-	if r.history == nil {
-		return false
-	}
-	every, window := r.cfg.HistoryEvery, r.cfg.GradVarWindow
-	return (every > 0 && step%every == 0) || (window > 0 && step%window == 0)
+	return h.write(line)
 }
 
 func finiteOrNil(v float64) *float64 {
@@ -348,16 +377,6 @@ func finiteOrNil(v float64) *float64 {
 		return nil
 	}
 	return &v
-}
-
-func (r *run) recordValidation(rec ValidationRecord, duration time.Duration) error {
-	return r.history.write(validationLine{Kind: HistoryValidation, Step: rec.Step, Epoch: rec.Epoch, T: rec.T,
-		Accuracy: rec.Accuracy, Best: rec == r.bestRecord, Duration: duration.Seconds(), Seconds: r.wallSeconds()})
-}
-
-func (r *run) recordPhase(name, baseline string, mean, std float64, duration time.Duration) error {
-	return r.history.write(phaseLine{Kind: HistoryPhase, Step: r.step, Name: name, Baseline: baseline, Mean: mean,
-		Std: std, Duration: duration.Seconds(), Seconds: r.wallSeconds()})
 }
 
 // ReadHistory parses a metrics.jsonl file. A partial last line (a run killed mid-write) is

@@ -1,7 +1,8 @@
 package labeldistill
 
-// labels.go: the learned label table Ỹ (docs/ALGORITHM.md §3): uniform start, its own Adam that
-// is never reset, and the clamp-and-renormalise projection after every step.
+// labels.go: the learned label table Ỹ (docs/ALGORITHM.md §3), the meta-loop's learnable
+// "labels": uniform start, its own Adam that is never reset, and the clamp-and-renormalise
+// projection after every step.
 
 import (
 	"fmt"
@@ -10,16 +11,14 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// Labels is the N×C probability table being distilled, with its optimizer.
-type Labels struct {
+// labels is the N×C probability table being distilled, with its optimizer.
+type labels struct {
 	Y   *torch.Tensor // (N, C) float32, requires grad; rows sum to 1
 	opt *torch.Adam
-	// grads, when set, records every meta-gradient Step receives (gradstats.go).
-	grads *gradAccumulator
 }
 
-// NewLabels starts every entry at exactly 1/C.
-func NewLabels(n, classes int, cfg config.Config, dev torch.Device) (*Labels, error) {
+// newLabels starts every entry at exactly 1/C.
+func newLabels(n, classes int, cfg config.Config, dev torch.Device) (*labels, error) {
 	y, err := torch.Full([]int64{int64(n), int64(classes)}, 1/float64(classes), torch.OnDevice(dev), torch.WithRequiresGrad())
 	if err != nil {
 		return nil, err
@@ -30,33 +29,53 @@ func NewLabels(n, classes int, cfg config.Config, dev torch.Device) (*Labels, er
 		y.Free()
 		return nil, err
 	}
-	return &Labels{Y: y, opt: opt}, nil
+	return &labels{Y: y, opt: opt}, nil
 }
 
-// Step applies one Adam step with the gradient g of the label loss, then projects.
-func (l *Labels) Step(g *torch.Tensor) error {
-	if l.grads != nil {
-		if err := l.grads.add(g); err != nil {
-			return fmt.Errorf("label gradient statistics: %w", err)
+func (l *labels) name() string { return "labels" }
+
+func (l *labels) params() []*torch.Tensor { return []*torch.Tensor{l.Y} }
+
+// batch gives the base examples idx (nil: all) their labels: y is replaced by rows of Ỹ.
+func (l *labels) batch(idx, x, _ *torch.Tensor, detach bool) (*torch.Tensor, *torch.Tensor, error) {
+	y := l.Y
+	if detach {
+		var err error
+		if y, err = y.Detach(); err != nil {
+			return nil, nil, err
 		}
 	}
-	if err := l.opt.StepWith([]*torch.Tensor{g}); err != nil {
-		return fmt.Errorf("label step: %w", err)
+	if idx == nil {
+		return x, y, nil
 	}
-	return ProjectRows(l.Y)
+	y, err := y.IndexSelect(0, idx)
+	return x, y, err
 }
 
-// Close frees the table and its optimizer state.
-func (l *Labels) Close() {
-	l.grads.close()
+// step applies one Adam step with the gradient of the label loss, then projects.
+func (l *labels) step(grads []*torch.Tensor) error {
+	if err := l.opt.StepWith(grads); err != nil {
+		return fmt.Errorf("label step: %w", err)
+	}
+	return projectRows(l.Y)
+}
+
+func (l *labels) state() []namedTensor {
+	return []namedTensor{{"labels", l.Y}, {"labels.exp_avg", l.opt.ExpAvg[0]}, {"labels.exp_avg_sq", l.opt.ExpAvgSq[0]}}
+}
+
+func (l *labels) optimizers() []namedAdam { return []namedAdam{{"labels", l.opt}} }
+
+// close frees the table and its optimizer state.
+func (l *labels) close() {
 	l.opt.Close()
 	l.Y.Free()
 }
 
-// ProjectRows clamps y to [0, 1] and divides each row by its sum, in place and without
+// projectRows clamps y to [0, 1] and divides each row by its sum, in place and without
 // recording gradients. ldtorch: a row that clamps to all zeros (where the reference would
 // divide by zero and produce NaN) is reset to the uniform distribution.
-func ProjectRows(y *torch.Tensor) error {
+func projectRows(y *torch.Tensor) error {
 	s := torch.NewScope()
 	defer s.Close()
 	return torch.NoGrad(func() error {

@@ -16,7 +16,7 @@ import (
 func TestNewLabelsUniform(t *testing.T) {
 	tScope(t)
 	for _, c := range []int{2, 3, 10, 26, 49, 100} {
-		l, err := NewLabels(7, c, config.Default(), torch.CPU)
+		l, err := newLabels(7, c, config.Default(), torch.CPU)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,7 +34,7 @@ func TestNewLabelsUniform(t *testing.T) {
 		if adam.StepCount != 0 || adam.Opts.LR != 1e-3 || adam.Opts.Beta1 != 0.9 || adam.Opts.Beta2 != 0.999 || adam.Opts.Eps != 1e-8 {
 			t.Errorf("C=%d: label Adam %+v step %d, want lr 1e-3, betas 0.9/0.999, eps 1e-8, step 0", c, adam.Opts, adam.StepCount)
 		}
-		l.Close()
+		l.close()
 	}
 }
 
@@ -63,7 +63,7 @@ func TestProjectRows(t *testing.T) {
 	n := int64(len(cases))
 	// float64 table, all cases at once (rows are independent).
 	y := tT(t)(torch.FromFloat64(slices.Clone(in), n, 3))
-	tOK(t, ProjectRows(y))
+	tOK(t, projectRows(y))
 	got := tVals(t, y)
 	for i, c := range cases {
 		for j := 0; j < 3; j++ {
@@ -81,7 +81,7 @@ func TestProjectRows(t *testing.T) {
 	}
 	y32 := tT(t)(torch.FromFloat32(in32, n, 3))
 	tOK(t, y32.SetRequiresGrad(true))
-	tOK(t, ProjectRows(y32))
+	tOK(t, projectRows(y32))
 	if !y32.IsLeaf() || !y32.RequiresGrad() {
 		t.Errorf("ProjectRows changed the table's autograd status")
 	}
@@ -101,13 +101,13 @@ func TestProjectRows(t *testing.T) {
 	// Not a table: an error, not a panic.
 	for _, shape := range [][]int64{{6}, {2, 3, 1}} {
 		bad := tT(t)(torch.Zeros(shape))
-		if err := ProjectRows(bad); err == nil {
+		if err := projectRows(bad); err == nil {
 			t.Errorf("ProjectRows on shape %v succeeded", shape)
 		}
 	}
 	// Idempotent on its own output.
 	again := tT(t)(torch.FromFloat64(slices.Clone(got), n, 3))
-	tOK(t, ProjectRows(again))
+	tOK(t, projectRows(again))
 	if d, _ := maxAbsDiff(tVals(t, again), got); d > 1e-15 {
 		t.Errorf("ProjectRows is not idempotent: %g", d)
 	}
@@ -119,13 +119,13 @@ func TestProjectRows(t *testing.T) {
 func TestLabelStepAdam(t *testing.T) {
 	tScope(t)
 	cfg := config.Default()
-	l := tNeed[*Labels](t)(NewLabels(3, 4, cfg, torch.CPU))
-	defer l.Close()
+	l := tNeed[*labels](t)(newLabels(3, 4, cfg, torch.CPU))
+	defer l.close()
 	g := []float32{1, -2, 0.5, -0.001, 0, 0, 0, 0, 3, 3, 3, 3}
 	gt := tT(t)(torch.FromFloat32(g, 3, 4))
 	y := []float64{0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25, 0.25}
 	for step := 1; step <= 2; step++ {
-		tOK(t, l.Step(gt))
+		tOK(t, l.step([]*torch.Tensor{gt}))
 		lr := cfg.LabelLR
 		for i := 0; i < 3; i++ {
 			var sum float64
@@ -171,17 +171,19 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.ResetWindow, cfg.Epochs = 20, 10, 64, 2, 1
 	cfg.Baselines = []string{}
 	cfg = tNeed[config.Config](t)(cfg.Resolved())
-	r := &run{cfg: cfg, ds: ds, dev: torch.CPU, seed: uint64(cfg.Seed)}
+	in := tNeed[*runData](t)(prepareRun(cfg, runOptions{dataset: ds}))
+	defer in.close()
+	r := tNeed[*loop](t)(newLoop(in, &parallel{}, nil))
 	defer r.close()
-	tOK(t, r.setup())
-	labelAdam := r.labels.opt
-	modelAdam := r.model.opt.(*torch.Adam)
-	order := r.rng.Perm(ds.TargetSet.N())
+	y := r.learnt[0].(*labels)
+	labelAdam := y.opt
+	modelAdam := r.model.adam()
+	order := r.rand.rng.Perm(ds.TargetSet.N())
 	resets := 0
 	for step := 1; step <= 300 && resets < 2; step++ {
 		lo := (step - 1) * 64 % (len(order) - 64)
 		before := tVals(t, r.model.params[0])
-		tOK(t, r.metaStep(order[lo:lo+64], 20))
+		tOK(t, r.metaStep(order[lo:lo+64]))
 		if labelAdam.StepCount != int64(step) {
 			t.Fatalf("step %d: label Adam step count %d, want %d (never reset)", step, labelAdam.StepCount, step)
 		}
@@ -209,7 +211,7 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 			if d, _ := maxAbsDiff(after, before); d == 0 {
 				t.Errorf("step %d: reset did not re-initialise the model", step)
 			}
-			if dev := maxUniformDeviation(t, r.labels.Y, 10); dev == 0 {
+			if dev := maxUniformDeviation(t, y.Y, 10); dev == 0 {
 				t.Errorf("step %d: labels are uniform after a model reset", step)
 			}
 		} else if want := int64(r.tracker.StepsSinceReset() + len(r.pending)); modelAdam.StepCount != want {
@@ -220,7 +222,7 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	if resets < 2 {
 		t.Fatalf("no two model resets within 300 steps with window 2 (resets %v)", r.tracker.Resets())
 	}
-	t.Logf("resets %v after %d steps; label Adam at step %d", r.tracker.Resets(), r.step, labelAdam.StepCount)
+	t.Logf("resets %v after %d steps; label Adam at step %d", r.tracker.Resets(), r.pos.step, labelAdam.StepCount)
 }
 
 // maxUniformDeviation is max |y − 1/C| over the table.

@@ -198,3 +198,9 @@ func (l *learner) close() {
 	l.w.Free()
 	l.scale.Free()
 }
+
+// adam is the model's Adam (a distillation's model always trains with Adam; nil otherwise).
+func (l *learner) adam() *torch.Adam {
+	a, _ := l.opt.(*torch.Adam)
+	return a
+}

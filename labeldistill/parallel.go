@@ -79,23 +79,27 @@ func (p *parallel) checkShards(cfg config.Config, nTarget int) error {
 	return nil
 }
 
-// combine turns this rank's shard results into the whole batch's, on the device: dY is the
-// gradient of the shard's mean loss, loss that mean (a scalar), wrong its number of wrong
-// predictions (a scalar), n the shard size and total the batch size. One all-reduce
-// (float64) carries (n/total)·dY, (n/total)·loss and the wrong count, so the error is
-// computed exactly as one process would (100·wrong/total). It returns the combined
-// gradient and the step's outputs (for the whole batch). A lone process returns its inputs
-// untouched. Nothing is read back to the host.
-func (p *parallel) combine(dY, loss, wrong *torch.Tensor, n, total int) (*torch.Tensor, stepOutputs, error) {
+// combine turns this rank's shard results into the whole batch's, on the device: grads are
+// the gradients of the shard's mean loss with respect to the learnt parameters, loss that
+// mean (a scalar), wrong its number of wrong predictions (a scalar), n the shard size and
+// total the batch size. One all-reduce (float64) carries (n/total)·grads, (n/total)·loss
+// and the wrong count, so the error is computed exactly as one process would
+// (100·wrong/total). It returns the combined gradients and the step's outputs (for the
+// whole batch). A lone process returns its inputs untouched. Nothing is read back to the
+// host.
+func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) ([]*torch.Tensor, stepOutputs, error) {
 	if p.size() == 1 {
-		return dY, stepOutputs{loss: loss, wrong: wrong, batch: int64(n)}, nil // n = total alone
+		return grads, stepOutputs{loss: loss, wrong: wrong, batch: int64(n)}, nil // n = total alone
 	}
 	w := float64(n) / float64(total)
 	var c torch.Chain
-	flat := c.T(c.T(c.T(dY.ToDType(torch.Double)).Reshape(-1)).MulScalar(w))
+	parts := make([]*torch.Tensor, 0, len(grads)+2)
+	for _, g := range grads {
+		parts = append(parts, c.T(c.T(c.T(g.ToDType(torch.Double)).Reshape(-1)).MulScalar(w)))
+	}
 	wLoss := c.T(c.T(c.T(loss.ToDType(torch.Double)).Reshape(1)).MulScalar(w))
 	count := c.T(c.T(wrong.ToDType(torch.Double)).Reshape(1))
-	buf := c.T(torch.Cat([]*torch.Tensor{flat, wLoss, count}, 0))
+	buf := c.T(torch.Cat(append(parts, wLoss, count), 0))
 	if c.Err() != nil {
 		return nil, stepOutputs{}, c.Err()
 	}
@@ -104,25 +108,37 @@ func (p *parallel) combine(dY, loss, wrong *torch.Tensor, n, total int) (*torch.
 		return nil, stepOutputs{}, err
 	}
 	p.lastReduce = time.Since(t0)
-	numel := dY.Numel()
-	sum := c.T(c.T(c.T(buf.Narrow(0, 0, numel)).Reshape(dY.Shape()...)).ToDType(dY.DType()))
-	out := stepOutputs{loss: c.T(buf.Select(0, numel)), wrong: c.T(buf.Select(0, numel+1)), batch: int64(total)}
+	sums := make([]*torch.Tensor, len(grads))
+	var at int64
+	for i, g := range grads {
+		numel := g.Numel()
+		sums[i] = c.T(c.T(c.T(buf.Narrow(0, at, numel)).Reshape(g.Shape()...)).ToDType(g.DType()))
+		at += numel
+	}
+	out := stepOutputs{loss: c.T(buf.Select(0, at)), wrong: c.T(buf.Select(0, at+1)), batch: int64(total)}
 	if c.Err() != nil {
 		return nil, stepOutputs{}, c.Err()
 	}
-	return sum, out, nil
+	return sums, out, nil
 }
 
-// broadcastState makes every rank start from rank 0's labels and model (they already
-// agree when every rank uses the same seed; this makes it so by construction) and checks
-// that the ranks are at the same position of the run (a resume must find the same
-// checkpoint everywhere).
-func (r *run) broadcastState() error {
-	p := r.par
+// observer is the data-parallel checks: at the start every rank takes rank 0's learnt
+// values and model (they already agree when every rank uses the same seed; this makes it
+// so by construction) after checking that the ranks are at the same position of the run
+// (a resume must find the same checkpoint everywhere); at each validation, every rank must
+// hold rank 0's learnt values and validation accuracy (bit for bit: the same all-reduced
+// steps from the same state), or the run stops. A lone process has none.
+func (p *parallel) observer() []observer {
 	if p.size() == 1 {
 		return nil
 	}
-	pos := []float64{float64(r.step), float64(r.epoch), float64(r.nextBatch), float64(len(r.tracker.Resets()))}
+	return []observer{{start: p.broadcastState, validated: func(l *loop, v ValidationRecord, _ time.Duration) error {
+		return p.checkAgreement(l, v.Accuracy)
+	}}}
+}
+
+func (p *parallel) broadcastState(l *loop) error {
+	pos := []float64{float64(l.pos.step), float64(l.pos.epoch), float64(l.pos.nextBatch), float64(len(l.tracker.Resets()))}
 	root := append([]float64(nil), pos...)
 	if err := p.g.BroadcastFloat64s(0, root); err != nil {
 		return err
@@ -133,11 +149,11 @@ func (r *run) broadcastState() error {
 				p.rank(), pos[0], pos[1], pos[2], pos[3], root[0], root[1], root[2], root[3])
 		}
 	}
-	ts := []*torch.Tensor{r.labels.Y}
-	ts = append(ts, r.model.params...)
-	ts = append(ts, r.model.buffers...)
-	if r.model.rr {
-		ts = append(ts, r.model.w, r.model.scale)
+	ts := l.params()
+	ts = append(ts, l.model.params...)
+	ts = append(ts, l.model.buffers...)
+	if l.model.rr {
+		ts = append(ts, l.model.w, l.model.scale)
 	}
 	return torch.NoGrad(func() error {
 		for _, t := range ts {
@@ -149,32 +165,27 @@ func (r *run) broadcastState() error {
 	})
 }
 
-// checkAgreement verifies, at each validation, that every rank holds the same labels and
-// validation accuracy as rank 0 (they must, bit for bit: the same all-reduced label
-// steps from the same state); a mismatch means a rank diverged and stops the run.
-func (r *run) checkAgreement(acc float64) error {
-	p := r.par
-	if p.size() == 1 {
-		return nil
-	}
-	ys, err := r.labels.Y.Float32s()
-	if err != nil {
-		return err
-	}
+func (p *parallel) checkAgreement(l *loop, acc float64) error {
 	h := fnv.New64a()
-	for _, v := range ys {
-		b := math.Float32bits(v)
-		h.Write([]byte{byte(b), byte(b >> 8), byte(b >> 16), byte(b >> 24)})
+	for _, t := range l.params() {
+		vs, err := t.Float32s()
+		if err != nil {
+			return err
+		}
+		for _, v := range vs {
+			b := math.Float32bits(v)
+			h.Write([]byte{byte(b), byte(b >> 8), byte(b >> 16), byte(b >> 24)})
+		}
 	}
 	digest := float64(h.Sum64() >> 11) // 53 bits: exact in a float64
-	mine := []float64{digest, acc, float64(r.step)}
+	mine := []float64{digest, acc, float64(l.pos.step)}
 	root := append([]float64(nil), mine...)
 	if err := p.g.BroadcastFloat64s(0, root); err != nil {
 		return err
 	}
 	for i := range mine {
 		if mine[i] != root[i] {
-			return fmt.Errorf("rank %d diverged from rank 0 (labels digest, validation accuracy, step: %v against %v)", p.rank(), mine, root)
+			return fmt.Errorf("rank %d diverged from rank 0 (learnt values digest, validation accuracy, step: %v against %v)", p.rank(), mine, root)
 		}
 	}
 	return nil
@@ -182,8 +193,7 @@ func (r *run) checkAgreement(acc float64) error {
 
 // evaluateSplit trains models lo..hi-1 of `models` on this rank (its shard) and gathers
 // every rank's accuracies, in model order, on every rank.
-func (r *run) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int) ([]float64, error) {
-	p := r.par
+func (p *parallel) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int) ([]float64, error) {
 	lo, hi := p.shard(models)
 	mine, err := eval(lo, hi)
 	if err != nil {
@@ -200,14 +210,13 @@ func (r *run) evaluateSplit(eval func(lo, hi int) ([]float64, error), models int
 	return all, nil
 }
 
-// validationAccuracy scores the one model of l on the validation split. In a data-parallel
-// run every rank holds the same model (trained identically) and scores only its contiguous
-// part of the split; the correct counts are summed, so every rank gets the same accuracy.
-func (r *run) validationAccuracy(ctx context.Context, l *batchedLearner) (float64, error) {
-	p := r.par
-	x, y := r.validation.x, r.validation.y
+// validationAccuracy scores the one model of m on split v. In a data-parallel run every
+// rank holds the same model (trained identically) and scores only its contiguous part of
+// the split; the correct counts are summed, so every rank gets the same accuracy.
+func (p *parallel) validationAccuracy(ctx context.Context, m *batchedLearner, v deviceSplit) (float64, error) {
+	x, y := v.x, v.y
 	if p.size() == 1 {
-		return l.accuracy(ctx, x, y)
+		return m.accuracy(ctx, x, y)
 	}
 	n := int(x.Shape()[0])
 	lo, hi := p.shard(n)
@@ -221,7 +230,7 @@ func (r *run) validationAccuracy(ctx context.Context, l *batchedLearner) (float6
 			s.Close()
 			return 0, c.Err()
 		}
-		acc, err := l.accuracy(ctx, xs, ys)
+		acc, err := m.accuracy(ctx, xs, ys)
 		s.Close()
 		if err != nil {
 			return 0, err

@@ -9,7 +9,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -27,7 +26,7 @@ func smallArtifactResult() *Result {
 	if err != nil {
 		panic(err)
 	}
-	res := &Result{Config: cfg, Classes: classes, BaseShape: [4]int64{n, 1, 28, 28}, T: 7, MetaSteps: 7}
+	res := &Result{Record: Record{Config: cfg, T: 7, MetaSteps: 7}, Classes: classes, BaseShape: [4]int64{n, 1, 28, 28}}
 	res.BaseImages = make([]float32, n*28*28)
 	for i := range res.BaseImages {
 		res.BaseImages[i] = float32(i%17) / 17
@@ -191,37 +190,5 @@ func TestDistillRejectsBadInputs(t *testing.T) {
 				t.Fatalf("got %v (result %v, %d progress reports), want an error containing %q", err, res != nil, steps, tc.want)
 			}
 		})
-	}
-}
-
-// TestCheckpointNameParsing: only ckpt-<digits>.npz files are checkpoints.
-func TestCheckpointNameParsing(t *testing.T) {
-	for name, want := range map[string]int{"ckpt-000000012.npz": 12, "ckpt-7.npz": 7, CheckpointName(123456): 123456} {
-		if got, ok := checkpointStep(name); !ok || got != want {
-			t.Fatalf("%s: %d %v", name, got, ok)
-		}
-	}
-	for _, name := range []string{"ckpt-.npz", "ckpt--1.npz", "ckpt-1a.npz", "ckpt-1.npz.tmp-3", ".ckpt-000000001.npz.tmp-123", "ckpt-+1.npz", "distilled.npz"} {
-		if _, ok := checkpointStep(name); ok {
-			t.Fatalf("%s parsed as a checkpoint", name)
-		}
-	}
-	// Pruning keeps the newest and removes leftovers of interrupted writes.
-	dir := t.TempDir()
-	for _, n := range []string{CheckpointName(1), CheckpointName(20), CheckpointName(3), CheckpointName(100), ".ckpt-000000101.npz.tmp-42", "notes.txt"} {
-		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := pruneCheckpoints(dir, 2); err != nil {
-		t.Fatal(err)
-	}
-	entries, _ := os.ReadDir(dir)
-	var names []string
-	for _, e := range entries {
-		names = append(names, e.Name())
-	}
-	if want := []string{CheckpointName(20), CheckpointName(100), "notes.txt"}; !reflect.DeepEqual(names, want) {
-		t.Fatalf("after pruning: %v, want %v", names, want)
 	}
 }

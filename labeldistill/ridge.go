@@ -82,53 +82,49 @@ func rrLogits(z, w, scale *torch.Tensor) (*torch.Tensor, error) {
 	return out, c.Err()
 }
 
-// rrStep: W_l from N_i base features and labels; W ← (1−α)W + αW_l; CE of s·[f(x),1]·W on
-// the target batch (the target features need a forward pass only, without a graph),
-// differentiated with respect to the labels; the label step; then soft-CE of the base
-// batch under the same, still attached W against the updated labels, whose gradient
-// reaches θ through the features and the ridge solve, and s; Adam steps on θ and s.
-// Nothing is read back to the host: the label loss, the target error and the solve's
-// status are left in the outputs, in the caller's scope.
-// In a data-parallel run, xt and yt are this rank's shard of total target examples and
-// the label gradient is combined over the ranks as in ldStep.
-func rrStep(l *learner, labels *Labels, baseX, idx, xt, yt *torch.Tensor, cfg config.Config, p *parallel, total int) (stepOutputs, error) {
+// rrStep: W_l from the N_i base features and labels of b; W ← (1−α)W + αW_l; CE of
+// s·[f(x),1]·W on the target batch (the target features need a forward pass only, without a
+// graph), differentiated with respect to the learnt values; the update (combined over the
+// ranks); then soft-CE of the base batch under the same, still attached W against the
+// updated labels, whose gradient reaches θ through the features and the ridge solve, and s;
+// Adam steps on θ and s. Nothing is read back to the host: the label loss, the target error
+// and the solve's status are left in the outputs, in the caller's scope.
+func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
-	xb := c.T(baseX.IndexSelect(0, idx))
-	yb := c.T(labels.Y.IndexSelect(0, idx))
-	zb := c.T(l.features(xb, true))
+	zb := c.T(l.features(b.x, true))
 	if c.Err() != nil {
 		return stepOutputs{}, c.Err()
 	}
-	w, info, err := rrWeights(zb, yb, l.w, cfg)
+	w, info, err := rrWeights(zb, b.y, l.w, l.cfg)
 	if err != nil {
 		return stepOutputs{}, err
 	}
 	var zt *torch.Tensor
 	c.Check(torch.NoGrad(func() (err error) {
-		zt, err = l.features(xt, true)
+		zt, err = l.features(b.xt, true)
 		return err
 	}))
 	logitsT := c.T(rrLogits(zt, w, l.scale))
-	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, yt)) // yt: dataset labels, checked on load
-	wrong := c.T(wrongCount(logitsT, yt))
+	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, b.yt)) // yt: dataset labels, checked on load
+	wrong := c.T(wrongCount(logitsT, b.yt))
 	if c.Err() != nil {
 		return stepOutputs{}, c.Err()
 	}
-	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, []*torch.Tensor{labels.Y}, torch.GradOpts{RetainGraph: true})
+	dY, err := torch.Grad([]*torch.Tensor{labelLoss}, b.params, torch.GradOpts{RetainGraph: true})
 	if err != nil {
 		return stepOutputs{}, err
 	}
-	dYAll, out, err := p.combine(dY[0], c.T(labelLoss.Detach()), wrong, int(xt.Shape()[0]), total)
+	out, err := b.update(dY, c.T(labelLoss.Detach()), wrong)
 	if err != nil {
 		return stepOutputs{}, err
 	}
 	out.info = info
-	if err := labels.Step(dYAll); err != nil {
+	_, ybNew, err := b.current()
+	if err != nil {
 		return stepOutputs{}, err
 	}
-	ybNew := c.T(c.T(labels.Y.Detach()).IndexSelect(0, idx))
 	if err := rrFeatureStep(l, zb, w, ybNew, &c); err != nil {
 		return stepOutputs{}, err
 	}

@@ -136,7 +136,7 @@ type rrFixture struct {
 	cfg    config.Config
 	net    *nets.Net
 	l      *learner
-	labels *Labels
+	labels *labels
 	base   deviceSplit
 	xt, yt *torch.Tensor
 }
@@ -153,8 +153,8 @@ func newRRFixture(t *testing.T, nTarget int) *rrFixture {
 	defer gen.Close()
 	f.l = tNeed[*learner](t)(newLearner(f.net, true, cfg, adamSpec(cfg.ModelLR), gen, torch.CPU))
 	t.Cleanup(f.l.close)
-	f.labels = tNeed[*Labels](t)(NewLabels(20, 10, cfg, torch.CPU))
-	t.Cleanup(f.labels.Close)
+	f.labels = tNeed[*labels](t)(newLabels(20, 10, cfg, torch.CPU))
+	t.Cleanup(f.labels.close)
 	f.base = tNeed[deviceSplit](t)(upload(&ds.Base, ds.Shape, torch.CPU))
 	t.Cleanup(f.base.free)
 	target := tNeed[deviceSplit](t)(upload(&ds.TargetSet, ds.Shape, torch.CPU))
@@ -308,7 +308,7 @@ func TestRRStep(t *testing.T) {
 		wl := ridgeDual(z, yb, cfg.RidgeLambda)
 		mBefore := tVals(t, labels.opt.ExpAvg[0])
 
-		st, err := readStep(rrStep(l, labels, f.base.x, tT(t)(torch.FromInt64(idx, int64(len(idx)))), f.xt, f.yt, cfg, nil, 0))
+		st, err := readStep(labelStep(rrStep, l, labels, f.base.x, tT(t)(torch.FromInt64(idx, int64(len(idx)))), f.xt, f.yt))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

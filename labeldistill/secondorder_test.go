@@ -163,8 +163,8 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 	tOK(t, y.SetRequiresGrad(true))
 	lAdam := tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{y}, torch.AdamOpts{LR: cfg.LabelLR, Beta1: cfg.LabelBetas[0], Beta2: cfg.LabelBetas[1], Eps: cfg.LabelEps}))
 	t.Cleanup(lAdam.Close)
-	labels := &Labels{Y: y, opt: lAdam}
-	st, err := readStep(ldStep(l, labels, baseX, idx, xt, yt, alpha, nil, 0))
+	labels := &labels{Y: y, opt: lAdam}
+	st, err := readStep(labelStep(ldStep, l, labels, baseX, idx, xt, yt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +245,8 @@ func TestLDStepFloat32(t *testing.T) {
 	l := tNeed[*learner](t)(newLearner(net, false, cfg, adamSpec(cfg.ModelLR), gen, torch.CPU))
 	gen.Close()
 	t.Cleanup(l.close)
-	labels := tNeed[*Labels](t)(NewLabels(20, 10, cfg, torch.CPU))
-	t.Cleanup(labels.Close)
+	labels := tNeed[*labels](t)(newLabels(20, 10, cfg, torch.CPU))
+	t.Cleanup(labels.close)
 	base := tNeed[deviceSplit](t)(upload(&ds.Base, ds.Shape, torch.CPU))
 	t.Cleanup(base.free)
 	target := tNeed[deviceSplit](t)(upload(&ds.TargetSet, ds.Shape, torch.CPU))
@@ -273,7 +273,7 @@ func TestLDStepFloat32(t *testing.T) {
 	g64 := tVals(t, tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{outer}, []*torch.Tensor{L}, torch.GradOpts{}))[0])
 	gIn := innerGrad(t, net, p64, base64, idx, L)
 
-	st, err := readStep(ldStep(l, labels, base.x, idx, xt, yt, cfg.InnerLR, nil, 0))
+	st, err := readStep(labelStep(ldStep, l, labels, base.x, idx, xt, yt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,6 +381,15 @@ func TestLDStepFloat32(t *testing.T) {
 }
 
 // readStep reads a meta-step's outputs back (as the meta-loop does, with its checks).
+// labelStep is one meta-step of method through l on the labels y alone, in a lone process.
+func labelStep(method metaMethod, l *learner, y *labels, baseX, idx, xt, yt *torch.Tensor) (stepOutputs, error) {
+	b, err := soloBatch(y, baseX, idx, xt, yt, nil)
+	if err != nil {
+		return stepOutputs{}, err
+	}
+	return method(l, b)
+}
+
 func readStep(out stepOutputs, err error) (stepStats, error) {
 	if err != nil {
 		return stepStats{}, err

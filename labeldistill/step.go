@@ -97,22 +97,23 @@ func (o stepOutputs) read() (stepStats, error) {
 }
 
 // The layout of one meta-step's reading vector (float64, exact for every entry: float32
-// losses and sums, integer counts and statuses).
+// losses and sums, integer counts and statuses): the label loss, the wrong count, the ridge
+// status, then the sum of each learnt parameter after the step.
 const (
 	readLoss = iota
 	readWrong
 	readInfo
-	readLabelSum
-	readingSize
+	readSums
 )
 
-// vector stacks the outputs, and labelSum (the label table's sum after the label step, or
-// nil), into one float64 vector of readingSize entries (absent entries are 0).
-func (o stepOutputs) vector(labelSum *torch.Tensor) (*torch.Tensor, error) {
+// vector stacks the outputs, and sums (each learnt parameter's sum after the step), into
+// one float64 vector of readSums+len(sums) entries (absent outputs are 0).
+func (o stepOutputs) vector(sums []*torch.Tensor) (*torch.Tensor, error) {
 	var c torch.Chain
 	zero := c.T(torch.Zeros([]int64{}, torch.WithDType(torch.Double), torch.OnDevice(o.loss.Device())))
-	parts := make([]*torch.Tensor, readingSize)
-	for i, t := range []*torch.Tensor{readLoss: o.loss, readWrong: o.wrong, readInfo: o.info, readLabelSum: labelSum} {
+	all := append([]*torch.Tensor{readLoss: o.loss, readWrong: o.wrong, readInfo: o.info}, sums...)
+	parts := make([]*torch.Tensor, len(all))
+	for i, t := range all {
 		if t == nil {
 			parts[i] = zero
 			continue
@@ -136,17 +137,6 @@ func checkReading(v []float64, batch int64) (stepStats, error) {
 		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
 	}
 	return st, nil
-}
-
-// checkLabelSum guards the label table after a label step through its sum (a NaN anywhere
-// makes the sum NaN; the projection keeps every value in [0, 1], so a finite table sums to
-// N). The label loss check covers a non-finite image, model or label table; this one a
-// non-finite gradient behind a finite loss, and names the labels.
-func checkLabelSum(v float64) error {
-	if !finite(v) {
-		return &NonFiniteError{Quantity: "labels (sum of the table after the label step)", Value: v}
-	}
-	return nil
 }
 
 // applyThreads sets libtorch's intra-op thread count to n (0: keep libtorch's default) and,

@@ -23,9 +23,11 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // runConfigFlags are --config and one flag per Config field (distill and bench).
@@ -158,14 +160,14 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 	return resolved, src, nil
 }
 
-// checkWritable creates dir if needed and proves it writable (labeldistill.EnsureWritableDir).
+// checkWritable creates dir if needed and proves it writable (atomicfile.EnsureWritableDir).
 func checkWritable(dir string) error {
 	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 		if _, err := os.Stat(dir); err != nil {
 			return usageErrorf("--out: %s", unreadable(dir, err))
 		}
 	}
-	err := labeldistill.EnsureWritableDir(dir)
+	err := atomicfile.EnsureWritableDir(dir)
 	if err == nil {
 		return nil
 	}
@@ -252,7 +254,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		return usageErrorf("--overwrite starts a fresh run and --resume continues one: give one of them")
 	}
 	ckptDir := filepath.Join(cfg.Out, "checkpoints")
-	oldCkpts, _ := labeldistill.CheckpointFiles(ckptDir) // none when the folder is absent
+	oldCkpts, _ := checkpoint.Files(ckptDir) // none when the folder is absent
 	replacing := fileExists(filepath.Join(cfg.Out, labeldistill.DistilledFile)) || fileExists(filepath.Join(cfg.Out, labeldistill.ReportFile))
 	// A fresh run must not mix with an earlier run in the same folder: keeping the newest
 	// three checkpoints would delete its own, --resume would find the other run's, and the
@@ -317,7 +319,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		os.Remove(ckptDir) // only when empty: a run that failed early leaves no empty folder
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
-			if m, _ := labeldistill.CheckpointFiles(ckptDir); len(m) > 0 {
+			if m, _ := checkpoint.Files(ckptDir); len(m) > 0 {
 				msg += fmt.Sprintf("; continue with: ldtorch distill --resume %s", cfg.Out)
 			}
 			return &exitError{code: exitInterrupted, msg: msg}

@@ -5,6 +5,7 @@
 package atomicfile
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -74,4 +75,21 @@ func WriteFile(path string, data []byte) error {
 		_, err := w.Write(data)
 		return err
 	})
+}
+
+// EnsureWritableDir creates dir if needed and proves it writable: a probe file is written,
+// synced and removed, so that an unusable output folder fails before any work starts.
+func EnsureWritableDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, ".ldtorch-probe-*")
+	if err != nil {
+		return err
+	}
+	_, werr := f.WriteString("probe\n")
+	serr := f.Sync()
+	cerr := f.Close()
+	rerr := os.Remove(f.Name())
+	return errors.Join(werr, serr, cerr, rerr)
 }

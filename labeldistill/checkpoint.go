@@ -1,0 +1,801 @@
+package labeldistill
+
+// checkpoint.go: a distillation's checkpoints (the file format is labeldistill/checkpoint):
+// the observer that writes the loop's whole state at meta-step boundaries (every
+// CheckpointEvery meta-steps, after validations, at the end, on cancellation), and resume,
+// which refuses a checkpoint of another configuration or other data and restores the state,
+// so that the resumed run continues bit-identically (CPU, fixed thread count). See
+// docs/RELIABILITY.md.
+//
+// Members (after meta, in this order):
+//
+//	<learnable>                float32  each learnt value ("labels": N×C, the current table)
+//	<learnable>.exp_avg, .exp_avg_sq    its Adam moments
+//	param.<name>               float32  model parameters (the RR body under rr)
+//	param.<name>.exp_avg, .exp_avg_sq   their Adam moments
+//	buffer.<name>              float32  BatchNorm running statistics (none for LeNet/AlexCifarNet)
+//	rr.w, rr.scale, rr.scale.exp_avg, rr.scale.exp_avg_sq   (rr only)
+//	best_labels                float32  N×C, the labels kept by validation (when one ran)
+//	best_images                float32  N×C×H×W, the images kept, when a learnable changes them
+//	epoch_order                int64    the epoch's permutation of the target set (mid-epoch only)
+//	rng.go_pcg                 uint8    math/rand/v2 PCG state (MarshalBinary)
+//	rng.torch                  uint8    the torch generator's state (model re-initialisation)
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/npz"
+)
+
+// checkpointMeta is the JSON "meta" member of a checkpoint: the format, the position, the
+// run's record as of the position, and what restoring needs besides the arrays.
+type checkpointMeta struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	Reason  string `json:"reason"` // periodic, validation, final, cancelled
+	Written string `json:"written"`
+
+	// Position. Step meta-steps are done. Epoch is the epoch in progress (1-based; Epochs+1
+	// once the meta-loop has finished) and NextBatch how many of its batches are done:
+	// 0 < NextBatch < steps per epoch needs epoch_order; NextBatch = steps per epoch means
+	// the epoch's steps are done and its validation (if due) has not run yet.
+	Step      int `json:"step"`
+	Epoch     int `json:"epoch"`
+	NextBatch int `json:"next_batch"`
+	// StepsPerEpoch and TargetSize are recorded to check the position on resume.
+	StepsPerEpoch int `json:"steps_per_epoch"`
+	TargetSize    int `json:"target_set_size"`
+	// WorldSize is the number of processes of a data-parallel run (1 alone); a resume needs
+	// as many. 0 in checkpoints written before it was recorded.
+	WorldSize int `json:"world_size,omitempty"`
+
+	Record
+	// DataDigest is the SHA-256 of the data as trained on (every split's images and labels
+	// and the base indices), so that data given through WithDataset is checked too.
+	DataDigest string          `json:"data_digest"`
+	Tracker    json.RawMessage `json:"reset_tracker"`
+	HasBest    bool            `json:"has_best"`
+	// OptimizerSteps are the Adams' step counts by name: each learnable's ("labels"),
+	// "model", and "rr.scale" under rr.
+	OptimizerSteps map[string]int64 `json:"optimizer_steps,omitempty"`
+	Params         []string         `json:"params"`
+	Buffers        []string         `json:"buffers"`
+	LastLabelLoss  float64          `json:"last_label_loss"`
+	LastValAcc     *float64         `json:"last_validation_accuracy"` // null before the first validation
+
+	// Read from checkpoints written before OptimizerSteps and the shared record: the three
+	// step counts and T (informational).
+	LabelAdamSteps int64 `json:"label_adam_steps,omitempty"`
+	ModelAdamSteps int64 `json:"model_adam_steps,omitempty"`
+	ScaleAdamSteps int64 `json:"scale_adam_steps,omitempty"`
+	OldT           int   `json:"steps_T,omitempty"`
+}
+
+// optimizerSteps is m's step counts, taken from the fields of older checkpoints when they
+// are all it has.
+func (m *checkpointMeta) optimizerSteps() map[string]int64 {
+	if m.OptimizerSteps != nil {
+		return m.OptimizerSteps
+	}
+	return map[string]int64{"labels": m.LabelAdamSteps, "model": m.ModelAdamSteps, "rr.scale": m.ScaleAdamSteps}
+}
+
+// checkpointer is the observer that writes checkpoints into dir, keeping the newest keep.
+type checkpointer struct {
+	dir  string
+	keep int
+	last position // of the last checkpoint written or loaded
+}
+
+func (c *checkpointer) observer() observer {
+	return observer{
+		stepped: func(l *loop) error {
+			every := l.in.cfg.CheckpointEvery
+			// A checkpoint due with an epoch's last batch waits for its validation (epochEnd).
+			if every > 0 && l.pos.step%every == 0 && l.pos.nextBatch < l.stepsPerEpoch() {
+				return c.write(l, "periodic", l.pos)
+			}
+			return nil
+		},
+		epochEnd: func(l *loop, epoch int, validated bool) error {
+			// At the position (next epoch, batch 0), before the next epoch's permutation.
+			every := l.in.cfg.CheckpointEvery
+			reason := ""
+			switch {
+			case every > 0 && l.pos.step%every == 0:
+				reason = "periodic"
+			case every == 0 && validated:
+				reason = "validation"
+			case epoch == l.in.cfg.Epochs:
+				reason = "final"
+			}
+			if reason == "" {
+				return nil
+			}
+			return c.write(l, reason, position{l.pos.step, epoch + 1, 0})
+		},
+		end: func(l *loop, err error) error {
+			if werr := c.write(l, "cancelled", l.pos); werr != nil {
+				return fmt.Errorf("the checkpoint on cancellation failed: %v", werr)
+			}
+			return nil
+		},
+	}
+}
+
+// tensorState is the loop's tensor state, in checkpoint order: the one list that write
+// saves and restore loads.
+func (l *loop) tensorState() []namedTensor {
+	var state []namedTensor
+	for _, v := range l.learnt {
+		state = append(state, v.state()...)
+	}
+	m := l.model
+	adam := m.adam()
+	for i, sp := range m.specs {
+		state = append(state, namedTensor{"param." + sp.Name, m.params[i]},
+			namedTensor{"param." + sp.Name + ".exp_avg", adam.ExpAvg[i]},
+			namedTensor{"param." + sp.Name + ".exp_avg_sq", adam.ExpAvgSq[i]})
+	}
+	for i, b := range m.net.Buffers {
+		state = append(state, namedTensor{"buffer." + b.Name, m.buffers[i]})
+	}
+	if m.rr {
+		state = append(state, namedTensor{"rr.w", m.w}, namedTensor{"rr.scale", m.scale},
+			namedTensor{"rr.scale.exp_avg", m.sOpt.ExpAvg[0]}, namedTensor{"rr.scale.exp_avg_sq", m.sOpt.ExpAvgSq[0]})
+	}
+	return state
+}
+
+// optimizers are the loop's Adams by name (their step counts go into the meta).
+func (l *loop) optimizers() []namedAdam {
+	var out []namedAdam
+	for _, v := range l.learnt {
+		out = append(out, v.optimizers()...)
+	}
+	out = append(out, namedAdam{"model", l.model.adam()})
+	if l.model.rr {
+		out = append(out, namedAdam{"rr.scale", l.model.sOpt})
+	}
+	return out
+}
+
+// arrayState is a part of the loop's state that is not a tensor, saved as one raw array.
+// save returns the array's shape and data, or ok = false when there is nothing to save at
+// this position; needed says from the meta whether a checkpoint holds it; load reads it back.
+type arrayState struct {
+	name   string
+	save   func() (shape []int, data any, ok bool, err error)
+	needed func(m *checkpointMeta) bool
+	load   func(a *npz.Array) error
+}
+
+// arrayStates lists the loop's non-tensor arrays, in checkpoint order: the one list that
+// write saves and restore loads.
+func (l *loop) arrayStates(pos position) []arrayState {
+	ds := l.in.ds
+	perEpoch := l.stepsPerEpoch()
+	midEpoch := func(nextBatch int) bool { return nextBatch > 0 && nextBatch < perEpoch }
+	always := func(*checkpointMeta) bool { return true }
+	s := ds.Shape
+	return []arrayState{
+		keptArray("best_labels", &l.best.labels, []int{ds.Base.N(), ds.Classes}, pos.step,
+			func(m *checkpointMeta) bool { return m.HasBest }),
+		keptArray("best_images", &l.best.images, []int{ds.Base.N(), int(s[0]), int(s[1]), int(s[2])}, pos.step,
+			func(m *checkpointMeta) bool { return false }), // optional: loaded when present (see restore)
+		{
+			// The epoch's order of target examples, needed only mid-epoch.
+			name: "epoch_order",
+			save: func() ([]int, any, bool, error) {
+				if !midEpoch(pos.nextBatch) {
+					return nil, nil, false, nil
+				}
+				order := make([]int64, len(l.order))
+				for i, v := range l.order {
+					order[i] = int64(v)
+				}
+				return []int{len(order)}, order, true, nil
+			},
+			needed: func(m *checkpointMeta) bool { return midEpoch(m.NextBatch) },
+			load: func(a *npz.Array) error {
+				v, ok := a.Data.([]int64)
+				if !ok || len(v) != ds.TargetSet.N() {
+					return fmt.Errorf("epoch_order: want int64 (%d), got %s %v", ds.TargetSet.N(), a.DType, a.Shape)
+				}
+				seen := make([]bool, len(v))
+				order := make([]int, len(v))
+				for i, x := range v {
+					if x < 0 || int(x) >= len(v) || seen[x] {
+						return errors.New("epoch_order is not a permutation of the target set")
+					}
+					seen[x] = true
+					order[i] = int(x)
+				}
+				l.order = order
+				return nil
+			},
+		},
+		{
+			name: "rng.go_pcg", // base batches and epoch permutations
+			save: func() ([]int, any, bool, error) {
+				b, err := l.rand.pcg.MarshalBinary()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: Go random state: %w", err)
+				}
+				return []int{len(b)}, b, true, nil
+			},
+			needed: always,
+			load: func(a *npz.Array) error {
+				b, ok := a.Data.([]uint8)
+				if !ok {
+					return fmt.Errorf("rng.go_pcg: want uint8, got %s", a.DType)
+				}
+				pcg := &rand.PCG{}
+				if err := pcg.UnmarshalBinary(b); err != nil {
+					return fmt.Errorf("rng.go_pcg: %w", err)
+				}
+				l.rand.pcg, l.rand.rng = pcg, rand.New(pcg)
+				return nil
+			},
+		},
+		{
+			name: "rng.torch", // model (re-)initialisations
+			save: func() ([]int, any, bool, error) {
+				gs, err := l.rand.gen.State()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: torch generator state: %w", err)
+				}
+				b, err := gs.Uint8s()
+				if err != nil {
+					return nil, nil, false, fmt.Errorf("checkpoint: torch generator state: %w", err)
+				}
+				return []int{len(b)}, b, true, nil
+			},
+			needed: always,
+			load: func(a *npz.Array) error {
+				b, ok := a.Data.([]uint8)
+				if !ok {
+					return fmt.Errorf("rng.torch: want uint8, got %s", a.DType)
+				}
+				state, err := torch.FromUint8(b, int64(len(b)))
+				if err != nil {
+					return err
+				}
+				err = l.rand.gen.SetState(state)
+				state.Free()
+				if err != nil {
+					return fmt.Errorf("rng.torch: %w", err)
+				}
+				return nil
+			},
+		},
+	}
+}
+
+// keptArray is the arrayState of one kept table (*dst, float32 of shape), refused when not
+// finite.
+func keptArray(name string, dst *[]float32, shape []int, step int, needed func(*checkpointMeta) bool) arrayState {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return arrayState{
+		name: name,
+		save: func() ([]int, any, bool, error) {
+			if *dst == nil {
+				return nil, nil, false, nil
+			}
+			for i, v := range *dst {
+				if !finite(float64(v)) {
+					return nil, nil, false, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", strings.ReplaceAll(name, "_", " "), i), Value: float64(v)}
+				}
+			}
+			return shape, slices.Clone(*dst), true, nil
+		},
+		needed: needed,
+		load: func(a *npz.Array) error {
+			v, ok := a.Data.([]float32)
+			if !ok || len(v) != n || !slices.Equal(a.Shape, shape) {
+				return fmt.Errorf("%s: want float32 %v, got %s %v", name, shape, a.DType, a.Shape)
+			}
+			*dst = v
+			return nil
+		},
+	}
+}
+
+// scalar pairs one scalar of the loop's state with its field in the checkpoint's meta.
+type scalar struct{ save, load func() }
+
+// bindScalar is the scalar kept in *run and recorded in *meta.
+func bindScalar[T any](run, meta *T) scalar {
+	return scalar{save: func() { *meta = *run }, load: func() { *run = *meta }}
+}
+
+// scalarStates lists the loop's scalar state and its meta fields: the one list that write
+// copies into m and restore copies back. (The position, the configuration and the data
+// checksums are written by write and checked by compatible and restore instead.)
+func (l *loop) scalarStates(m *checkpointMeta) []scalar {
+	return []scalar{
+		bindScalar(&l.best.record, &m.BestValidation),
+		bindScalar(&l.vals, &m.Validations),
+		bindScalar(&l.clock.distillSeconds, &m.DistillSeconds),
+		bindScalar(&l.last.loss, &m.LastLabelLoss),
+		// Wall time: the time so far is saved; a resumed run counts on from it.
+		{save: func() { m.WallSeconds = l.wallSeconds() }, load: func() { l.clock.priorWall = m.WallSeconds }},
+		// The last validation accuracy: NaN in the run, null in the meta before the first.
+		{save: func() {
+			m.LastValAcc = nil
+			if !math.IsNaN(l.last.valAcc) {
+				v := l.last.valAcc
+				m.LastValAcc = &v
+			}
+		}, load: func() {
+			l.last.valAcc = math.NaN()
+			if m.LastValAcc != nil {
+				l.last.valAcc = *m.LastValAcc
+			}
+		}},
+		{save: func() {
+			m.OptimizerSteps = map[string]int64{}
+			for _, o := range l.optimizers() {
+				m.OptimizerSteps[o.name] = o.opt.StepCount
+			}
+		}, load: func() {
+			steps := m.optimizerSteps()
+			for _, o := range l.optimizers() {
+				o.opt.StepCount = steps[o.name]
+			}
+		}},
+	}
+}
+
+// write saves the loop's whole state as <dir>/ckpt-<step>.npz, to be resumed at pos, and
+// prunes old ones. pos is the position after the last meta-step done: the current one, or
+// the start of the next batch or epoch when the loop has not advanced to it yet. Non-finite
+// state is refused with a *NonFiniteError (the previous checkpoints stay).
+func (c *checkpointer) write(l *loop, reason string, pos position) error {
+	// The state saved includes every step's checks and its observation by the reset rule.
+	if err := l.read(); err != nil {
+		return err
+	}
+	if c.last == pos {
+		return nil
+	}
+	// What the observers wrote up to this position (the history) must survive whatever
+	// follows the checkpoint.
+	if err := l.sync(); err != nil {
+		return err
+	}
+	s := torch.NewScope()
+	defer s.Close()
+	in := l.in
+	meta := checkpointMeta{
+		Format: checkpoint.Format, Version: checkpoint.Version, Reason: reason,
+		Written: time.Now().UTC().Format(time.RFC3339),
+		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
+		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N(), WorldSize: l.par.size(),
+		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.step, Resets: l.tracker.Resets(),
+			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version()},
+		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
+	}
+	for _, sc := range l.scalarStates(&meta) {
+		sc.save()
+	}
+	var err error
+	if meta.Tracker, err = json.Marshal(l.tracker); err != nil {
+		return fmt.Errorf("checkpoint: reset tracker: %w", err)
+	}
+	for _, sp := range l.model.specs {
+		meta.Params = append(meta.Params, sp.Name)
+	}
+	for _, b := range in.net.Buffers {
+		meta.Buffers = append(meta.Buffers, b.Name)
+	}
+	var arrays []*npz.Array
+	for _, nt := range l.tensorState() {
+		// Detached, so that the trainable ones (labels, parameters, the RR scale) can be read;
+		// a missing tensor is named by tensorArray.
+		t := nt.t
+		if t != nil && !t.Freed() {
+			if t, err = t.Detach(); err != nil {
+				return err
+			}
+		}
+		a, err := tensorArray(nt.name, t, pos.step)
+		if err != nil {
+			return err
+		}
+		arrays = append(arrays, a)
+	}
+	for _, st := range l.arrayStates(pos) {
+		shape, data, ok, err := st.save()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		a, err := npz.New(st.name, shape, data)
+		if err != nil {
+			return err
+		}
+		arrays = append(arrays, a)
+	}
+	path := filepath.Join(c.dir, checkpoint.Name(pos.step))
+	if err := checkpoint.Write(path, meta, arrays); err != nil {
+		return err
+	}
+	c.last = pos
+	l.note(Progress{Phase: "checkpoint", Epoch: min(pos.epoch, in.cfg.Epochs), Epochs: in.cfg.Epochs, Message: fmt.Sprintf("wrote %s (%s)", path, reason)})
+	if err := checkpoint.Prune(c.dir, c.keep); err != nil {
+		l.note(Progress{Phase: "checkpoint", Message: fmt.Sprintf("warning: could not remove old checkpoints: %v", err)})
+	}
+	return nil
+}
+
+// ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
+// valid, another configuration or other data); Msg is the sentence after "resume: ". Err,
+// when set, is the underlying error.
+type ResumeError struct {
+	Msg string
+	Err error
+}
+
+func (e *ResumeError) Error() string { return "resume: " + e.Msg }
+func (e *ResumeError) Unwrap() error { return e.Err }
+
+func resumeErrorf(format string, args ...any) *ResumeError {
+	err := fmt.Errorf(format, args...)
+	return &ResumeError{Msg: err.Error(), Err: errors.Unwrap(err)}
+}
+
+// resolveResumeDir returns the checkpoint folder of a --resume argument: dir itself when it
+// holds checkpoints, else dir/checkpoints when that is a folder.
+func resolveResumeDir(dir string) (string, error) {
+	if !isDir(dir) {
+		return "", resumeErrorf("%s is not a folder", dir)
+	}
+	if paths, err := checkpoint.Files(dir); err == nil && len(paths) == 0 {
+		if sub := filepath.Join(dir, "checkpoints"); isDir(sub) {
+			return sub, nil
+		}
+	}
+	return dir, nil
+}
+
+// readCheckpoint reads and verifies one checkpoint file and its meta.
+func readCheckpoint(path string) (*checkpoint.File, *checkpointMeta, error) {
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var m checkpointMeta
+	if err := f.Meta(&m); err != nil {
+		return nil, nil, err
+	}
+	return f, &m, nil
+}
+
+// newestCheckpoint reads the newest valid checkpoint of the checkpoint folder dir, telling
+// skip about each invalid one it passes.
+func newestCheckpoint(dir string, skip func(error)) (*checkpoint.File, *checkpointMeta, error) {
+	paths, err := checkpoint.Files(dir)
+	if err != nil {
+		return nil, nil, resumeErrorf("%w", err)
+	}
+	if len(paths) == 0 {
+		return nil, nil, resumeErrorf("no checkpoint (%s) in %s", checkpoint.Pattern, dir)
+	}
+	var problems []string
+	for _, p := range paths {
+		f, m, err := readCheckpoint(p)
+		if err != nil {
+			problems = append(problems, err.Error())
+			skip(err)
+			continue
+		}
+		return f, m, nil
+	}
+	return nil, nil, resumeErrorf("no valid checkpoint in %s: %s", dir, strings.Join(problems, "; "))
+}
+
+// ReadCheckpointMeta reads and verifies a checkpoint file and returns its meta as JSON (for
+// tools and tests); it fails on any corruption.
+func ReadCheckpointMeta(path string) ([]byte, error) {
+	_, m, err := readCheckpoint(path)
+	if err != nil {
+		return nil, err
+	}
+	return json.MarshalIndent(m, "", "  ")
+}
+
+// CheckpointConfig returns the configuration of the newest valid checkpoint in dir (a
+// checkpoint folder, or an output folder holding checkpoints/), the checkpoint's path and
+// the folder the checkpoints are in: what `--resume DIR` alone continues with. Invalid
+// checkpoints are skipped like on resume; with none valid the error is resume's.
+func CheckpointConfig(dir string) (cfg config.Config, path, ckptDir string, err error) {
+	if ckptDir, err = resolveResumeDir(dir); err != nil {
+		return cfg, "", "", err
+	}
+	f, m, err := newestCheckpoint(ckptDir, func(error) {})
+	if err != nil {
+		return cfg, "", "", err
+	}
+	return m.Config, f.Path, ckptDir, nil
+}
+
+// resume loads the newest valid checkpoint in dir into the freshly set-up loop. Corrupt
+// checkpoints are skipped with a warning; a checkpoint of another configuration or other
+// data is refused with an error naming the difference.
+func (l *loop) resume(dir string) (position, error) {
+	f, m, err := newestCheckpoint(dir, func(err error) {
+		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: skipping invalid checkpoint: %v", err)})
+	})
+	if err != nil {
+		return position{}, err
+	}
+	if err := l.compatible(f.Path, m); err != nil {
+		return position{}, err
+	}
+	if err := l.restore(f, m); err != nil {
+		return position{}, fmt.Errorf("resume from %s: %w", f.Path, err)
+	}
+	// The allowed changes (more epochs, threads, device, ...) are recorded.
+	l.resumed = config.DiffDetails(m.Config, l.in.cfg)
+	changed := ""
+	if len(l.resumed) > 0 {
+		changed = " (changed: " + strings.Join(l.resumed, "; ") + ")"
+	}
+	l.note(Progress{Phase: "resume", Epoch: min(l.pos.epoch, l.in.cfg.Epochs), Epochs: l.in.cfg.Epochs,
+		Message: fmt.Sprintf("resumed from %s at meta-step %d%s", f.Path, l.pos.step, changed)})
+	return l.pos, nil
+}
+
+// compatible refuses a checkpoint written under another configuration or data.
+func (l *loop) compatible(path string, m *checkpointMeta) error {
+	in := l.in
+	if conflicts := config.ResumeConflicts(m.Config, in.cfg); len(conflicts) > 0 {
+		var lines []string
+		for _, d := range config.DiffDetails(m.Config, in.cfg) {
+			name, _, _ := strings.Cut(d, ":")
+			if slices.Contains(conflicts, name) {
+				lines = append(lines, d)
+			}
+		}
+		return resumeErrorf("%s was written under a different configuration (checkpoint -> now): %s",
+			path, strings.Join(lines, "; "))
+	}
+	var diffs []string
+	names := map[string]bool{}
+	for k := range m.DataSHA256 {
+		names[k] = true
+	}
+	for k := range in.ds.Files {
+		names[k] = true
+	}
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range names {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		a, okA := m.DataSHA256[k]
+		b, okB := in.ds.Files[k]
+		switch {
+		case !okA:
+			diffs = append(diffs, fmt.Sprintf("%s: not used by the checkpointed run", k))
+		case !okB:
+			diffs = append(diffs, fmt.Sprintf("%s: used by the checkpointed run (sha256 %s) but not now", k, a))
+		case a != b:
+			diffs = append(diffs, fmt.Sprintf("%s: sha256 %s -> %s", k, a, b))
+		}
+	}
+	if n := m.WorldSize; n != 0 && n != l.par.size() {
+		// A data-parallel run's arithmetic depends on its world size (each rank's shard of
+		// the outer batch, the order of the sums): resuming with another would silently mix
+		// two computations. (Checkpoints from before world_size was recorded have 0.)
+		return resumeErrorf("%s was written by a run of %d process(es), this one has %d: resume it with %d (ldtorch distill --nproc %d, or torchrun with as many)",
+			path, n, l.par.size(), n, n)
+	}
+	if digest := in.dataDigest(); len(diffs) == 0 && m.DataDigest != digest {
+		diffs = append(diffs, fmt.Sprintf("the data trained on (splits and base examples) differ: digest %s -> %s", m.DataDigest, digest))
+	}
+	if len(diffs) > 0 {
+		return resumeErrorf("%s was written with different data (checkpoint -> now): %s", path, strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// restore loads a verified, compatible checkpoint into the loop.
+func (l *loop) restore(f *checkpoint.File, m *checkpointMeta) error {
+	cfg := l.in.cfg
+	perEpoch := l.stepsPerEpoch()
+	nTarget := l.in.ds.TargetSet.N()
+	switch {
+	case m.StepsPerEpoch != perEpoch || m.TargetSize != nTarget:
+		return fmt.Errorf("checkpoint has %d steps per epoch over %d target examples, the run %d over %d", m.StepsPerEpoch, m.TargetSize, perEpoch, nTarget)
+	case m.Epoch < 1 || m.Epoch > cfg.Epochs+1 || m.NextBatch < 0 || m.NextBatch > perEpoch ||
+		(m.Epoch == cfg.Epochs+1 && m.NextBatch != 0) || m.Step != (m.Epoch-1)*perEpoch+m.NextBatch:
+		return fmt.Errorf("inconsistent position: step %d, epoch %d, batch %d", m.Step, m.Epoch, m.NextBatch)
+	}
+	var tr ResetTracker
+	if err := json.Unmarshal(m.Tracker, &tr); err != nil {
+		return err
+	}
+	if tr.Window() != cfg.ResetWindow || tr.MeanOfLast() != cfg.ResetMeanOfLast || tr.TotalSteps() != m.Step {
+		return fmt.Errorf("reset tracker (window %d, mean of last %d, %d steps) does not match the run (%d, %d, %d steps)",
+			tr.Window(), tr.MeanOfLast(), tr.TotalSteps(), cfg.ResetWindow, cfg.ResetMeanOfLast, m.Step)
+	}
+	model := l.model
+	if len(m.Params) != len(model.specs) || len(m.Buffers) != len(l.in.net.Buffers) {
+		return fmt.Errorf("checkpoint holds %d parameters and %d buffers, the model has %d and %d", len(m.Params), len(m.Buffers), len(model.specs), len(l.in.net.Buffers))
+	}
+	for i, sp := range model.specs {
+		if m.Params[i] != sp.Name {
+			return fmt.Errorf("parameter %d is %q in the checkpoint, %q in the model", i, m.Params[i], sp.Name)
+		}
+	}
+	for i, b := range l.in.net.Buffers {
+		if m.Buffers[i] != b.Name {
+			return fmt.Errorf("buffer %d is %q in the checkpoint, %q in the model", i, m.Buffers[i], b.Name)
+		}
+	}
+	for _, nt := range l.tensorState() {
+		a, err := f.Array(nt.name)
+		if err != nil {
+			return err
+		}
+		if err := restoreTensor(nt.t, a); err != nil {
+			return err
+		}
+	}
+	l.best.labels, l.best.images, l.order = nil, nil, nil
+	for _, st := range l.arrayStates(position{m.Step, m.Epoch, m.NextBatch}) {
+		a, err := f.Array(st.name)
+		if !st.needed(m) && err != nil {
+			continue // absent and not required
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.load(a); err != nil {
+			return err
+		}
+	}
+	for _, sc := range l.scalarStates(m) {
+		sc.load()
+	}
+	l.tracker = &tr
+	l.pos = position{m.Step, m.Epoch, m.NextBatch}
+	return nil
+}
+
+// dataDigest is the SHA-256 of the data a run trains on.
+func dataDigest(ds *Dataset) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%d|%v|", ds.Target, ds.Source, ds.Classes, ds.Shape)
+	for _, s := range []*Split{&ds.TargetSet, &ds.Validation, &ds.Test, &ds.Base} {
+		fmt.Fprintf(h, "%d|%d|", len(s.Images), len(s.Labels))
+		h.Write(rawBytes(s.Images))
+		h.Write(rawBytes(s.Labels))
+	}
+	fmt.Fprintf(h, "%d|", len(ds.BaseIndices))
+	h.Write(rawBytes(ds.BaseIndices))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// rawBytes views a numeric slice as bytes (native order: little-endian on every platform
+// libtorch supports), without copying.
+func rawBytes[T float32 | int64](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
+}
+
+// tensorArray copies t to the host as a named array, refusing non-finite values.
+func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
+	if t == nil || t.Freed() {
+		return nil, fmt.Errorf("checkpoint: tensor %q is missing", name)
+	}
+	shape := make([]int, 0, t.Dim())
+	for _, d := range t.Shape() {
+		shape = append(shape, int(d))
+	}
+	var data any
+	var err error
+	switch t.DType() {
+	case torch.Float:
+		var v []float32
+		v, err = t.Float32s()
+		for i, x := range v {
+			if !finite(float64(x)) {
+				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", name, i), Value: float64(x)}
+			}
+		}
+		data = v
+	case torch.Double:
+		var v []float64
+		v, err = t.Float64s()
+		for i, x := range v {
+			if !finite(x) {
+				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", name, i), Value: x}
+			}
+		}
+		data = v
+	default:
+		return nil, fmt.Errorf("checkpoint: tensor %q has unsupported dtype %s", name, t.DType())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: tensor %q: %w", name, err)
+	}
+	return npz.New(name, shape, data)
+}
+
+// restoreTensor copies a checkpointed array into dst (same shape and dtype), without grad.
+func restoreTensor(dst *torch.Tensor, a *npz.Array) error {
+	shape := dst.Shape()
+	if len(shape) != len(a.Shape) {
+		return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
+	}
+	for i := range shape {
+		if int(shape[i]) != a.Shape[i] {
+			return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
+		}
+	}
+	var src *torch.Tensor
+	var err error
+	switch dst.DType() {
+	case torch.Float:
+		v, ok := a.Data.([]float32)
+		if !ok {
+			return fmt.Errorf("array %q is %s, the run needs float32", a.Name, a.DType)
+		}
+		src, err = torch.FromFloat32(v, shape...)
+	case torch.Double:
+		v, ok := a.Data.([]float64)
+		if !ok {
+			return fmt.Errorf("array %q is %s, the run needs float64", a.Name, a.DType)
+		}
+		src, err = torch.FromFloat64(v, shape...)
+	default:
+		return fmt.Errorf("array %q: unsupported dtype %s", a.Name, dst.DType())
+	}
+	if err != nil {
+		return err
+	}
+	defer src.Free()
+	return torch.NoGrad(func() error { return dst.Copy_(src) })
+}
+
+// prepareCheckpointDir creates dir and proves it writable, so that an unusable folder fails
+// before any work starts.
+func prepareCheckpointDir(dir string) error {
+	if err := atomicfile.EnsureWritableDir(dir); err != nil {
+		return fmt.Errorf("checkpoint folder %s is not writable: %w", dir, err)
+	}
+	return nil
+}
+
+func isDir(p string) bool {
+	st, err := os.Stat(p)
+	return err == nil && st.IsDir()
+}

@@ -1,0 +1,568 @@
+package labeldistill
+
+// loop.go: the meta-loop, one engine whatever is learnt (the paper's Algorithm 1 with
+// docs/ALGORITHM.md's details): epochs of the target set in batches of N_o, one meta-step
+// per batch through the model being trained (learner.go) with the method's step (LD §4,
+// LD RR §5), the reset rule and T (§6), and validation every k epochs keeping the best
+// values. What is learnt are learnables (learnable.go); progress, the history, checkpoints,
+// gradient statistics and the data-parallel checks are observers (observer.go) the loop
+// calls at its named points.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// loop is the state of one meta-loop.
+type loop struct {
+	in        *runData
+	learnt    []learnable
+	fixed     *torch.Tensor // the base examples' one-hot true labels where nothing learns labels
+	model     *learner
+	method    metaMethod
+	rand      randomState
+	tracker   *ResetTracker
+	pos       position
+	order     []int         // the epoch's permutation of the target set
+	pending   []pendingStep // meta-steps whose outputs are not read yet
+	best      kept
+	vals      []ValidationRecord
+	clock     clock
+	last      lastSeen
+	par       *parallel
+	observers []observer
+	// resumed are the settings changed when the run was resumed (DiffDetails); nil for a
+	// fresh run.
+	resumed []string
+}
+
+// position is a place in the meta-loop, a meta-step boundary: meta-steps done, the epoch in
+// progress (1-based; Epochs+1 when done) and the batches of it done. A checkpoint is written
+// at a position, which the run resumes from.
+type position struct {
+	step, epoch, nextBatch int
+}
+
+// randomState is the meta-loop's randomness: Go's PCG for the epochs' permutations and the
+// base batches, a torch generator for model (re-)initialisations.
+type randomState struct {
+	pcg *rand.PCG // rng's source, kept for its state (checkpoints)
+	rng *rand.Rand
+	gen *torch.Generator
+}
+
+// kept is the best validation's values: the tables fresh models train on.
+type kept struct {
+	images []float32 // nil: the base images themselves (no learnable changes them)
+	labels []float32 // nil before the first kept validation
+	record ValidationRecord
+}
+
+// clock is the run's time: wall time of the runs it resumes, the meta-loop's own.
+type clock struct {
+	start          time.Time
+	priorWall      float64
+	distillSeconds float64 // meta-steps alone (no validation)
+}
+
+// lastSeen is what the latest read meta-step and validation said.
+type lastSeen struct {
+	loss, err float64 // label loss and top-1 error (%) of the latest read meta-step
+	valAcc    float64 // latest validation accuracy; NaN before the first
+}
+
+// newRunPCG is the source of the meta-loop's Go random stream (epoch permutations and base
+// batches).
+func newRunPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0xd15711) }
+
+// newLoop sets up a fresh meta-loop on in: what learn makes is learnt (nil: uniform labels,
+// label distillation), a fresh model, the generators at their seeds, position (0, 1, 0).
+func newLoop(in *runData, par *parallel, learn func(*runData) ([]learnable, error)) (*loop, error) {
+	l := &loop{in: in, par: par, tracker: NewResetTracker(in.cfg.ResetWindow, in.cfg.ResetMeanOfLast)}
+	l.pos = position{0, 1, 0}
+	l.last.valAcc = math.NaN()
+	l.method = ldStep
+	if in.rr() {
+		l.method = rrStep
+	}
+	if learn == nil {
+		learn = func(in *runData) ([]learnable, error) {
+			y, err := newLabels(in.ds.Base.N(), in.ds.Classes, in.cfg, in.dev)
+			return []learnable{y}, err
+		}
+	}
+	var err error
+	if l.learnt, err = learn(in); err != nil {
+		return nil, err
+	}
+	if err := l.fixLabels(); err != nil {
+		l.close()
+		return nil, err
+	}
+	if l.rand.gen, err = torch.NewGenerator(subSeed(in.seed, "meta-model", 0)); err != nil {
+		l.close()
+		return nil, err
+	}
+	if l.model, err = newLearner(in.net, in.rr(), in.cfg, adamSpec(in.cfg.ModelLR), l.rand.gen, in.dev); err != nil {
+		l.close()
+		return nil, err
+	}
+	l.rand.pcg = newRunPCG(in.seed)
+	l.rand.rng = rand.New(l.rand.pcg)
+	return l, nil
+}
+
+// fixLabels gives the base batch the base examples' one-hot true labels when no learnable
+// gives it labels.
+func (l *loop) fixLabels() error {
+	s := torch.NewScope()
+	defer s.Close()
+	_, y, err := l.baseBatch(nil, true)
+	if err != nil || y != nil {
+		return err
+	}
+	ds := l.in.ds
+	n, classes := ds.Base.N(), ds.Classes
+	table := make([]float32, n*classes)
+	for i, c := range ds.Base.Labels {
+		if c < 0 || int(c) >= classes {
+			return fmt.Errorf("base example %d has label %d outside the target's %d classes: its labels must be learnt (true labels exist only within a dataset)", i, c, classes)
+		}
+		table[i*classes+int(c)] = 1
+	}
+	var c torch.Chain
+	l.fixed = c.T(toDevice(c.T(torch.FromFloat32(table, int64(n), int64(classes))), l.in.dev))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	torch.Escape(l.fixed)
+	return nil
+}
+
+func (l *loop) close() {
+	l.fixed.Free()
+	for _, p := range l.pending {
+		p.reading.Free()
+	}
+	l.pending = nil
+	for _, v := range l.learnt {
+		v.close()
+	}
+	if l.model != nil {
+		l.model.close()
+	}
+	l.rand.gen.Close()
+	for _, o := range l.observers {
+		if o.close != nil {
+			o.close()
+		}
+	}
+}
+
+// wallSeconds is the run's wall time so far, including the runs it resumes.
+func (l *loop) wallSeconds() float64 { return l.clock.priorWall + time.Since(l.clock.start).Seconds() }
+
+// T is the number of steps fresh models train for (§6); at least 1.
+func (l *loop) T() int { return max(1, l.tracker.T()) }
+
+// stepsPerEpoch is the number of meta-steps (outer batches) of an epoch.
+func (l *loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N(), l.in.cfg.OuterBatch) }
+
+// run runs the meta-loop from its position to the end of the last epoch.
+func (l *loop) run(ctx context.Context) error {
+	cfg := l.in.cfg
+	nTarget := l.in.ds.TargetSet.N()
+	perEpoch := l.stepsPerEpoch()
+	if err := l.onStart(); err != nil {
+		return err
+	}
+	for ; l.pos.epoch <= cfg.Epochs; l.pos.epoch, l.pos.nextBatch, l.order = l.pos.epoch+1, 0, nil {
+		epoch := l.pos.epoch
+		if l.pos.nextBatch == 0 {
+			l.order = l.rand.rng.Perm(nTarget)
+		}
+		for l.pos.nextBatch < perEpoch {
+			if err := ctx.Err(); err != nil {
+				return l.cancelled(err)
+			}
+			b := l.pos.nextBatch
+			lo, hi := b*cfg.OuterBatch, min((b+1)*cfg.OuterBatch, nTarget)
+			if err := l.metaStep(l.order[lo:hi]); err != nil {
+				return err
+			}
+			l.pos.nextBatch++
+			if err := l.onStepped(); err != nil {
+				return err
+			}
+		}
+		if err := l.read(); err != nil {
+			return err
+		}
+		validated := false
+		if ValidationDue(epoch, cfg.Epochs, cfg.ValidateEvery) {
+			if err := ctx.Err(); err != nil {
+				return l.cancelled(err)
+			}
+			start := time.Now()
+			if err := l.validate(ctx, epoch); err != nil {
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					return l.cancelled(err)
+				}
+				return err
+			}
+			if err := l.onValidated(l.vals[len(l.vals)-1], time.Since(start)); err != nil {
+				return err
+			}
+			validated = true
+		}
+		if err := l.onEpochEnd(epoch, validated); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cancelled reads the unread meta-steps, tells the observers the loop ends with ctxErr (a
+// checkpoint is written at the current position, a meta-step boundary) and returns ctxErr.
+func (l *loop) cancelled(ctxErr error) error {
+	if err := l.read(); err != nil {
+		return fmt.Errorf("%w (no checkpoint on cancellation: %v)", ctxErr, err)
+	}
+	for _, o := range l.observers {
+		if o.end != nil {
+			if err := o.end(l, ctxErr); err != nil {
+				return fmt.Errorf("%w (and %v)", ctxErr, err)
+			}
+		}
+	}
+	return ctxErr
+}
+
+// readEvery is how many meta-steps' outputs (label loss, target error, the learnt values'
+// sums, ridge status) the meta-loop reads back together, at most: each read waits for the
+// GPU to finish everything queued, so reading every step would stall it once per step. The
+// reset rule still sees every step's error, in order, and a reset still happens right after
+// the step that calls for it (readDue), so the run is the one that reading every step gives,
+// bit for bit. A non-finite loss or learnt value is reported, naming its step, at the next
+// read, before any history line, validation or checkpoint.
+const readEvery = 16
+
+// pendingStep is a meta-step whose outputs have not been read yet.
+type pendingStep struct {
+	reading     *torch.Tensor // stepOutputs.vector: float64, owned by the loop
+	batch       int64
+	step, epoch int
+}
+
+// readDue reports whether the unread meta-steps must be read now: readEvery of them are
+// waiting; a model reset could follow the latest (the tracker cannot reset in its next
+// QuietSteps() observations whatever the errors, so the step after those is read at once
+// and a reset is decided, and the model re-initialised, before the next meta-step); or an
+// observer wants the latest step read (the history, for its line).
+func (l *loop) readDue() bool {
+	n := len(l.pending)
+	if n >= readEvery || n > l.tracker.QuietSteps() {
+		return true
+	}
+	for _, o := range l.observers {
+		if o.wantsRead != nil && o.wantsRead(l.pos.step) {
+			return true
+		}
+	}
+	return false
+}
+
+// metaStep runs one meta-iteration on the target examples targetIdx and queues its outputs;
+// it reads them, with the other unread steps', when readDue says so. Errors name the
+// meta-step they belong to.
+func (l *loop) metaStep(targetIdx []int) error {
+	t0 := time.Now()
+	defer func() { l.clock.distillSeconds += time.Since(t0).Seconds() }()
+	if err := l.queueStep(targetIdx); err != nil {
+		var nf *NonFiniteError
+		if errors.As(err, &nf) {
+			nf.Step = l.pos.step + 1
+		}
+		return fmt.Errorf("meta-step %d (epoch %d): %w", l.pos.step+1, l.pos.epoch, err)
+	}
+	l.pos.step++
+	if l.readDue() {
+		return l.read()
+	}
+	return nil
+}
+
+// params are every learnable's parameters, in the learnables' order.
+func (l *loop) params() []*torch.Tensor {
+	var ps []*torch.Tensor
+	for _, v := range l.learnt {
+		ps = append(ps, v.params()...)
+	}
+	return ps
+}
+
+// baseBatch is the base examples idx (nil: all) with the learnt values in them.
+func (l *loop) baseBatch(idx *torch.Tensor, detach bool) (x, y *torch.Tensor, err error) {
+	x, y = l.in.base.x, l.fixed
+	if idx != nil {
+		if x, err = x.IndexSelect(0, idx); err != nil {
+			return nil, nil, err
+		}
+		if y != nil {
+			if y, err = y.IndexSelect(0, idx); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	for _, v := range l.learnt {
+		if x, y, err = v.batch(idx, x, y, detach); err != nil {
+			return nil, nil, err
+		}
+	}
+	return x, y, nil
+}
+
+// update is a meta-step's metaBatch.update: the meta-gradients combined over the ranks,
+// shown to the observers, and each learnable stepped with its part.
+func (l *loop) update(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) (stepOutputs, error) {
+	all, out, err := l.par.combine(grads, loss, wrong, n, total)
+	if err != nil {
+		return stepOutputs{}, err
+	}
+	for _, o := range l.observers {
+		if o.gradient != nil {
+			if err := o.gradient(l, all); err != nil {
+				return stepOutputs{}, err
+			}
+		}
+	}
+	for _, v := range l.learnt {
+		k := len(v.params())
+		if err := v.step(all[:k]); err != nil {
+			return stepOutputs{}, err
+		}
+		all = all[k:]
+	}
+	return out, nil
+}
+
+func (l *loop) queueStep(targetIdx []int) error {
+	s := torch.NewScope()
+	defer s.Close()
+	total := len(targetIdx)
+	lo, hi := l.par.shard(total) // this rank's part of the outer batch (all of it alone)
+	idx := make([]int64, hi-lo)
+	for i, v := range targetIdx[lo:hi] {
+		idx[i] = int64(v)
+	}
+	var c torch.Chain
+	ti := c.T(indexTensor(idx, l.in.dev))
+	b := metaBatch{params: l.params(), total: total}
+	b.xt = c.T(l.in.target.x.IndexSelect(0, ti))
+	b.yt = c.T(l.in.target.y.IndexSelect(0, ti))
+	b.idx = c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N(), l.in.cfg.InnerBatch, l.in.dev))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	var err error
+	if b.x, b.y, err = l.baseBatch(b.idx, false); err != nil {
+		return err
+	}
+	b.update = func(grads []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error) {
+		return l.update(grads, loss, wrong, hi-lo, total)
+	}
+	b.current = func() (*torch.Tensor, *torch.Tensor, error) { return l.baseBatch(b.idx, true) }
+	out, err := l.method(l.model, b)
+	if err != nil {
+		return err
+	}
+	var sums []*torch.Tensor
+	c.Check(torch.NoGrad(func() error {
+		for _, p := range b.params {
+			sums = append(sums, c.T(p.Sum()))
+		}
+		return c.Err()
+	}))
+	v := c.T(out.vector(sums))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	torch.Escape(v)
+	l.pending = append(l.pending, pendingStep{reading: v, batch: out.batch, step: l.pos.step + 1, epoch: l.pos.epoch})
+	return nil
+}
+
+// stepRecord is what a read meta-step reports to the observers.
+type stepRecord struct {
+	step, epoch int
+	stats       stepStats
+}
+
+// read reads the unread meta-steps' outputs in one copy and applies them in step order: the
+// checks (ridge solve, finite label loss, finite learnt values), the reset rule
+// (re-initialising the model when it calls for it: only the latest step can, by readDue),
+// and the observers' read hook.
+func (l *loop) read() error {
+	if len(l.pending) == 0 {
+		return nil
+	}
+	pending := l.pending
+	l.pending = nil
+	defer func() {
+		for _, p := range pending {
+			p.reading.Free()
+		}
+	}()
+	s := torch.NewScope()
+	defer s.Close()
+	vs := make([]*torch.Tensor, len(pending))
+	for i, p := range pending {
+		vs[i] = p.reading
+	}
+	all, err := torch.Cat(vs, 0)
+	if err != nil {
+		return err
+	}
+	vals, err := all.Float64s()
+	if err != nil {
+		return err
+	}
+	size := len(vals) / len(pending)
+	for i, p := range pending {
+		st, err := l.checkReading(vals[i*size:(i+1)*size], p.batch)
+		if err != nil {
+			var nf *NonFiniteError
+			if errors.As(err, &nf) {
+				nf.Step = p.step
+			}
+			return fmt.Errorf("meta-step %d (epoch %d): %w", p.step, p.epoch, err)
+		}
+		latest := i == len(pending)-1
+		l.last.loss, l.last.err = st.LabelLoss, st.Error
+		if l.tracker.Observe(st.Error) {
+			if !latest {
+				return fmt.Errorf("labeldistill: internal error: a model reset at meta-step %d, before the latest unread step %d", p.step, l.pos.step)
+			}
+			if err := l.model.reset(l.rand.gen); err != nil {
+				return fmt.Errorf("meta-step %d (epoch %d): model reset: %w", p.step, p.epoch, err)
+			}
+		}
+		rec := stepRecord{step: p.step, epoch: p.epoch, stats: st}
+		for _, o := range l.observers {
+			if o.read != nil {
+				if err := o.read(l, rec); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkReading is checkReading of one step with its learnt values' sums checked, each
+// named by its learnable.
+func (l *loop) checkReading(v []float64, batch int64) (stepStats, error) {
+	st, err := checkReading(v, batch)
+	if err != nil {
+		return st, err
+	}
+	sums := v[readSums:]
+	for _, lv := range l.learnt {
+		for range lv.params() {
+			if !finite(sums[0]) {
+				return st, &NonFiniteError{Quantity: lv.name() + " (sum after the step)", Value: sums[0]}
+			}
+			sums = sums[1:]
+		}
+	}
+	return st, nil
+}
+
+// tables are the current base images and labels with the learnt values in them, detached:
+// what a fresh model trains on.
+func (l *loop) tables() (x, y *torch.Tensor, err error) { return l.baseBatch(nil, true) }
+
+// validate trains one fresh model for T steps on the current values and keeps them if its
+// validation accuracy is the best so far (ties: the later values win).
+func (l *loop) validate(ctx context.Context, epoch int) error {
+	s := torch.NewScope()
+	defer s.Close()
+	x, y, err := l.tables()
+	if err != nil {
+		return err
+	}
+	T := l.T()
+	m, err := l.in.evalTrainer(l.in.net, x, y).trainOne(ctx, T, subSeed(l.in.seed, "validation", epoch), nil)
+	if err != nil {
+		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
+	}
+	acc, err := l.par.validationAccuracy(ctx, m, l.in.validation)
+	diverged := []bool{false}
+	if err == nil {
+		diverged, err = m.divergedEach()
+	}
+	m.close()
+	if err != nil {
+		return err
+	}
+	rec := ValidationRecord{Epoch: epoch, Step: l.pos.step, T: T, Accuracy: acc}
+	if diverged[0] {
+		// Its accuracy (one class predicted everywhere) says nothing about the values.
+		rec.Accuracy, rec.Diverged, acc = 0, true, math.NaN()
+		l.note(Progress{Phase: "validate", Epoch: epoch, Epochs: l.in.cfg.Epochs,
+			Message: fmt.Sprintf("warning: the validation model after epoch %d diverged (non-finite parameters after %d steps; eval_lr %g): these labels are not kept", epoch, T, l.in.cfg.EvalLR)})
+	}
+	l.vals = append(l.vals, rec)
+	l.last.valAcc = acc
+	if !diverged[0] && (l.best.labels == nil || acc >= l.best.record.Accuracy) {
+		if l.best.labels, err = y.Float32s(); err != nil {
+			return err
+		}
+		l.best.images = nil
+		if x != l.in.base.x {
+			if l.best.images, err = x.Float32s(); err != nil {
+				return err
+			}
+		}
+		l.best.record = rec
+	}
+	return nil
+}
+
+// note tells the observers a message (warnings, checkpoints written, resumes).
+func (l *loop) note(p Progress) {
+	for _, o := range l.observers {
+		if o.note != nil {
+			o.note(l, p)
+		}
+	}
+}
+
+// keptTables are the kept values as tensors on the device (the final test's and a
+// result's): the best images (or the base images) and the best labels.
+func (l *loop) keptTables() (x, y *torch.Tensor, err error) {
+	in := l.in
+	s := in.ds.Shape
+	n := int64(in.ds.Base.N())
+	x = in.base.x
+	if l.best.images != nil {
+		if x, err = torch.FromFloat32(l.best.images, n, s[0], s[1], s[2]); err != nil {
+			return nil, nil, err
+		}
+		if x, err = toDevice(x, in.dev); err != nil {
+			return nil, nil, err
+		}
+	}
+	if y, err = torch.FromFloat32(l.best.labels, n, int64(in.ds.Classes)); err != nil {
+		return nil, nil, err
+	}
+	y, err = toDevice(y, in.dev)
+	return x, y, err
+}
+

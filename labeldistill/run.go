@@ -1,0 +1,138 @@
+package labeldistill
+
+// run.go: what a run works on, prepared once: the resolved config, the data resident on the
+// device, the networks and the seed. Distill, the baselines, the gradient-variance
+// measurement and the benchmarks start from it.
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"runtime/debug"
+	"os"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+// runData is a run's inputs on its device.
+type runData struct {
+	cfg                            config.Config
+	ds                             *Dataset
+	dev                            torch.Device
+	seed                           uint64
+	net, evalNet                   *nets.Net // distillation and test architectures
+	base, target, validation, test deviceSplit
+	digest                         string // dataDigest(ds), computed when first needed
+}
+
+// dataDigest is the SHA-256 of the data the run trains on (computed once).
+func (d *runData) dataDigest() string {
+	if d.digest == "" {
+		d.digest = dataDigest(d.ds)
+	}
+	return d.digest
+}
+
+// prepareRun resolves cfg and takes the inputs of a run of it (o.dataset, else cfg's data
+// loaded from disk) onto its device, with the thread count applied.
+func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	if _, err := torch.RuntimeInfo(); err != nil {
+		return nil, err
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
+		return nil, config.FieldErrorf("device", "%s requested but CUDA is not available in this libtorch", cfg.Device)
+	}
+	if err := applyThreads(cfg.Threads); err != nil {
+		return nil, err
+	}
+	if err := torch.SetAllowTF32(cfg.AllowTF32); err != nil {
+		return nil, err
+	}
+	ds := o.dataset
+	if ds == nil {
+		if ds, err = LoadDataset(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := ds.check(); err != nil {
+		return nil, err
+	}
+	if ds.Base.N() != cfg.BaseExamples {
+		return nil, config.FieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
+	}
+	if len(cfg.NormMean) == 0 { // an image folder's, computed from its images: recorded
+		cfg.NormMean, cfg.NormStd = ds.NormMean, ds.NormStd
+	}
+	d := &runData{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
+	if err := d.upload(); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// upload builds the networks and puts every split on the device.
+func (d *runData) upload() error {
+	var err error
+	shape, classes := d.ds.Shape, int64(d.ds.Classes)
+	if d.net, err = nets.New(d.cfg.Arch, shape[0], shape[1], shape[2], classes); err != nil {
+		return err
+	}
+	if d.evalNet, err = nets.New(d.cfg.EvalArch, shape[0], shape[1], shape[2], classes); err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		dst *deviceSplit
+		src *Split
+	}{{&d.base, &d.ds.Base}, {&d.target, &d.ds.TargetSet}, {&d.validation, &d.ds.Validation}, {&d.test, &d.ds.Test}} {
+		if *s.dst, err = upload(s.src, shape, d.dev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *runData) close() {
+	for _, s := range []deviceSplit{d.base, d.target, d.validation, d.test} {
+		s.free()
+	}
+}
+
+// rr reports whether the run's method is LD RR.
+func (d *runData) rr() bool { return d.cfg.Method == config.MethodRR }
+
+// evalTrainer trains fresh models of net on the base images x and the label table y with
+// the run's evaluation recipe (Adam at eval_lr, eval_batch examples per step).
+func (d *runData) evalTrainer(net *nets.Net, x, y *torch.Tensor) *trainer {
+	return &trainer{net: net, rr: d.rr(), cfg: d.cfg, baseX: x, table: y, batch: d.cfg.EvalBatch, opt: adamSpec(d.cfg.EvalLR), dev: d.dev}
+}
+
+// guarded runs f on one locked OS thread (libtorch's grad mode and OpenMP teams are per
+// thread) and turns a panic into an error ("labeldistill: internal error: ..."), with the
+// stack appended when LDTORCH_DEBUG is set: the entry of every exported function that
+// runs libtorch work.
+func guarded[T any](f func() (T, error)) (res T, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			msg := fmt.Sprintf("labeldistill: internal error: %v", r)
+			if os.Getenv("LDTORCH_DEBUG") != "" {
+				msg += "\n" + string(debug.Stack())
+			}
+			res, err = zero, errors.New(msg)
+		}
+	}()
+	return f()
+}
