@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -83,17 +84,17 @@ func (l *loop) baselineTable(ctx context.Context, name string) (*torch.Tensor, e
 // softmax(logits / temperature) on the base examples.
 func (l *loop) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 	in := l.in
-	gen, err := torch.NewGenerator(subSeed(in.seed, "teacher", 0))
+	gen, err := torch.NewGenerator(train.Seed(in.seed, "teacher", 0))
 	if err != nil {
 		return nil, err
 	}
 	defer gen.Close()
-	m, err := newLearner(in.net, false, in.cfg, adamSpec(in.cfg.TeacherLR), gen, in.dev)
+	m, err := newLearner(in.net, false, in.cfg, train.AdamSpec(in.cfg.TeacherLR), gen, in.dev)
 	if err != nil {
 		return nil, err
 	}
 	defer m.close()
-	rng := rand.New(rand.NewPCG(subSeed(in.seed, "teacher-batches", 0), 0x7eac))
+	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "teacher-batches", 0), 0x7eac))
 	n := in.ds.TargetSet.N()
 	for step := 1; step <= in.cfg.TeacherSteps; step++ {
 		if err := ctx.Err(); err != nil {
@@ -137,55 +138,29 @@ func (l *loop) stepSearchAndTest(ctx context.Context, name string, table *torch.
 	in := l.in
 	res := BaselineResult{}
 	tr := in.evalTrainer(in.net, in.base.x, table)
-	tr.progress = func(done, total int) {
+	tr.Progress = func(done, total int) {
 		l.note(Progress{Phase: "baseline", Message: name + ": step search", Done: done, Total: total})
 	}
 	var err error
-	res.Steps, res.ValidationErrors, err = tr.searchSteps(ctx, in.cfg.BaselineSteps, subSeed(in.seed, "baseline-search-"+name, 0),
-		func(m *batchedLearner) (float64, error) { return l.par.validationAccuracy(ctx, m, in.validation) })
+	res.Steps, res.ValidationErrors, err = tr.SearchSteps(ctx, in.cfg.BaselineSteps, train.Seed(in.seed, "baseline-search-"+name, 0),
+		func(m *train.Models) (float64, error) { return l.par.validationAccuracy(ctx, m, in.validation) })
 	if err != nil {
 		return res, err
 	}
-	tr.net = in.evalNet
-	tr.progress = func(done, total int) {
+	tr.Net = in.evalNet
+	tr.Progress = func(done, total int) {
 		l.note(Progress{Phase: "baseline", Message: name + ": test models", Done: done, Total: total})
 	}
 	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
-		return tr.evaluateModelRange(ctx, res.Steps, lo, hi, in.seed, "baseline-test-"+name, in.test.x, in.test.y, batchedMode(in.dev))
+		return tr.TestRange(ctx, res.Steps, lo, hi, in.seed, "baseline-test-"+name, in.test.x, in.test.y, train.Mode(in.dev))
 	}, in.cfg.EvalModels)
 	if err != nil {
 		return res, err
 	}
-	if accs, res.Diverged = keepFinite(accs); len(accs) == 0 {
+	if accs, res.Diverged = train.KeepFinite(accs); len(accs) == 0 {
 		return res, &DivergedError{Purpose: "baseline " + name, Models: in.cfg.EvalModels, Steps: res.Steps, Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
 	res.Accuracies = accs
-	res.Mean, res.Std = MeanStd(accs)
+	res.Mean, res.Std = train.MeanStd(accs)
 	return res, nil
-}
-
-// searchSteps trains one model for the grid's last step count, scoring it (accuracy, %)
-// after each step count of the grid, and returns the step count with the lowest
-// validation error (the earliest on ties) and every count's error: the baselines' step
-// search (§8) and the rr-standard study's.
-func (tr *trainer) searchSteps(ctx context.Context, grid []int, seed uint64, accuracy func(m *batchedLearner) (float64, error)) (int, map[int]float64, error) {
-	valErr := make([]float64, 0, len(grid))
-	byStep := map[int]float64{}
-	search := &probe{at: grid, fn: func(step int, m *batchedLearner) error {
-		acc, err := accuracy(m)
-		if err != nil {
-			return err
-		}
-		valErr = append(valErr, 100-acc)
-		byStep[step] = 100 - acc
-		return nil
-	}}
-	unset := tr.reportSteps(grid[len(grid)-1])
-	m, err := tr.trainOne(ctx, grid[len(grid)-1], seed, search)
-	unset()
-	if err != nil {
-		return 0, byStep, err
-	}
-	m.close()
-	return BestSteps(grid, valErr), byStep, nil
 }

@@ -428,15 +428,6 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	if _, _, err := readCheckpoint(filepath.Join(dir, checkpoint.Name(3))); err != nil {
 		t.Fatal(err)
 	}
-	// The artifact writer refuses non-finite labels outright.
-	out := t.TempDir()
-	fake := &Result{BaseShape: [4]int64{2, 1, 1, 1}, BaseImages: []float32{0, 1}, Classes: 2, Labels: []float32{0.5, 0.5, float32(math.NaN()), 1}}
-	if err := WriteArtifact(out, fake); err == nil || !strings.Contains(err.Error(), "non-finite") {
-		t.Fatalf("WriteArtifact with a NaN label: %v", err)
-	}
-	if _, err := os.Stat(filepath.Join(out, DistilledFile)); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("an artifact was written: %v", err)
-	}
 }
 
 // TestNonFiniteGuards: the meta-loop's guard on the learnt values and the checkpoint writer

@@ -76,15 +76,24 @@ func (s deviceSplit) free() {
 }
 
 func upload(s *Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
-	n := int64(s.N())
-	x, err := torch.FromFloat32(s.Images, n, shape[0], shape[1], shape[2])
+	x, y, err := s.Tensors(shape, dev)
 	if err != nil {
 		return deviceSplit{}, err
 	}
-	y, err := torch.FromInt64(s.Labels, n)
-	if err != nil {
+	torch.Escape(x, y)
+	return deviceSplit{x: x, y: y}, nil
+}
+
+// Tensors are the split's images (N, C, H, W for shape C, H, W) and labels (N) as tensors on
+// dev, in the caller's scope.
+func (s *Split) Tensors(shape [3]int64, dev torch.Device) (x, y *torch.Tensor, err error) {
+	n := int64(s.N())
+	if x, err = torch.FromFloat32(s.Images, n, shape[0], shape[1], shape[2]); err != nil {
+		return nil, nil, err
+	}
+	if y, err = torch.FromInt64(s.Labels, n); err != nil {
 		x.Free()
-		return deviceSplit{}, err
+		return nil, nil, err
 	}
 	if dev != torch.CPU {
 		xd, err1 := x.To(dev)
@@ -94,10 +103,9 @@ func upload(s *Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
 		if err1 != nil || err2 != nil {
 			xd.Free()
 			yd.Free()
-			return deviceSplit{}, fmt.Errorf("upload to %s: %v %v", dev, err1, err2)
+			return nil, nil, fmt.Errorf("upload to %s: %v %v", dev, err1, err2)
 		}
 		x, y = xd, yd
 	}
-	torch.Escape(x, y)
-	return deviceSplit{x: x, y: y}, nil
+	return x, y, nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -76,20 +77,20 @@ func TestDeviceBatchedEvaluation(t *testing.T) {
 	tScope(t)
 	oneThread(t)
 	for _, rr := range []bool{false, true} {
-		bc := batchedCase{arch: "lenet", shape: [3]int64{1, 28, 28}, rr: rr, opt: adamSpec(1e-3), steps: 5, nBase: 30, batch: 10, nTest: 600}
+		bc := batchedCase{arch: "lenet", shape: [3]int64{1, 28, 28}, rr: rr, opt: train.AdamSpec(1e-3), steps: 5, nBase: 30, batch: 10, nTest: 600}
 		tr, x, y := randomTrainer(t, bc, torch.Float, 7)
-		tr.dev = dev
-		tr.baseX, tr.table = tT(t)(tr.baseX.To(dev)), tT(t)(tr.table.To(dev))
+		tr.Device = dev
+		tr.Images, tr.Labels = tT(t)(tr.Images.To(dev)), tT(t)(tr.Labels.To(dev))
 		x, y = tT(t)(x.To(dev)), tT(t)(y.To(dev))
 		ctx := context.Background()
-		seq := tNeed[[]float64](t)(tr.evaluateModelsSequential(ctx, bc.steps, 3, 9, "test", x, y))
-		bat := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 3, 9, "test", x, y))
-		t.Logf("rr=%v on %s (%v): sequential %v, batched %v", rr, dev, batchedMode(dev), seq, bat)
+		seq := tNeed[[]float64](t)(evaluateModelsSequential(ctx, tr, bc.steps, 3, 9, "test", x, y))
+		bat := tNeed[[]float64](t)(tr.Test(ctx, bc.steps, 3, 9, "test", x, y))
+		t.Logf("rr=%v on %s (%v): sequential %v, batched %v", rr, dev, train.Mode(dev), seq, bat)
 		for i := range seq {
 			if math.Abs(seq[i]-bat[i]) > 100/float64(bc.nTest)+1e-9 {
 				t.Errorf("rr=%v model %d on %s: %.4f batched vs %.4f sequential", rr, i, dev, bat[i], seq[i])
 			}
-			if batchedMode(dev) == nets.BodyPerModel && seq[i] != bat[i] {
+			if train.Mode(dev) == nets.BodyPerModel && seq[i] != bat[i] {
 				t.Errorf("rr=%v model %d: per-model bodies must give the sequential accuracy exactly", rr, i)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -35,6 +36,9 @@ type Progress struct {
 	// Done and Total measure the work of the phase's evaluation models (test, baseline):
 	// training steps and scoring blocks of all models together; both 0 in other phases.
 	Done, Total int
+	// AllReduceSeconds is the wall time of the latest meta-step's all-reduce in a
+	// data-parallel run (0 alone).
+	AllReduceSeconds float64
 }
 
 type runOptions struct {
@@ -287,19 +291,19 @@ func (l *loop) finalTest(ctx context.Context, res *Result) error {
 		return err
 	}
 	tr := in.evalTrainer(in.evalNet, x, y)
-	tr.progress = func(done, total int) { l.note(Progress{Phase: "test", Done: done, Total: total}) }
+	tr.Progress = func(done, total int) { l.note(Progress{Phase: "test", Done: done, Total: total}) }
 	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
-		return tr.evaluateModelRange(ctx, res.T, lo, hi, in.seed, "test", in.test.x, in.test.y, batchedMode(in.dev))
+		return tr.TestRange(ctx, res.T, lo, hi, in.seed, "test", in.test.x, in.test.y, train.Mode(in.dev))
 	}, in.cfg.EvalModels)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
 	}
-	accs, res.TestDiverged = keepFinite(accs)
+	accs, res.TestDiverged = train.KeepFinite(accs)
 	if len(accs) == 0 {
 		return &DivergedError{Purpose: "final test", Models: in.cfg.EvalModels, Steps: res.T, Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
 	res.TestAccuracies = accs
-	res.TestMean, res.TestStd = MeanStd(accs)
+	res.TestMean, res.TestStd = train.MeanStd(accs)
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -98,7 +99,7 @@ func TestDistillEndToEnd(t *testing.T) {
 			if len(res.TestAccuracies) != cfg.EvalModels {
 				t.Fatalf("%d test accuracies, want %d", len(res.TestAccuracies), cfg.EvalModels)
 			}
-			if m, s := MeanStd(res.TestAccuracies); m != res.TestMean || s != res.TestStd {
+			if m, s := train.MeanStd(res.TestAccuracies); m != res.TestMean || s != res.TestStd {
 				t.Errorf("TestMean/Std %v/%v, want %v/%v", res.TestMean, res.TestStd, m, s)
 			}
 
@@ -112,8 +113,8 @@ func TestDistillEndToEnd(t *testing.T) {
 			defer test.free()
 			accs := func(table []float32) []float64 {
 				tab := tT(t)(torch.FromFloat32(table, 20, 10))
-				tr := &trainer{net: evalNet, rr: method == config.MethodRR, cfg: rc, baseX: base.x, table: tab, batch: rc.EvalBatch, opt: adamSpec(rc.EvalLR), dev: torch.CPU}
-				a, err := tr.evaluateModels(context.Background(), res.T, rc.EvalModels, uint64(rc.Seed), "test", test.x, test.y)
+				tr := &train.Trainer{Net: evalNet, RR: method == config.MethodRR, Cfg: rc, Images: base.x, Labels: tab, Batch: rc.EvalBatch, Opt: train.AdamSpec(rc.EvalLR), Device: torch.CPU}
+				a, err := tr.Test(context.Background(), res.T, rc.EvalModels, uint64(rc.Seed), "test", test.x, test.y)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,8 +128,8 @@ func TestDistillEndToEnd(t *testing.T) {
 			if !slices.Equal(distilled, res.TestAccuracies) {
 				t.Errorf("retraining with the kept labels gave %v, Distill reported %v", distilled, res.TestAccuracies)
 			}
-			mD, _ := MeanStd(distilled)
-			mU, _ := MeanStd(flat)
+			mD, _ := train.MeanStd(distilled)
+			mU, _ := train.MeanStd(flat)
 			t.Logf("%s: T %d, resets %v, validations %+v; test accuracy %.2f%% distilled vs %.2f%% uniform; %.1f s",
 				method, res.T, res.Resets, res.Validations, mD, mU, time.Since(start).Seconds())
 			if mU > 25 {
@@ -246,13 +247,13 @@ func TestBaselines(t *testing.T) {
 			if len(b.ValidationErrors) != len(grid) {
 				t.Errorf("%s %s: validation errors at %v, want exactly the grid %v", method, name, b.ValidationErrors, grid)
 			}
-			if want := BestSteps(grid, errs); b.Steps != want {
+			if want := train.BestSteps(grid, errs); b.Steps != want {
 				t.Errorf("%s %s: Steps %d, the grid's best (earliest on ties) is %d", method, name, b.Steps, want)
 			}
 			if len(b.Accuracies) != cfg.EvalModels {
 				t.Errorf("%s %s: %d accuracies, want %d", method, name, len(b.Accuracies), cfg.EvalModels)
 			}
-			if m, s := MeanStd(b.Accuracies); m != b.Mean || s != b.Std {
+			if m, s := train.MeanStd(b.Accuracies); m != b.Mean || s != b.Std {
 				t.Errorf("%s %s: Mean/Std %v/%v, want %v/%v", method, name, b.Mean, b.Std, m, s)
 			}
 			if b.Mean < 20 {

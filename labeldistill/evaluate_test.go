@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -38,16 +39,16 @@ func TestAccuracyChunked(t *testing.T) {
 	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
 	target := tNeed[deviceSplit](t)(upload(&ds.TargetSet, ds.Shape, torch.CPU))
 	defer target.free()
-	const n, right = 2500, 1234 // more than one chunk of evalChunk
-	if n <= evalChunk {
-		t.Fatalf("evalChunk %d: the test needs more than one chunk", evalChunk)
+	const n, right = 2500, 1234 // more than one chunk of train.EvalChunk
+	if n <= train.EvalChunk {
+		t.Fatalf("train.EvalChunk %d: the test needs more than one chunk", train.EvalChunk)
 	}
 	x := tT(t)(target.x.Narrow(0, 0, n))
 	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	cfg := tNeed[config.Config](t)(config.Default().Resolved())
 	for _, rr := range []bool{false, true} {
 		gen := tNeed[*torch.Generator](t)(torch.NewGenerator(61))
-		l := tNeed[*learner](t)(newLearner(net, rr, cfg, adamSpec(1e-3), gen, torch.CPU))
+		l := tNeed[*learner](t)(newLearner(net, rr, cfg, train.AdamSpec(1e-3), gen, torch.CPU))
 		gen.Close()
 		if rr {
 			// A random W, so that RR logits are not all zero.
@@ -122,7 +123,7 @@ func TestTrainer(t *testing.T) {
 	table := trueTable(t, ds)
 	ctx := context.Background()
 	for _, rr := range []bool{false, true} {
-		tr := &trainer{net: net, rr: rr, cfg: cfg, baseX: base.x, table: table, batch: 10, opt: adamSpec(1e-3), dev: torch.CPU}
+		tr := &train.Trainer{Net: net, RR: rr, Cfg: cfg, Images: base.x, Labels: table, Batch: 10, Opt: train.AdamSpec(1e-3), Device: torch.CPU}
 		// Probes run after exactly the listed steps and see the model the sequential oracle
 		// has after as many steps (accuracy on 500 test images bit for bit; all parameters
 		// bit for bit at the end).
@@ -130,9 +131,9 @@ func TestTrainer(t *testing.T) {
 		var probedAcc, oracleAcc []float64
 		px := tT(t)(test.x.Narrow(0, 0, 500))
 		py := tT(t)(test.y.Narrow(0, 0, 500))
-		l, err := tr.trainOne(ctx, 120, 5, &probe{at: []int{1, 10, 120}, fn: func(step int, l *batchedLearner) error {
+		l, err := tr.TrainOne(ctx, 120, 5, &train.Probe{At: []int{1, 10, 120}, Fn: func(step int, l *train.Models) error {
 			probed = append(probed, step)
-			a, err := l.accuracy(ctx, px, py)
+			a, err := l.Accuracy(ctx, px, py)
 			probedAcc = append(probedAcc, a)
 			return err
 		}})
@@ -142,11 +143,11 @@ func TestTrainer(t *testing.T) {
 		if !slices.Equal(probed, []int{1, 10, 120}) {
 			t.Errorf("rr=%v: probes after %v, want [1 10 120]", rr, probed)
 		}
-		oracle, err := tr.trainSequential(ctx, 120, 5, []int{1, 10, 120}, func(step int, l *learner) error {
+		oracle, err := trainSequential(ctx, tr, 120, 5, []int{1, 10, 120}, func(step int, l *learner) error {
 			a, err := accuracySequential(l, px, py)
 			oracleAcc = append(oracleAcc, a)
 			return err
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,49 +155,49 @@ func TestTrainer(t *testing.T) {
 			t.Errorf("rr=%v: accuracies at the probes %v, the sequential oracle's %v", rr, probedAcc, oracleAcc)
 		}
 		for i := range oracle.params {
-			if !slices.Equal(tVals(t, l.params[0][i]), tVals(t, oracle.params[i])) {
-				t.Errorf("rr=%v: %s after 120 steps differs from the sequential oracle's", rr, l.specs[i].Name)
+			if !slices.Equal(tVals(t, l.Params[0][i]), tVals(t, oracle.params[i])) {
+				t.Errorf("rr=%v: %s after 120 steps differs from the sequential oracle's", rr, l.Specs[i].Name)
 			}
 		}
 		oracle.close()
 		// One-hot labels of 20 examples are fitted after 120 steps.
-		fit := tNeed[float64](t)(l.accuracy(ctx, base.x, base.y))
+		fit := tNeed[float64](t)(l.Accuracy(ctx, base.x, base.y))
 		if fit < 90 {
 			t.Errorf("rr=%v: a model trained 120 steps on the 20 true labels fits only %.1f%% of them", rr, fit)
 		}
 		// Same seed: the same model, bit for bit; another seed: another model.
-		l2 := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 120, 5, nil))
-		l3 := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 120, 6, nil))
-		for i := range l.params[0] {
-			a, b, c := tVals(t, l.params[0][i]), tVals(t, l2.params[0][i]), tVals(t, l3.params[0][i])
+		l2 := tNeed[*train.Models](t)(tr.TrainOne(ctx, 120, 5, nil))
+		l3 := tNeed[*train.Models](t)(tr.TrainOne(ctx, 120, 6, nil))
+		for i := range l.Params[0] {
+			a, b, c := tVals(t, l.Params[0][i]), tVals(t, l2.Params[0][i]), tVals(t, l3.Params[0][i])
 			if !slices.Equal(a, b) {
-				t.Errorf("rr=%v: two trainings with seed 5 differ in %s", rr, l.specs[i].Name)
+				t.Errorf("rr=%v: two trainings with seed 5 differ in %s", rr, l.Specs[i].Name)
 			}
 			if slices.Equal(a, c) {
-				t.Errorf("rr=%v: seeds 5 and 6 gave the same %s", rr, l.specs[i].Name)
+				t.Errorf("rr=%v: seeds 5 and 6 gave the same %s", rr, l.Specs[i].Name)
 			}
 		}
 		if rr {
-			if slices.Equal(tVals(t, l.w[0]), make([]float64, 850)) {
+			if slices.Equal(tVals(t, l.W[0]), make([]float64, 850)) {
 				t.Errorf("RR training left W at zero")
 			}
-			if !slices.Equal(tVals(t, l.w[0]), tVals(t, l2.w[0])) {
+			if !slices.Equal(tVals(t, l.W[0]), tVals(t, l2.W[0])) {
 				t.Errorf("two RR trainings with seed 5 differ in W")
 			}
 		}
 		// A probe error stops training and is returned.
 		stop := errors.New("stop")
-		if _, err := tr.trainOne(ctx, 20, 5, &probe{at: []int{3}, fn: func(int, *batchedLearner) error { return stop }}); !errors.Is(err, stop) {
+		if _, err := tr.TrainOne(ctx, 20, 5, &train.Probe{At: []int{3}, Fn: func(int, *train.Models) error { return stop }}); !errors.Is(err, stop) {
 			t.Errorf("rr=%v: probe error not returned: %v", rr, err)
 		}
 		// Cancellation is noticed.
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := tr.trainOne(cctx, 60, 5, nil); !errors.Is(err, context.Canceled) {
+		if _, err := tr.TrainOne(cctx, 60, 5, nil); !errors.Is(err, context.Canceled) {
 			t.Errorf("rr=%v: training under a cancelled context: %v", rr, err)
 		}
 		// evaluateModels: model i is a training from subSeed(seed, purpose, i).
-		accs, err := tr.evaluateModels(ctx, 30, 3, 9, "check", test.x, test.y)
+		accs, err := tr.Test(ctx, 30, 3, 9, "check", test.x, test.y)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,9 +205,9 @@ func TestTrainer(t *testing.T) {
 			t.Fatalf("rr=%v: %d accuracies, want 3", rr, len(accs))
 		}
 		for i, a := range accs {
-			li := tNeed[*batchedLearner](t)(tr.trainOne(ctx, 30, subSeed(9, "check", i), nil))
-			want := tNeed[float64](t)(li.accuracy(ctx, test.x, test.y))
-			li.close()
+			li := tNeed[*train.Models](t)(tr.TrainOne(ctx, 30, train.Seed(9, "check", i), nil))
+			want := tNeed[float64](t)(li.Accuracy(ctx, test.x, test.y))
+			li.Close()
 			if a != want || a < 0 || a > 100 {
 				t.Errorf("rr=%v: model %d accuracy %v, retrained from its seed %v", rr, i, a, want)
 			}
@@ -215,11 +216,11 @@ func TestTrainer(t *testing.T) {
 			t.Errorf("rr=%v: three evaluation models with equal accuracy %v: seeds not independent?", rr, accs[0])
 		}
 		t.Logf("rr=%v: fit %.1f%%, 30-step test accuracies %v", rr, fit, accs)
-		l.close()
-		l2.close()
-		l3.close()
+		l.Close()
+		l2.Close()
+		l3.Close()
 	}
-	if a, b := subSeed(1, "test", 0), subSeed(1, "test", 1); a == b || subSeed(1, "test", 0) != a || subSeed(1, "validation", 0) == a || subSeed(2, "test", 0) == a {
-		t.Errorf("subSeed does not separate seeds, purposes and indices")
+	if a, b := train.Seed(1, "test", 0), train.Seed(1, "test", 1); a == b || train.Seed(1, "test", 0) != a || train.Seed(1, "validation", 0) == a || train.Seed(2, "test", 0) == a {
+		t.Errorf("train.Seed does not separate seeds, purposes and indices")
 	}
 }

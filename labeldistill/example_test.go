@@ -10,6 +10,7 @@ import (
 	"log"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
@@ -27,7 +28,7 @@ func ExampleDistill() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if err := labeldistill.WriteArtifact("out/rr", res); err != nil {
+	if err := artifact.Write("out/rr", res); err != nil {
 		log.Fatal(err)
 	}
 	fmt.Printf("test accuracy %.2f ± %.2f %% after T = %d steps\n", res.TestMean, res.TestStd, res.T)
@@ -37,7 +38,7 @@ func ExampleDistill() {
 // score them on the target's test split (ldtorch evaluate --optimizer sgd --lr 0.01).
 func ExampleEvaluate() {
 	ctx := context.Background()
-	art, err := labeldistill.ReadArtifact("out/rr")
+	art, err := artifact.Read("out/rr")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func ExampleEvaluate() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	res, err := labeldistill.Evaluate(ctx, art, test, labeldistill.EvalConfig{Arch: config.ArchLeNet, Optimizer: "sgd", LR: 0.01, Models: 20})
+	res, err := artifact.Evaluate(ctx, art, test, artifact.EvalConfig{Arch: config.ArchLeNet, Optimizer: "sgd", LR: 0.01, Models: 20})
 	if err != nil {
 		log.Fatal(err)
 	}

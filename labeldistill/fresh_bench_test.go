@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -37,7 +38,7 @@ const (
 
 // benchTrainer is an evaluation trainer for LeNet on MNIST-shaped data with label-smoothed
 // one-hot labels (0.9 + 0.01 per class) for the base examples.
-func benchTrainer(b *testing.B, rr bool) (tr *trainer, x, y *torch.Tensor) {
+func benchTrainer(b *testing.B, rr bool) (tr *train.Trainer, x, y *torch.Tensor) {
 	b.Helper()
 	s := torch.NewScope()
 	b.Cleanup(s.Close)
@@ -72,7 +73,7 @@ func benchTrainer(b *testing.B, rr bool) (tr *trainer, x, y *torch.Tensor) {
 	tab := tT(b)(torch.FromFloat32(table, benchBase, 10))
 	net := tNeed[*nets.Net](b)(nets.New("lenet", 1, 28, 28, 10))
 	cfg := config.Default()
-	tr = &trainer{net: net, rr: rr, cfg: cfg, baseX: bd.x, table: tab, batch: benchBatch, opt: adamSpec(cfg.EvalLR), dev: torch.CPU}
+	tr = &train.Trainer{Net: net, RR: rr, Cfg: cfg, Images: bd.x, Labels: tab, Batch: benchBatch, Opt: train.AdamSpec(cfg.EvalLR), Device: torch.CPU}
 	return tr, td.x, td.y
 }
 
@@ -97,28 +98,28 @@ func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 	for _, method := range []string{"ld", "rr"} {
 		b.Run(method, func(b *testing.B) {
 			tr, x, y := benchTrainer(b, method == "rr")
-			mode := batchedMode(tr.dev)
+			mode := train.Mode(tr.Device)
 			if how == "grouped" {
 				mode = nets.BodyGrouped
 			}
 			ctx := context.Background()
 			seeds := make([]uint64, benchModels)
 			for i := range seeds {
-				seeds[i] = subSeed(1, "bench", i)
+				seeds[i] = train.Seed(1, "bench", i)
 			}
 			run := func() (accs []float64, err error) {
 				switch {
 				case how == "sequential" && !trainOnly:
-					return tr.evaluateModelsSequential(ctx, benchSteps, benchModels, 1, "bench", x, y)
+					return evaluateModelsSequential(ctx, tr, benchSteps, benchModels, 1, "bench", x, y)
 				case how == "one" && !trainOnly:
-					tr.group = 1
-					defer func() { tr.group = 0 }()
-					return tr.evaluateModelsMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
+					tr.Together = 1
+					defer func() { tr.Together = 0 }()
+					return tr.TestMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
 				case !trainOnly:
-					return tr.evaluateModelsMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
+					return tr.TestMode(ctx, benchSteps, benchModels, 1, "bench", x, y, mode)
 				case how == "sequential":
 					for _, seed := range seeds {
-						l, err := tr.trainSequential(ctx, benchSteps, seed, nil, nil)
+						l, err := trainSequential(ctx, tr, benchSteps, seed, nil, nil, nil)
 						if err != nil {
 							return nil, err
 						}
@@ -127,17 +128,17 @@ func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 					return nil, nil
 				case how == "one":
 					for _, seed := range seeds {
-						l, err := tr.trainOne(ctx, benchSteps, seed, nil)
+						l, err := tr.TrainOne(ctx, benchSteps, seed, nil)
 						if err != nil {
 							return nil, err
 						}
-						l.close()
+						l.Close()
 					}
 					return nil, nil
 				}
-				l, err := tr.trainModels(ctx, benchSteps, seeds, mode, nil)
+				l, err := tr.TrainModels(ctx, benchSteps, seeds, mode, nil)
 				if err == nil {
-					l.close()
+					l.Close()
 				}
 				return nil, err
 			}
@@ -155,7 +156,7 @@ func benchEvaluate(b *testing.B, threads int, how string, trainOnly bool) {
 			b.ReportMetric(work/el, "model-steps/s")
 			b.ReportMetric(1000*cpu/work, "cpu-ms/model-step")
 			if accs != nil {
-				mean, _ := MeanStd(accs)
+				mean, _ := train.MeanStd(accs)
 				b.ReportMetric(mean, "mean-acc-%")
 			}
 			if testing.Verbose() {

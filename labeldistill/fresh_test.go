@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -23,7 +24,7 @@ type batchedCase struct {
 	arch          string
 	shape         [3]int64
 	rr            bool
-	opt           optSpec
+	opt           train.OptSpec
 	models, steps int
 	nBase, batch  int
 	nTest         int
@@ -40,7 +41,7 @@ func (bc batchedCase) String() string {
 
 // randomTrainer builds a trainer on random base images and random soft labels (rows of a
 // softmax of Gaussian logits), and random test data, in dtype.
-func randomTrainer(t *testing.T, bc batchedCase, dtype torch.DType, seed uint64) (tr *trainer, x, y *torch.Tensor) {
+func randomTrainer(t *testing.T, bc batchedCase, dtype torch.DType, seed uint64) (tr *train.Trainer, x, y *torch.Tensor) {
 	t.Helper()
 	const classes = 10
 	net := tNeed[*nets.Net](t)(nets.New(bc.arch, bc.shape[0], bc.shape[1], bc.shape[2], classes))
@@ -70,7 +71,7 @@ func randomTrainer(t *testing.T, bc batchedCase, dtype torch.DType, seed uint64)
 	}
 	y = tT(t)(torch.FromInt64(labels, int64(bc.nTest)))
 	cfg := config.Default()
-	tr = &trainer{net: net, rr: bc.rr, cfg: cfg, baseX: baseX, table: table, batch: bc.batch, opt: bc.opt, dev: torch.CPU}
+	tr = &train.Trainer{Net: net, RR: bc.rr, Cfg: cfg, Images: baseX, Labels: table, Batch: bc.batch, Opt: bc.opt, Device: torch.CPU}
 	return tr, x, y
 }
 
@@ -83,40 +84,40 @@ func relDiff(t *testing.T, a, b *torch.Tensor) float64 {
 
 // trainSequentialIn is trainSequential for a learner held in dtype (trainSequential always
 // uses float32): the same initialisation, minibatches and trainStepSequential.
-func trainSequentialIn(t *testing.T, tr *trainer, steps int, seed uint64, dtype torch.DType) *learner {
+func trainSequentialIn(t *testing.T, tr *train.Trainer, steps int, seed uint64, dtype torch.DType) *learner {
 	t.Helper()
 	if dtype == torch.Float {
-		return tNeed[*learner](t)(tr.trainSequential(context.Background(), steps, seed, nil, nil))
+		return tNeed[*learner](t)(trainSequential(context.Background(), tr, steps, seed, nil, nil, nil))
 	}
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(seed))
 	defer gen.Close()
-	l := &learner{net: tr.net, rr: tr.rr, cfg: tr.cfg}
-	l.specs = tr.net.Params()
-	if tr.rr {
-		l.specs = tr.net.Body
+	l := &learner{net: tr.Net, rr: tr.RR, cfg: tr.Cfg}
+	l.specs = tr.Net.Params()
+	if tr.RR {
+		l.specs = tr.Net.Body
 	}
-	l.params = tNeed[[]*torch.Tensor](t)(nets.InitParams(l.specs, gen, tr.dev, torch.Float))
-	tOK(t, convertParams(l.params, dtype))
-	l.buffers = tNeed[[]*torch.Tensor](t)(nets.NewBuffers(tr.net.Buffers, tr.dev, dtype))
-	cfg := tr.cfg
-	switch tr.opt.Kind {
+	l.params = tNeed[[]*torch.Tensor](t)(nets.InitParams(l.specs, gen, tr.Device, torch.Float))
+	tOK(t, convertParamsTo(l.params, dtype))
+	l.buffers = tNeed[[]*torch.Tensor](t)(nets.NewBuffers(tr.Net.Buffers, tr.Device, dtype))
+	cfg := tr.Cfg
+	switch tr.Opt.Kind {
 	case "adam":
-		l.opt = tNeed[*torch.Adam](t)(torch.NewAdam(l.params, torch.AdamOpts{LR: tr.opt.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}))
+		l.opt = tNeed[*torch.Adam](t)(torch.NewAdam(l.params, torch.AdamOpts{LR: tr.Opt.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}))
 	case "sgd":
-		l.opt = tNeed[*torch.SGD](t)(torch.NewSGD(l.params, torch.SGDOpts{LR: tr.opt.LR, Momentum: tr.opt.Momentum}))
+		l.opt = tNeed[*torch.SGD](t)(torch.NewSGD(l.params, torch.SGDOpts{LR: tr.Opt.LR, Momentum: tr.Opt.Momentum}))
 	}
-	if tr.rr {
-		l.w = tT(t)(torch.Zeros([]int64{tr.net.FeatureDim + 1, tr.net.Classes}, torch.WithDType(dtype)))
+	if tr.RR {
+		l.w = tT(t)(torch.Zeros([]int64{tr.Net.FeatureDim + 1, tr.Net.Classes}, torch.WithDType(dtype)))
 		torch.Escape(l.w)
 		l.scale = tT(t)(torch.Full([]int64{1}, cfg.ScaleInit, torch.WithDType(dtype), torch.WithRequiresGrad()))
 		torch.Escape(l.scale)
 		l.sOpt = tNeed[*torch.Adam](t)(torch.NewAdam([]*torch.Tensor{l.scale}, torch.AdamOpts{LR: cfg.ScaleLR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps}))
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed)) // as trainSequential
-	n := int(tr.baseX.Shape()[0])
+	n := int(tr.Images.Shape()[0])
 	for step := 1; step <= steps; step++ {
-		idx := tT(t)(sampleIndices(rng, n, min(tr.batch, n), tr.dev))
-		tOK(t, trainStepSequential(l, tr.baseX, tr.table, idx))
+		idx := tT(t)(sampleIndices(rng, n, min(tr.Batch, n), tr.Device))
+		tOK(t, trainStepSequential(l, tr.Images, tr.Labels, idx))
 		idx.Free()
 	}
 	return l
@@ -159,19 +160,19 @@ func (l *learner) state(t *testing.T) ([]string, []*torch.Tensor) {
 	return modelState(t, names, l.params, l.buffers, bufNames, l.w, l.scale)
 }
 
-func (l *batchedLearner) state(t *testing.T, i int) ([]string, []*torch.Tensor) {
+func modelsState(t *testing.T, l *train.Models, i int) ([]string, []*torch.Tensor) {
 	t.Helper()
 	var names, bufNames []string
-	for _, s := range l.specs {
+	for _, s := range l.Specs {
 		names = append(names, s.Name)
 	}
-	for _, b := range l.bn.Net.Buffers {
+	for _, b := range l.Batched.Net.Buffers {
 		bufNames = append(bufNames, b.Name)
 	}
-	p, b := l.params[i], l.buffers[i]
+	p, b := l.Params[i], l.Buffers[i]
 	var w, s *torch.Tensor
-	if l.rr {
-		w, s = l.w[i], l.scale[i]
+	if l.RR {
+		w, s = l.W[i], l.Scale[i]
 	}
 	return modelState(t, names, p, b, bufNames, w, s)
 }
@@ -193,20 +194,20 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 	oneThread(t)
 	tr, x, y := randomTrainer(t, bc, torch.Float, 7)
 	tr64 := *tr
-	tr64.baseX = tT(t)(tr.baseX.ToDType(torch.Double))
-	tr64.table = tT(t)(tr.table.ToDType(torch.Double))
+	tr64.Images = tT(t)(tr.Images.ToDType(torch.Double))
+	tr64.Labels = tT(t)(tr.Labels.ToDType(torch.Double))
 	x64 := tT(t)(x.ToDType(torch.Double))
 	ctx := context.Background()
 	seeds := make([]uint64, bc.models)
 	for i := range seeds {
-		seeds[i] = subSeed(99, "agreement", i)
+		seeds[i] = train.Seed(99, "agreement", i)
 	}
-	b32 := tNeed[*batchedLearner](t)(tr.trainModels(ctx, bc.steps, seeds, bc.mode, nil))
-	defer b32.close()
-	b64 := tNeed[*batchedLearner](t)(tr64.trainModels(ctx, bc.steps, seeds, bc.mode, nil))
-	defer b64.close()
-	acc32 := tNeed[[]float64](t)(b32.accuracies(ctx, x, y))
-	acc64 := tNeed[[]float64](t)(b64.accuracies(ctx, x64, y))
+	b32 := tNeed[*train.Models](t)(tr.TrainModels(ctx, bc.steps, seeds, bc.mode, nil))
+	defer b32.Close()
+	b64 := tNeed[*train.Models](t)(tr64.TrainModels(ctx, bc.steps, seeds, bc.mode, nil))
+	defer b64.Close()
+	acc32 := tNeed[[]float64](t)(b32.Accuracies(ctx, x, y))
+	acc64 := tNeed[[]float64](t)(b64.Accuracies(ctx, x64, y))
 	oneExample := 100 / float64(bc.nTest)
 	var worst64, worstMax32, worstNorm32, worstRatio, worstAcc float64
 	for i, seed := range seeds {
@@ -214,8 +215,8 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 		s64 := trainSequentialIn(t, &tr64, bc.steps, seed, torch.Double)
 		names, seq32 := s32.state(t)
 		_, seq64 := s64.state(t)
-		_, bat32 := b32.state(t, i)
-		_, bat64 := b64.state(t, i)
+		_, bat32 := modelsState(t, b32, i)
+		_, bat64 := modelsState(t, b64, i)
 		for j, name := range names {
 			d64 := relDiff(t, bat64[j], seq64[j])
 			worst64 = max(worst64, d64)
@@ -255,8 +256,8 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 }
 
 func TestBatchedAgreement(t *testing.T) {
-	adam := adamSpec(1e-3)
-	sgd := optSpec{Kind: "sgd", LR: 0.01, Momentum: 0.9}
+	adam := train.AdamSpec(1e-3)
+	sgd := train.OptSpec{Kind: "sgd", LR: 0.01, Momentum: 0.9}
 	grey, colour := [3]int64{1, 28, 28}, [3]int64{3, 32, 32}
 	perModel, grouped := nets.BodyPerModel, nets.BodyGrouped
 	cases := []batchedCase{
@@ -291,15 +292,15 @@ func TestBatchedAgreement(t *testing.T) {
 func TestBatchedEvaluateModels(t *testing.T) {
 	tScope(t)
 	oneThread(t)
-	prev := batchedMaxModels
-	batchedMaxModels = 3
-	t.Cleanup(func() { batchedMaxModels = prev })
-	bc := batchedCase{arch: "lenet", shape: [3]int64{1, 28, 28}, opt: adamSpec(1e-3), steps: 4, nBase: 30, batch: 10, nTest: 2500}
+	prev := train.MaxTogether
+	train.MaxTogether = 3
+	t.Cleanup(func() { train.MaxTogether = prev })
+	bc := batchedCase{arch: "lenet", shape: [3]int64{1, 28, 28}, opt: train.AdamSpec(1e-3), steps: 4, nBase: 30, batch: 10, nTest: 2500}
 	tr, x, y := randomTrainer(t, bc, torch.Float, 3)
 	ctx := context.Background()
-	seq := tNeed[[]float64](t)(tr.evaluateModelsSequential(ctx, bc.steps, 4, 5, "test", x, y))
+	seq := tNeed[[]float64](t)(evaluateModelsSequential(ctx, tr, bc.steps, 4, 5, "test", x, y))
 	for _, mode := range []nets.BodyMode{nets.BodyPerModel, nets.BodyGrouped} {
-		bat := tNeed[[]float64](t)(tr.evaluateModelsMode(ctx, bc.steps, 4, 5, "test", x, y, mode))
+		bat := tNeed[[]float64](t)(tr.TestMode(ctx, bc.steps, 4, 5, "test", x, y, mode))
 		if len(bat) != len(seq) {
 			t.Fatalf("%v: %d accuracies, want %d", mode, len(bat), len(seq))
 		}
@@ -310,13 +311,33 @@ func TestBatchedEvaluateModels(t *testing.T) {
 		}
 		t.Logf("%v: sequential %v, batched %v", mode, seq, bat)
 	}
-	if got := tNeed[[]float64](t)(tr.evaluateModels(ctx, bc.steps, 4, 5, "test", x, y)); !slices.Equal(got, seq) {
+	if got := tNeed[[]float64](t)(tr.Test(ctx, bc.steps, 4, 5, "test", x, y)); !slices.Equal(got, seq) {
 		t.Errorf("on CPU (per-model bodies) the accuracies should equal the sequential ones exactly: %v vs %v", got, seq)
 	}
 
 	ctxDone, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := tr.evaluateModels(ctxDone, 60, 2, 5, "test", x, y); err == nil {
+	if _, err := tr.Test(ctxDone, 60, 2, 5, "test", x, y); err == nil {
 		t.Error("a cancelled context did not stop batched training")
 	}
+}
+
+// convertParamsTo replaces each parameter by a copy in dtype (a leaf that requires grad), as
+// train.NewModels does for a float64 run.
+func convertParamsTo(params []*torch.Tensor, dtype torch.DType) error {
+	return torch.NoGrad(func() error {
+		for i, p := range params {
+			q, err := p.ToDType(dtype)
+			if err != nil {
+				return err
+			}
+			torch.Escape(q)
+			if err := q.SetRequiresGrad(true); err != nil {
+				return err
+			}
+			p.Free()
+			params[i] = q
+		}
+		return nil
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -214,7 +215,7 @@ func measureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 		return nil, err
 	}
 	defer table.Free()
-	rng := rand.New(rand.NewPCG(subSeed(in.seed, "gradvar-batches", 0), 0x9a7))
+	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "gradvar-batches", 0), 0x9a7))
 	outer := min(in.cfg.OuterBatch, ds.TargetSet.N())
 	for _, m := range methods {
 		name := "LD"
@@ -297,18 +298,18 @@ func (in *runData) oneGradient(ctx context.Context, cfg config.Config, table, bI
 	defer s.Close()
 	// Model m, warmed up on the labels through the evaluation trainer (its own minibatch
 	// stream), then seen as the meta-step's learner.
-	tr := &trainer{net: in.net, rr: cfg.Method == config.MethodRR, cfg: cfg, baseX: in.base.x, table: table,
-		batch: cfg.InnerBatch, opt: adamSpec(cfg.ModelLR), dev: in.dev}
-	warm, err := newBatchedLearner(tr.net, tr.rr, cfg, tr.opt, []uint64{subSeed(in.seed, "gradvar-model", m)}, in.dev, in.base.x.DType(), batchedMode(in.dev))
+	tr := &train.Trainer{Net: in.net, RR: cfg.Method == config.MethodRR, Cfg: cfg, Images: in.base.x, Labels: table,
+		Batch: cfg.InnerBatch, Opt: train.AdamSpec(cfg.ModelLR), Device: in.dev}
+	warm, err := train.NewModels(tr.Net, tr.RR, cfg, tr.Opt, []uint64{train.Seed(in.seed, "gradvar-model", m)}, in.dev, in.base.x.DType(), train.Mode(in.dev))
 	if err != nil {
 		return err
 	}
-	defer warm.close()
-	rng := rand.New(rand.NewPCG(subSeed(in.seed, "gradvar-warmup", m), 0x3a7))
-	if err := tr.trainFor(ctx, warm, []*rand.Rand{rng}, warmup, nil); err != nil {
+	defer warm.Close()
+	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "gradvar-warmup", m), 0x3a7))
+	if err := tr.TrainFor(ctx, warm, []*rand.Rand{rng}, warmup, nil); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	model, err := warm.single()
+	model, err := learnerOf(warm)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -19,51 +20,15 @@ type learner struct {
 	specs   []nets.ParamSpec
 	params  []*torch.Tensor
 	buffers []*torch.Tensor
-	opt     optimizer
+	opt     train.Optimizer
 	w       *torch.Tensor // RR only
 	scale   *torch.Tensor // RR only, shape (1)
 	sOpt    *torch.Adam   // RR only
 	cfg     config.Config
 }
 
-// optimizer is what a learner needs of torch.Adam and torch.SGD.
-type optimizer interface {
-	StepWith(grads []*torch.Tensor) error
-	Reset() error
-	Close()
-}
-
-// optSpec chooses a learner's optimizer: "adam" (betas and eps from the config) or "sgd".
-type optSpec struct {
-	Kind     string
-	LR       float64
-	Momentum float64 // sgd only
-}
-
-func adamSpec(lr float64) optSpec { return optSpec{Kind: "adam", LR: lr} }
-
-// newOptimizer builds spec's optimizer over params (Adam takes betas and eps from cfg). On
-// error it returns a nil interface, never a typed nil, so callers' cleanup can test for nil.
-func newOptimizer(spec optSpec, cfg config.Config, params []*torch.Tensor) (optimizer, error) {
-	switch spec.Kind {
-	case "adam":
-		a, err := torch.NewAdam(params, torch.AdamOpts{LR: spec.LR, Beta1: cfg.ModelBetas[0], Beta2: cfg.ModelBetas[1], Eps: cfg.ModelEps})
-		if err != nil {
-			return nil, err
-		}
-		return a, nil
-	case "sgd":
-		o, err := torch.NewSGD(params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
-		if err != nil {
-			return nil, err
-		}
-		return o, nil
-	}
-	return nil, fmt.Errorf("unknown optimizer %q (known: adam, sgd)", spec.Kind)
-}
-
 // newLearner initialises a model from gen (a CPU generator).
-func newLearner(net *nets.Net, rr bool, cfg config.Config, spec optSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
+func newLearner(net *nets.Net, rr bool, cfg config.Config, spec train.OptSpec, gen *torch.Generator, dev torch.Device) (*learner, error) {
 	l := &learner{net: net, rr: rr, cfg: cfg}
 	l.specs = net.Params()
 	if rr {
@@ -77,7 +42,7 @@ func newLearner(net *nets.Net, rr bool, cfg config.Config, spec optSpec, gen *to
 		l.close()
 		return nil, err
 	}
-	if l.opt, err = newOptimizer(spec, cfg, l.params); err != nil {
+	if l.opt, err = train.NewOptimizer(spec, cfg, l.params); err != nil {
 		l.close()
 		return nil, err
 	}
@@ -129,48 +94,19 @@ func (l *learner) reset(gen *torch.Generator) error {
 	})
 }
 
-// withBias appends a column of ones: Z = [f, 1].
-func withBias(f *torch.Tensor) (*torch.Tensor, error) {
-	s := f.Shape()
-	ones, err := torch.Ones([]int64{s[0], 1}, torch.WithDType(f.DType()), torch.OnDevice(f.Device()))
-	if err != nil {
-		return nil, err
-	}
-	return torch.Cat([]*torch.Tensor{f, ones}, 1)
-}
-
 // descend takes one optimizer step on the gradient of loss with respect to the parameters:
 // a classifier's training step once its loss is computed.
 func (l *learner) descend(loss *torch.Tensor) error {
-	return descend(loss, l.params, l.opt, nil, nil)
-}
-
-// descend differentiates loss once with respect to params and scales together, then steps
-// opt on the parameters' gradients and, when scales are given, sOpt on the scales' (RR's s):
-// the training step shared by sequential and batched learners, LD and RR.
-func descend(loss *torch.Tensor, params []*torch.Tensor, opt optimizer, scales []*torch.Tensor, sOpt *torch.Adam) error {
-	inputs := append(append([]*torch.Tensor{}, params...), scales...)
-	grads, err := torch.Grad([]*torch.Tensor{loss}, inputs, torch.GradOpts{})
-	if err != nil {
-		return err
-	}
-	n := len(params)
-	if err := opt.StepWith(grads[:n]); err != nil {
-		return err
-	}
-	if len(scales) == 0 {
-		return nil
-	}
-	return sOpt.StepWith(grads[n:])
+	return train.Descend(loss, l.params, l.opt, nil, nil)
 }
 
 // features returns Z = [f_θ(x), 1] (RR learners).
-func (l *learner) features(x *torch.Tensor, train bool) (*torch.Tensor, error) {
-	f, err := l.net.Features(l.params, l.buffers, x, train)
+func (l *learner) features(x *torch.Tensor, training bool) (*torch.Tensor, error) {
+	f, err := l.net.Features(l.params, l.buffers, x, training)
 	if err != nil {
 		return nil, err
 	}
-	return withBias(f)
+	return train.WithBias(f)
 }
 
 // logits scores x for evaluation: the classifier's logits (LD) or Z·W with the unscaled W
@@ -203,4 +139,17 @@ func (l *learner) close() {
 func (l *learner) adam() *torch.Adam {
 	a, _ := l.opt.(*torch.Adam)
 	return a
+}
+
+// learnerOf is the one model of m as a learner (the meta-step's type), sharing its tensors
+// and optimizers: the caller closes m, not the result.
+func learnerOf(m *train.Models) (*learner, error) {
+	if m.Batched.M != 1 {
+		return nil, fmt.Errorf("internal error: a learner of %d models", m.Batched.M)
+	}
+	l := &learner{net: m.Batched.Net, rr: m.RR, specs: m.Specs, params: m.Params[0], buffers: m.Buffers[0], opt: m.Opt, sOpt: m.SOpt, cfg: m.Cfg}
+	if m.RR {
+		l.w, l.scale = m.W[0], m.Scale[0]
+	}
+	return l, nil
 }

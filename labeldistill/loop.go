@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -105,11 +106,11 @@ func newLoop(in *runData, par *parallel, learn func(*runData) ([]learnable, erro
 		l.close()
 		return nil, err
 	}
-	if l.rand.gen, err = torch.NewGenerator(subSeed(in.seed, "meta-model", 0)); err != nil {
+	if l.rand.gen, err = torch.NewGenerator(train.Seed(in.seed, "meta-model", 0)); err != nil {
 		l.close()
 		return nil, err
 	}
-	if l.model, err = newLearner(in.net, in.rr(), in.cfg, adamSpec(in.cfg.ModelLR), l.rand.gen, in.dev); err != nil {
+	if l.model, err = newLearner(in.net, in.rr(), in.cfg, train.AdamSpec(in.cfg.ModelLR), l.rand.gen, in.dev); err != nil {
 		l.close()
 		return nil, err
 	}
@@ -498,16 +499,16 @@ func (l *loop) validate(ctx context.Context, epoch int) error {
 		return err
 	}
 	T := l.T()
-	m, err := l.in.evalTrainer(l.in.net, x, y).trainOne(ctx, T, subSeed(l.in.seed, "validation", epoch), nil)
+	m, err := l.in.evalTrainer(l.in.net, x, y).TrainOne(ctx, T, train.Seed(l.in.seed, "validation", epoch), nil)
 	if err != nil {
 		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
 	}
 	acc, err := l.par.validationAccuracy(ctx, m, l.in.validation)
 	diverged := []bool{false}
 	if err == nil {
-		diverged, err = m.divergedEach()
+		diverged, err = m.Diverged()
 	}
-	m.close()
+	m.Close()
 	if err != nil {
 		return err
 	}
@@ -565,4 +566,3 @@ func (l *loop) keptTables() (x, y *torch.Tensor, err error) {
 	y, err = toDevice(y, in.dev)
 	return x, y, err
 }
-

@@ -120,6 +120,7 @@ func progressObserver(f func(Progress)) observer {
 	report := func(l *loop, p Progress) {
 		p.Step, p.Resets, p.T = l.pos.step, len(l.tracker.Resets()), l.T()
 		p.MovingError, p.LabelLoss, p.ValidationAccuracy = l.tracker.MovingError(), l.last.loss, l.last.valAcc
+		p.AllReduceSeconds = l.par.lastReduce.Seconds()
 		f(p)
 	}
 	total := func(l *loop) int { return l.stepsPerEpoch() * l.in.cfg.Epochs }

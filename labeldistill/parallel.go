@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -213,10 +214,10 @@ func (p *parallel) evaluateSplit(eval func(lo, hi int) ([]float64, error), model
 // validationAccuracy scores the one model of m on split v. In a data-parallel run every
 // rank holds the same model (trained identically) and scores only its contiguous part of
 // the split; the correct counts are summed, so every rank gets the same accuracy.
-func (p *parallel) validationAccuracy(ctx context.Context, m *batchedLearner, v deviceSplit) (float64, error) {
+func (p *parallel) validationAccuracy(ctx context.Context, m *train.Models, v deviceSplit) (float64, error) {
 	x, y := v.x, v.y
 	if p.size() == 1 {
-		return m.accuracy(ctx, x, y)
+		return m.Accuracy(ctx, x, y)
 	}
 	n := int(x.Shape()[0])
 	lo, hi := p.shard(n)
@@ -230,7 +231,7 @@ func (p *parallel) validationAccuracy(ctx context.Context, m *batchedLearner, v 
 			s.Close()
 			return 0, c.Err()
 		}
-		acc, err := m.accuracy(ctx, xs, ys)
+		acc, err := m.Accuracy(ctx, xs, ys)
 		s.Close()
 		if err != nil {
 			return 0, err

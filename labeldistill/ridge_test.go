@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -47,7 +48,7 @@ func TestRidgeWeightsClosedForms(t *testing.T) {
 		name := fmt.Sprintf("n=%d d+1=%d C=%d λ=%g", c.n, c.d1, c.classes, c.lambda)
 		z := randMat(uint64(10+ci), c.n, c.d1, c.sigma, true)
 		y := randMat(uint64(20+ci), c.n, c.classes, 1, false)
-		w, err := RidgeWeights(z.tensor(t), y.tensor(t), c.lambda)
+		w, err := train.RidgeWeights(z.tensor(t), y.tensor(t), c.lambda)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -58,10 +59,10 @@ func TestRidgeWeightsClosedForms(t *testing.T) {
 		dual := ridgeDual(z, y, c.lambda)
 		primal := ridgePrimal(z, y, c.lambda)
 		if d, s := maxAbsDiff(got, dual.v); d > 1e-10*max(1, s) {
-			t.Errorf("%s: RidgeWeights differs from Zᵀ(ZZᵀ+λI)⁻¹Y by %.3g (scale %.3g)", name, d, s)
+			t.Errorf("%s: train.RidgeWeights differs from Zᵀ(ZZᵀ+λI)⁻¹Y by %.3g (scale %.3g)", name, d, s)
 		}
 		if d, s := maxAbsDiff(got, primal.v); d > 1e-10*max(1, s) {
-			t.Errorf("%s: RidgeWeights differs from (ZᵀZ+λI)⁻¹ZᵀY by %.3g (scale %.3g)", name, d, s)
+			t.Errorf("%s: train.RidgeWeights differs from (ZᵀZ+λI)⁻¹ZᵀY by %.3g (scale %.3g)", name, d, s)
 		}
 		// The two references agree with each other (Woodbury), so neither is vacuous.
 		if d, s := maxAbsDiff(dual.v, primal.v); d > 1e-10*max(1, s) || s == 0 {
@@ -70,7 +71,7 @@ func TestRidgeWeightsClosedForms(t *testing.T) {
 		// float32 inputs give a float32 solution close to the float64 one.
 		z32 := tT(t)(z.tensor(t).ToDType(torch.Float))
 		y32 := tT(t)(y.tensor(t).ToDType(torch.Float))
-		w32 := tT(t)(RidgeWeights(z32, y32, c.lambda))
+		w32 := tT(t)(train.RidgeWeights(z32, y32, c.lambda))
 		if w32.DType() != torch.Float {
 			t.Errorf("%s: float32 inputs gave %v", name, w32.DType())
 		}
@@ -91,7 +92,7 @@ func TestRidgeWeightsGradient(t *testing.T) {
 	zt, yt := z.tensor(t), y.tensor(t)
 	tOK(t, zt.SetRequiresGrad(true))
 	tOK(t, yt.SetRequiresGrad(true))
-	w := tT(t)(RidgeWeights(zt, yt, lambda))
+	w := tT(t)(train.RidgeWeights(zt, yt, lambda))
 	loss := tT(t)(tT(t)(w.Mul(r.tensor(t))).Sum())
 	grads := tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{loss}, []*torch.Tensor{zt, yt}, torch.GradOpts{}))
 	f := func(z, y mat) float64 {
@@ -151,7 +152,7 @@ func newRRFixture(t *testing.T, nTarget int) *rrFixture {
 	f.net = tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(77))
 	defer gen.Close()
-	f.l = tNeed[*learner](t)(newLearner(f.net, true, cfg, adamSpec(cfg.ModelLR), gen, torch.CPU))
+	f.l = tNeed[*learner](t)(newLearner(f.net, true, cfg, train.AdamSpec(cfg.ModelLR), gen, torch.CPU))
 	t.Cleanup(f.l.close)
 	f.labels = tNeed[*labels](t)(newLabels(20, 10, cfg, torch.CPU))
 	t.Cleanup(f.labels.close)

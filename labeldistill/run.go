@@ -5,13 +5,8 @@ package labeldistill
 // measurement and the benchmarks start from it.
 
 import (
-	"errors"
-	"fmt"
-	"runtime"
-	"runtime/debug"
-	"os"
-
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -52,7 +47,11 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	if dev.IsCUDA() && !torch.CUDAIsAvailable() {
 		return nil, config.FieldErrorf("device", "%s requested but CUDA is not available in this libtorch", cfg.Device)
 	}
-	if err := applyThreads(cfg.Threads); err != nil {
+	threads := cfg.Threads
+	if threads <= 0 { // libtorch's default, applied to OpenBLAS too (torch.SetNumThreads)
+		threads = torch.NumThreads()
+	}
+	if err := torch.SetNumThreads(threads); err != nil {
 		return nil, err
 	}
 	if err := torch.SetAllowTF32(cfg.AllowTF32); err != nil {
@@ -113,26 +112,9 @@ func (d *runData) rr() bool { return d.cfg.Method == config.MethodRR }
 
 // evalTrainer trains fresh models of net on the base images x and the label table y with
 // the run's evaluation recipe (Adam at eval_lr, eval_batch examples per step).
-func (d *runData) evalTrainer(net *nets.Net, x, y *torch.Tensor) *trainer {
-	return &trainer{net: net, rr: d.rr(), cfg: d.cfg, baseX: x, table: y, batch: d.cfg.EvalBatch, opt: adamSpec(d.cfg.EvalLR), dev: d.dev}
+func (d *runData) evalTrainer(net *nets.Net, x, y *torch.Tensor) *train.Trainer {
+	return &train.Trainer{Net: net, RR: d.rr(), Cfg: d.cfg, Images: x, Labels: y, Batch: d.cfg.EvalBatch, Opt: train.AdamSpec(d.cfg.EvalLR), Device: d.dev}
 }
 
-// guarded runs f on one locked OS thread (libtorch's grad mode and OpenMP teams are per
-// thread) and turns a panic into an error ("labeldistill: internal error: ..."), with the
-// stack appended when LDTORCH_DEBUG is set: the entry of every exported function that
-// runs libtorch work.
-func guarded[T any](f func() (T, error)) (res T, err error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	defer func() {
-		if r := recover(); r != nil {
-			var zero T
-			msg := fmt.Sprintf("labeldistill: internal error: %v", r)
-			if os.Getenv("LDTORCH_DEBUG") != "" {
-				msg += "\n" + string(debug.Stack())
-			}
-			res, err = zero, errors.New(msg)
-		}
-	}()
-	return f()
-}
+// guarded is torch.Guard for labeldistill's entry points.
+func guarded[T any](f func() (T, error)) (T, error) { return torch.Guard("labeldistill", f) }

@@ -3,29 +3,6 @@
 
 package labeldistill
 
-import "math"
-
-// BestSteps returns the grid entry with the lowest validation error, the earliest one on
-// ties (docs/ALGORITHM.md §8; the reference keeps a new best only when strictly lower). NaN
-// errors never win. It returns 0 when grid is empty or every error is NaN, and panics when
-// the slices differ in length.
-func BestSteps(grid []int, valErr []float64) int {
-	if len(grid) != len(valErr) {
-		panic("labeldistill: BestSteps: grid and valErr differ in length")
-	}
-	best, bestErr := 0, math.Inf(1)
-	found := false
-	for i, e := range valErr {
-		if math.IsNaN(e) {
-			continue
-		}
-		if !found || e < bestErr {
-			best, bestErr, found = grid[i], e, true
-		}
-	}
-	return best
-}
-
 // StepsPerEpoch is the number of meta-steps in one pass over a target set of
 // targetSetSize examples in batches of outerBatch, the last batch partial (docs/ALGORITHM.md §7):
 // ceil(targetSetSize / outerBatch), e.g. 49 for MNIST (50000 / 1024) and 44 for CIFAR-10

@@ -1,79 +1,9 @@
 package labeldistill
 
 import (
-	"math"
 	"reflect"
 	"testing"
-
-	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
-
-func TestBaselineStepGrid(t *testing.T) {
-	want1000 := []int{10, 25, 50, 75, 100, 150, 200, 250, 300, 350, 400, 450, 500, 550, 600,
-		650, 700, 750, 800, 850, 900, 950, 1000}
-	if got := config.BaselineStepGrid(1000); !reflect.DeepEqual(got, want1000) {
-		t.Errorf("BaselineStepGrid(1000) = %v", got)
-	}
-	want1700 := append(append([]int(nil), want1000...), 1050, 1100, 1150, 1200, 1250, 1300,
-		1350, 1400, 1450, 1500, 1550, 1600, 1650, 1700)
-	if got := config.BaselineStepGrid(1700); !reflect.DeepEqual(got, want1700) {
-		t.Errorf("BaselineStepGrid(1700) = %v", got)
-	}
-	for max, want := range map[int][]int{
-		0:    nil,
-		-5:   nil,
-		5:    {5},
-		10:   {10},
-		60:   {10, 25, 50, 60},
-		75:   {10, 25, 50, 75},
-		120:  {10, 25, 50, 75, 100, 120},
-		1030: append(append([]int(nil), want1000...), 1030),
-	} {
-		if got := config.BaselineStepGrid(max); !reflect.DeepEqual(got, want) {
-			t.Errorf("BaselineStepGrid(%d) = %v, want %v", max, got, want)
-		}
-	}
-	for max := 1; max <= 2000; max++ {
-		g := config.BaselineStepGrid(max)
-		if g[len(g)-1] != max {
-			t.Fatalf("BaselineStepGrid(%d) does not end at %d: %v", max, max, g)
-		}
-		for i := 1; i < len(g); i++ {
-			if g[i] <= g[i-1] {
-				t.Fatalf("BaselineStepGrid(%d) not increasing: %v", max, g)
-			}
-		}
-	}
-}
-
-func TestBestSteps(t *testing.T) {
-	grid := []int{10, 25, 50, 75, 100}
-	cases := []struct {
-		errs []float64
-		want int
-	}{
-		{[]float64{50, 40, 30, 35, 31}, 50},
-		{[]float64{50, 30, 40, 30, 30}, 25}, // ties: earliest
-		{[]float64{math.NaN(), 60, math.NaN(), 20, 20}, 75},
-		{[]float64{math.NaN(), math.NaN(), math.NaN(), math.NaN(), math.NaN()}, 0},
-		{[]float64{10, 10, 10, 10, 10}, 10},
-		{[]float64{90, 80, 70, 60, 50}, 100},
-	}
-	for _, c := range cases {
-		if got := BestSteps(grid, c.errs); got != c.want {
-			t.Errorf("BestSteps(%v) = %d, want %d", c.errs, got, c.want)
-		}
-	}
-	if got := BestSteps(nil, nil); got != 0 {
-		t.Errorf("BestSteps(nil) = %d", got)
-	}
-	defer func() {
-		if recover() == nil {
-			t.Error("mismatched lengths did not panic")
-		}
-	}()
-	BestSteps(grid, []float64{1})
-}
 
 func TestStepsPerEpoch(t *testing.T) {
 	for _, c := range []struct{ n, b, want int }{

@@ -3,6 +3,7 @@ package labeldistill
 // secondorder.go: one second-order LD meta-iteration (docs/ALGORITHM.md §4).
 
 import (
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -32,7 +33,7 @@ func ldStep(l *learner, b metaBatch) (stepOutputs, error) {
 	}
 	logitsT := c.T(l.net.Forward(fast, l.buffers, b.xt, true))
 	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, b.yt)) // yt: dataset labels, checked on load
-	wrong := c.T(wrongCount(logitsT, b.yt))
+	wrong := c.T(train.WrongCount(logitsT, b.yt))
 	if c.Err() != nil {
 		return stepOutputs{}, c.Err()
 	}

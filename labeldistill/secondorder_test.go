@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -242,7 +243,7 @@ func TestLDStepFloat32(t *testing.T) {
 	cfg = tNeed[config.Config](t)(cfg.Resolved())
 	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, 10))
 	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(51))
-	l := tNeed[*learner](t)(newLearner(net, false, cfg, adamSpec(cfg.ModelLR), gen, torch.CPU))
+	l := tNeed[*learner](t)(newLearner(net, false, cfg, train.AdamSpec(cfg.ModelLR), gen, torch.CPU))
 	gen.Close()
 	t.Cleanup(l.close)
 	labels := tNeed[*labels](t)(newLabels(20, 10, cfg, torch.CPU))

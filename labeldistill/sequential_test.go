@@ -1,8 +1,8 @@
 package labeldistill
 
-// sequential_test.go: the test oracle of fresh.go. A single-model trainer written on its
+// sequential_test.go: the test oracle of package train. A single-model trainer written on its
 // own (the learner of the meta-step, a step of its own, scoring chunk by chunk), against
-// which trainModels and evaluateModels are checked: bit for bit in nets.BodyPerModel, to
+// which Trainer.TrainModels and Trainer.Test are checked: bit for bit in nets.BodyPerModel, to
 // rounding in nets.BodyGrouped. It is the path validation and the baselines took before
 // every fresh model went through trainModels.
 
@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -39,29 +40,30 @@ func trainStepSequential(l *learner, baseX, table, idx *torch.Tensor) error {
 	}
 	// Unchecked: a failed solve leaves non-finite weights, which the divergence check
 	// after training reports; checking here would read back to the host every step.
-	wl, _, err := ridgeWeightsUnchecked(zb, yb, l.cfg.RidgeLambda)
+	wl, _, err := train.RidgeSolve(zb, yb, l.cfg.RidgeLambda)
 	if err != nil {
 		return err
 	}
-	w := c.T(pseudoStep(l.w, wl, l.cfg.RidgePseudoStep))
+	w := c.T(train.PseudoStep(l.w, wl, l.cfg.RidgePseudoStep))
 	return rrFeatureStep(l, zb, w, yb, &c)
 }
 
 // trainSequential returns a new model trained for steps from a fresh initialisation drawn with seed.
-// It calls probe (if not nil) after the steps listed in probeAt (ascending).
-func (tr *trainer) trainSequential(ctx context.Context, steps int, seed uint64, probeAt []int, probe func(step int, l *learner) error) (*learner, error) {
+// It calls probe (if not nil) after the steps listed in probeAt (ascending), and onStep (if
+// not nil) after every step.
+func trainSequential(ctx context.Context, tr *train.Trainer, steps int, seed uint64, probeAt []int, probe func(step int, l *learner) error, onStep func(step int)) (*learner, error) {
 	gen, err := torch.NewGenerator(seed)
 	if err != nil {
 		return nil, err
 	}
 	defer gen.Close()
-	l, err := newLearner(tr.net, tr.rr, tr.cfg, tr.opt, gen, tr.dev)
+	l, err := newLearner(tr.Net, tr.RR, tr.Cfg, tr.Opt, gen, tr.Device)
 	if err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	n := int(tr.baseX.Shape()[0])
-	batch := min(tr.batch, n)
+	n := int(tr.Images.Shape()[0])
+	batch := min(tr.Batch, n)
 	next := 0
 	for step := 1; step <= steps; step++ {
 		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
@@ -69,17 +71,17 @@ func (tr *trainer) trainSequential(ctx context.Context, steps int, seed uint64, 
 			l.close()
 			return nil, err
 		}
-		idx, err := sampleIndices(rng, n, batch, tr.dev)
+		idx, err := sampleIndices(rng, n, batch, tr.Device)
 		if err == nil {
-			err = trainStepSequential(l, tr.baseX, tr.table, idx)
+			err = trainStepSequential(l, tr.Images, tr.Labels, idx)
 			idx.Free()
 		}
 		if err != nil {
 			l.close()
 			return nil, fmt.Errorf("training step %d: %w", step, err)
 		}
-		if tr.onStep != nil {
-			tr.onStep(step)
+		if onStep != nil {
+			onStep(step)
 		}
 		for next < len(probeAt) && probeAt[next] == step {
 			if err := probe(step, l); err != nil {
@@ -101,14 +103,14 @@ func accuracySequential(l *learner, x, y *torch.Tensor) (float64, error) {
 			// Each chunk's wrong count stays on the device; all are read at once at the end
 			// (one synchronisation on a GPU instead of one per chunk).
 			var wrong []*torch.Tensor
-			for start := int64(0); start < n; start += evalChunk {
+			for start := int64(0); start < n; start += train.EvalChunk {
 				s := torch.NewScope()
 				var c torch.Chain
-				size := min(evalChunk, n-start)
+				size := min(train.EvalChunk, n-start)
 				xs := c.T(x.Narrow(0, start, size))
 				ys := c.T(y.Narrow(0, start, size))
 				logits := c.T(l.logits(xs))
-				w := c.T(wrongCount(logits, ys))
+				w := c.T(train.WrongCount(logits, ys))
 				if c.Err() != nil {
 					s.Close()
 					return c.Err()
@@ -130,8 +132,8 @@ func accuracySequential(l *learner, x, y *torch.Tensor) (float64, error) {
 	}
 	var correct float64
 	for i, w := range counts {
-		size := min(evalChunk, n-int64(i)*evalChunk)
-		e := percentWrong(float64(w), size) // the chunk's error rate, as errorPercent gives it
+		size := min(train.EvalChunk, n-int64(i)*train.EvalChunk)
+		e := train.PercentWrong(float64(w), size) // the chunk's error rate, as errorPercent gives it
 		correct += float64(size) * (100 - e) / 100
 	}
 	return 100 * correct / float64(n), nil
@@ -140,12 +142,15 @@ func accuracySequential(l *learner, x, y *torch.Tensor) (float64, error) {
 // evaluateModelsSequential trains `models` fresh models one after another for steps each
 // and returns their accuracies (%) on (x, y). Model i starts from seed subSeed(seed,
 // purpose, i); a diverged model gets NaN.
-func (tr *trainer) evaluateModelsSequential(ctx context.Context, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
+func evaluateModelsSequential(ctx context.Context, tr *train.Trainer, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
 	accs := make([]float64, 0, models)
-	defer tr.reportSteps(steps * models)()
 	for i := 0; i < models; i++ {
-		tr.stepBase = i * steps
-		l, err := tr.trainSequential(ctx, steps, subSeed(seed, purpose, i), nil, nil)
+		var onStep func(int)
+		if tr.Progress != nil {
+			base := i * steps
+			onStep = func(step int) { tr.Progress(base+step, steps*models) }
+		}
+		l, err := trainSequential(ctx, tr, steps, train.Seed(seed, purpose, i), nil, nil, onStep)
 		if err != nil {
 			return nil, err
 		}
@@ -168,6 +173,6 @@ func (tr *trainer) evaluateModelsSequential(ctx context.Context, steps, models i
 
 // diverged reports whether the model's parameters (and RR head) hold a non-finite value.
 func (l *learner) diverged() (bool, error) {
-	ok, err := allFinite(append(append([]*torch.Tensor{}, l.params...), l.w, l.scale)...)
+	ok, err := train.AllFinite(append(append([]*torch.Tensor{}, l.params...), l.w, l.scale)...)
 	return !ok, err
 }

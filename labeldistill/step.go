@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -26,30 +27,6 @@ func sampleIndices(rng *rand.Rand, n, k int, dev torch.Device) (*torch.Tensor, e
 func indexTensor(idx []int64, dev torch.Device) (*torch.Tensor, error) {
 	return torch.FromInt64On(dev, idx, int64(len(idx)))
 }
-
-// wrongCount is the number of wrong top-1 predictions of logits (B, C) against int64
-// labels (B), left on the device (an int64 scalar).
-func wrongCount(logits, y *torch.Tensor) (*torch.Tensor, error) {
-	var c torch.Chain
-	wrong := c.T(c.T(c.T(logits.Argmax(1, false)).Ne(y)).Sum())
-	return wrong, c.Err()
-}
-
-// errorPercent is the top-1 error (%) of logits (B, C) against int64 labels (B).
-func errorPercent(logits, y *torch.Tensor) (float64, error) {
-	wrong, err := wrongCount(logits, y)
-	if err != nil {
-		return 0, err
-	}
-	n, err := wrong.Item()
-	if err != nil {
-		return 0, err
-	}
-	return percentWrong(n, y.Shape()[0]), nil
-}
-
-// percentWrong is the top-1 error (%) of n wrong predictions out of batch.
-func percentWrong(n float64, batch int64) float64 { return 100 * n / float64(batch) }
 
 // NonFiniteError reports a NaN or infinite quantity, naming the step and what it was.
 type NonFiniteError struct {
@@ -132,23 +109,9 @@ func checkReading(v []float64, batch int64) (stepStats, error) {
 	if info := v[readInfo]; info != 0 {
 		return stepStats{}, fmt.Errorf("ridge solve: the system is singular (linalg_solve info %v)", info)
 	}
-	st := stepStats{LabelLoss: v[readLoss], Error: percentWrong(v[readWrong], batch)}
+	st := stepStats{LabelLoss: v[readLoss], Error: train.PercentWrong(v[readWrong], batch)}
 	if !finite(st.LabelLoss) {
 		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
 	}
 	return st, nil
-}
-
-// applyThreads sets libtorch's intra-op thread count to n (0: keep libtorch's default) and,
-// through the shim, OpenBLAS's to the same number: OpenBLAS otherwise keeps a pool sized by
-// the core count whose idle threads spin (measured: 11.6 → 6.3 ms of CPU per evaluation step
-// when it is held to one thread).
-func applyThreads(n int) error {
-	if n <= 0 {
-		n = torch.NumThreads()
-	}
-	if err := torch.SetNumThreads(n); err != nil {
-		return err
-	}
-	return nil
 }

@@ -97,8 +97,11 @@ func SetAllowTF32(allow bool) error {
 // AllowTF32 reports whether either cuBLAS or cuDNN may use TF32.
 func AllowTF32() bool { return C.ldt_get_allow_tf32() == 1 }
 
-// SetNumThreads sets libtorch's intra-op thread count for the process. On shared machines
-// set OMP_WAIT_POLICY=passive before start when using more than one thread.
+// SetNumThreads sets libtorch's intra-op thread count for the process (n ≥ 1), and
+// OpenBLAS's to the same number: OpenBLAS otherwise keeps a pool sized by the core count
+// whose idle threads spin (measured: 11.6 → 6.3 ms of CPU per evaluation step when it is
+// held to one thread). On shared machines set OMP_WAIT_POLICY=passive before start when
+// using more than one thread.
 func SetNumThreads(n int) error { return cerr("set_num_threads", C.ldt_set_num_threads(C.int(n))) }
 
 // NumThreads returns libtorch's intra-op thread count.

@@ -1,5 +1,5 @@
 // bench.go: `ldtorch bench`: time meta-steps and evaluation-model steps of a configuration
-// with labeldistill.Bench and print the result as one JSON line.
+// with bench.Run and print the result as one JSON line.
 
 package main
 
@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/bench"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
@@ -81,29 +82,22 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		}
 		return distillError(err, src)
 	}
-	// With the evaluation comparison too, both benchmarks share one loaded dataset.
-	var opts []labeldistill.RunOption
-	if rank.group != nil {
-		opts = append(opts, labeldistill.WithGroup(rank.group))
-	}
-	if evalSteps > 0 {
-		resolved, err := cfg.Resolved()
-		if err != nil {
-			return fail(err)
-		}
-		ds, err := labeldistill.LoadDataset(resolved)
-		if err != nil {
-			return fail(err)
-		}
-		opts = append(opts, labeldistill.WithDataset(ds))
-	}
-	res, err := labeldistill.Bench(c.Context, cfg, steps, warmup, opts...)
+	// Both benchmarks share one loaded dataset.
+	resolved, err := cfg.Resolved()
 	if err != nil {
 		return fail(err)
 	}
-	var evalRes *labeldistill.EvalBenchResult
+	ds, err := labeldistill.LoadDataset(resolved)
+	if err != nil {
+		return fail(err)
+	}
+	res, err := bench.Run(c.Context, cfg, steps, warmup, ds, rank.group)
+	if err != nil {
+		return fail(err)
+	}
+	var evalRes *bench.EvaluationResult
 	if evalSteps > 0 {
-		if evalRes, err = labeldistill.BenchEvaluation(c.Context, cfg, evalSteps, opts...); err != nil {
+		if evalRes, err = bench.Evaluation(c.Context, cfg, evalSteps, ds); err != nil {
 			return fail(err)
 		}
 	}
@@ -111,9 +105,9 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		return nil
 	}
 	b, err := json.Marshal(struct {
-		*labeldistill.BenchResult
-		*labeldistill.EvalBenchResult `json:",omitempty"`
-		Malloc                        string `json:"malloc"` // the process's allocator settings (malloc.go)
+		*bench.Result
+		*bench.EvaluationResult `json:",omitempty"`
+		Malloc                  string `json:"malloc"` // the process's allocator settings (malloc.go)
 	}{res, evalRes, mallocSummary()})
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
@@ -255,14 +256,14 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	}
 	ckptDir := filepath.Join(cfg.Out, "checkpoints")
 	oldCkpts, _ := checkpoint.Files(ckptDir) // none when the folder is absent
-	replacing := fileExists(filepath.Join(cfg.Out, labeldistill.DistilledFile)) || fileExists(filepath.Join(cfg.Out, labeldistill.ReportFile))
+	replacing := fileExists(filepath.Join(cfg.Out, artifact.DistilledFile)) || fileExists(filepath.Join(cfg.Out, artifact.ReportFile))
 	// A fresh run must not mix with an earlier run in the same folder: keeping the newest
 	// three checkpoints would delete its own, --resume would find the other run's, and the
 	// artifact would be replaced without being asked to.
 	if !resuming && !overwrite && (replacing || len(oldCkpts) > 0) {
 		held := []string{}
 		if replacing {
-			held = append(held, "an artifact ("+labeldistill.DistilledFile+", "+labeldistill.ReportFile+")")
+			held = append(held, "an artifact ("+artifact.DistilledFile+", "+artifact.ReportFile+")")
 		}
 		if len(oldCkpts) > 0 {
 			held = append(held, fmt.Sprintf("%d checkpoint(s)", len(oldCkpts)))
@@ -334,7 +335,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		}
 		return distillError(err, src)
 	}
-	if err := labeldistill.WriteArtifact(cfg.Out, res); err != nil {
+	if err := artifact.Write(cfg.Out, res); err != nil {
 		return failuref("%v", err)
 	}
 	if overwrite && cfg.CheckpointEvery < 0 {
@@ -500,7 +501,7 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	}
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)
-	fmt.Fprintf(w, "artifact %s (%s, %s, history %s)\n", out, labeldistill.DistilledFile, labeldistill.ReportFile, labeldistill.HistoryFile)
+	fmt.Fprintf(w, "artifact %s (%s, %s, history %s)\n", out, artifact.DistilledFile, artifact.ReportFile, labeldistill.HistoryFile)
 }
 
 func elapsedSeconds(s float64) string {

@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -70,7 +71,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if dir == "" {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
-	ec := labeldistill.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
+	ec := artifact.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
 		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), Seed: c.Int64("seed"),
 		Device: c.String("device"), Dataset: c.String("dataset"), AllowTF32: c.Bool("allow-tf32")}
 	if c.IsSet("rr") {
@@ -117,16 +118,16 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--threads: must be 0 (libtorch's default) or between 1 and %d, got %d", config.MaxThreads(), threads)
 	}
 
-	art, err := labeldistill.ReadArtifact(dir)
+	art, err := artifact.Read(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
-			path := filepath.Join(dir, labeldistill.DistilledFile)
+			path := filepath.Join(dir, artifact.DistilledFile)
 			if _, lerr := os.Lstat(path); lerr == nil { // there, but not readable
 				return usageErrorf("--distilled: %s", unreadable(path, err))
 			}
 			if errors.Is(err, fs.ErrNotExist) {
-				return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, labeldistill.DistilledFile)
+				return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, artifact.DistilledFile)
 			}
 		}
 		return usageErrorf("--distilled: %v", err)
@@ -137,7 +138,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if ec, err = ec.Resolved(art); err != nil {
 		return evaluateError(err, dir, c)
 	}
-	cfg, err := labeldistill.EvalDataConfig(art, ec.Dataset)
+	cfg, err := artifact.EvalDataConfig(art, ec.Dataset)
 	if err != nil {
 		return evaluateError(err, dir, c)
 	}
@@ -163,13 +164,13 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if ec.Steps > 0 {
 		steps = strconv.Itoa(ec.Steps)
 	} else if art.Report != nil {
-		steps = strconv.Itoa(art.Report.Steps)
+		steps = strconv.Itoa(art.Report.T)
 	}
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
 	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
 		ec.Models, arch, ec.Optimizer, map[bool]string{true: ", RR head"}[*ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
-	res, err := labeldistill.Evaluate(c.Context, art, test, ec)
+	res, err := artifact.Evaluate(c.Context, art, test, ec)
 	if err == nil && c.Context.Err() != nil {
 		err = c.Context.Err()
 	}
@@ -204,8 +205,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if res.Diverged > 0 {
 		fmt.Fprintf(e.stdout, "warning: %d of %d models diverged (non-finite parameters; --lr %g) and are left out of the accuracy above\n", res.Diverged, res.Diverged+len(res.Accuracies), res.LR)
 	}
-	if r := art.Report; r != nil && r.Steps == res.Steps && res.Arch == r.Config.EvalArch && res.Optimizer == "adam" && res.LR == r.Config.EvalLR {
-		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestAccuracyMean, r.TestAccuracyStd, len(r.TestAccuracies))
+	if r := art.Report; r != nil && r.T == res.Steps && res.Arch == r.Config.EvalArch && res.Optimizer == "adam" && res.LR == r.Config.EvalLR {
+		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestMean, r.TestStd, len(r.TestAccuracies))
 	}
 	return nil
 }
@@ -218,8 +219,8 @@ func evaluateError(err error, dir string, c *cli.Context) error {
 	if !errors.As(err, &fe) {
 		return err
 	}
-	if fe.Field == "steps" && !fileExists(filepath.Join(dir, labeldistill.ReportFile)) {
-		return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, labeldistill.ReportFile)
+	if fe.Field == "steps" && !fileExists(filepath.Join(dir, artifact.ReportFile)) {
+		return usageErrorf("--steps: %s has no %s to take T from, so give --steps", dir, artifact.ReportFile)
 	}
 	if v := c.String(fe.Field); v != "" && c.IsSet(fe.Field) { // string flags: dataset, arch, device
 		return usageErrorf("--%s %s: %s", fe.Field, v, fe.Msg)

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
@@ -39,9 +39,9 @@ func parallelArgs(shared, out string, extra ...string) []string {
 // differences of the same relative size, accumulated over the steps.
 const labelTolerance = 1e-5
 
-func readRun(t *testing.T, out string) *labeldistill.Artifact {
+func readRun(t *testing.T, out string) *artifact.Artifact {
 	t.Helper()
-	a, err := labeldistill.ReadArtifact(out)
+	a, err := artifact.Read(out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +83,8 @@ func TestParallelMatchesOneRank(t *testing.T) {
 		t.Errorf("labels differ by up to %.3g, tolerance %.g", d, labelTolerance)
 	}
 	ra, rb := a.Report, b.Report
-	if ra.MetaSteps != rb.MetaSteps || ra.Steps != rb.Steps || !reflect.DeepEqual(ra.Resets, rb.Resets) {
-		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.Steps, rb.Steps, ra.Resets, rb.Resets)
+	if ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
+		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
 	}
 	if len(ra.Validations) != len(rb.Validations) || ra.BestValidation.Epoch != rb.BestValidation.Epoch ||
 		math.Abs(ra.BestValidation.Accuracy-rb.BestValidation.Accuracy) > 0.5 {
@@ -181,7 +181,7 @@ wait:
 		r0.Process.Kill()
 		t.Fatalf("rank 0 still running %v after rank 1 was killed\n%s", timeout+dist.FailureGrace+30*time.Second, err0.String())
 	}
-	if _, err := os.Stat(filepath.Join(killed, labeldistill.DistilledFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(killed, artifact.DistilledFile)); err == nil {
 		t.Fatal("the failed run wrote an artifact")
 	}
 

@@ -18,8 +18,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func (e *env) reportCommand() *cli.Command {
@@ -56,8 +58,8 @@ func oneDirArg(c *cli.Context) (string, error) {
 	if err != nil || !st.IsDir() {
 		return "", usageErrorf("%s is not a folder", dir)
 	}
-	if _, err := os.Stat(filepath.Join(dir, labeldistill.DistilledFile)); err != nil {
-		return "", usageErrorf("%s holds no %s (not the --out folder of a finished distill run)", dir, labeldistill.DistilledFile)
+	if _, err := os.Stat(filepath.Join(dir, artifact.DistilledFile)); err != nil {
+		return "", usageErrorf("%s holds no %s (not the --out folder of a finished distill run)", dir, artifact.DistilledFile)
 	}
 	return dir, nil
 }
@@ -118,12 +120,12 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	if c.Int("batches") < 1 {
 		return usageErrorf("--batches: need at least 1, got %d", c.Int("batches"))
 	}
-	art, err := labeldistill.ReadArtifact(dir)
+	art, err := artifact.Read(dir)
 	if err != nil {
 		return failuref("%v", err)
 	}
 	if art.Report == nil {
-		return usageErrorf("%s holds no %s", dir, labeldistill.ReportFile)
+		return usageErrorf("%s holds no %s", dir, artifact.ReportFile)
 	}
 	cfg := art.Report.Config
 	if c.IsSet("data-dir") {
@@ -166,7 +168,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := labeldistill.WriteFileAtomic(filepath.Join(dir, report.GradVarJSON), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, report.GradVarJSON), append(b, '\n')); err != nil {
 		return failuref("%v", err)
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 3, ' ', 0)

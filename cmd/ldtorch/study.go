@@ -20,10 +20,13 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
+	"github.com/ldtorch/ldtorch/labeldistill/study"
+	"github.com/ldtorch/ldtorch/labeldistill/sweep"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func (e *env) studyCommand() *cli.Command {
@@ -104,16 +107,16 @@ func parseNames(flag, text string, known []string) ([]string, error) {
 func (e *env) studyAction(c *cli.Context) error {
 	kind := c.Args().First()
 	if kind == "" || c.Args().Len() > 1 {
-		return usageErrorf("give one study NAME: %s (e.g. ldtorch study steps --distilled DIR)", strings.Join(labeldistill.StudyKinds, ", "))
+		return usageErrorf("give one study NAME: %s (e.g. ldtorch study steps --distilled DIR)", strings.Join(study.Kinds, ", "))
 	}
-	if !slices.Contains(labeldistill.StudyKinds, kind) {
-		return usageErrorf("unknown study %q (want %s)", kind, strings.Join(labeldistill.StudyKinds, ", "))
+	if !slices.Contains(study.Kinds, kind) {
+		return usageErrorf("unknown study %q (want %s)", kind, strings.Join(study.Kinds, ", "))
 	}
 	dir := c.String("distilled")
 	if dir == "" {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
-	var sc labeldistill.StudyConfig
+	var sc study.Config
 	var err error
 	if sc.Models, err = positiveIntFlag(c, "models"); err != nil {
 		return err
@@ -149,16 +152,16 @@ func (e *env) studyAction(c *cli.Context) error {
 	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet}); err != nil {
 		return err
 	}
-	art, err := labeldistill.ReadArtifact(dir)
+	art, err := artifact.Read(dir)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
-			return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, labeldistill.DistilledFile)
+			return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, artifact.DistilledFile)
 		}
 		return usageErrorf("--distilled: %v", err)
 	}
 	if art.Report == nil {
-		return usageErrorf("--distilled: %s has no %s (a study takes T, the method and the data from it)", dir, labeldistill.ReportFile)
+		return usageErrorf("--distilled: %s has no %s (a study takes T, the method and the data from it)", dir, artifact.ReportFile)
 	}
 	cfg := art.Report.Config
 	adjust, err := operational(c)
@@ -184,7 +187,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	defer unlock()
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	pr.note("study %s of %s: reading %s data", kind, dir, cfg.Dataset)
-	d, err := labeldistill.LoadStudyData(cfg)
+	d, err := study.LoadData(cfg)
 	if err != nil {
 		return distillError(err, &valueSource{args: e.args, isSet: c.IsSet})
 	}
@@ -199,7 +202,7 @@ func (e *env) studyAction(c *cli.Context) error {
 		}
 	}
 	ctx := c.Context
-	st, err := labeldistill.RunStudy(ctx, kind, art, d, sc)
+	st, err := study.Run(ctx, kind, art, d, sc)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -214,7 +217,7 @@ func (e *env) studyAction(c *cli.Context) error {
 		}
 		return failuref("%v", err)
 	}
-	jsonName, pngName := labeldistill.StudyFileNames(kind)
+	jsonName, pngName := study.FileNames(kind)
 	if err := os.MkdirAll(filepath.Join(dir, "studies"), 0o755); err != nil {
 		return failuref("%v", err)
 	}
@@ -222,20 +225,20 @@ func (e *env) studyAction(c *cli.Context) error {
 	if err != nil {
 		return failuref("%v", err)
 	}
-	if err := labeldistill.WriteFileAtomic(filepath.Join(dir, jsonName), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, jsonName), append(b, '\n')); err != nil {
 		return failuref("%v", err)
 	}
 	png, err := report.StudyFigure(st)
 	if err != nil {
 		return failuref("figure: %v", err)
 	}
-	if err := labeldistill.WriteFileAtomic(filepath.Join(dir, pngName), png); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, pngName), png); err != nil {
 		return failuref("%v", err)
 	}
 	fmt.Fprintf(e.stdout, "%s study of %s (%s on %s, %d base examples, T = %d, %d models per setting, seed %d)\n\n",
-		kind, dir, labeldistill.MethodNameOf(st.Method), st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
+		kind, dir, sweep.MethodNameOf(st.Method), st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 3, ' ', 0)
-	for _, row := range labeldistill.StudyTable(st) {
+	for _, row := range study.Table(st) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()

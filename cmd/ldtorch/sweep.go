@@ -15,8 +15,10 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/sweep"
 )
 
 // operationalFlags are the settings a sweep or study may take from the command line for
@@ -60,7 +62,7 @@ func (e *env) sweepCommand() *cli.Command {
 		UsageText: "ldtorch sweep --grid scripts/paper/table1-mnist.json --out DIR [--rows \"LD RR\"] [--threads 1]\n" +
 			"ldtorch sweep --grid FILE --out DIR --summary-only",
 		Description: "Each cell of the grid (rows × columns of config settings over a common config; see " +
-			"labeldistill.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
+			"sweep.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
 			"and history. Running the same command again skips finished cells and resumes a cell that was " +
 			"interrupted from its checkpoint. DIR/summary.csv and DIR/summary.md (the paper's layout, its " +
 			"numbers beneath ours) are rewritten after the run, also when it is interrupted.",
@@ -80,7 +82,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (sweep takes only flags)", c.Args().First())
 	}
-	grid, err := labeldistill.ReadGrid(c.String("grid"))
+	grid, err := sweep.ReadGrid(c.String("grid"))
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -100,22 +102,22 @@ func (e *env) sweepAction(c *cli.Context) error {
 	for _, sel := range []struct {
 		flag   string
 		labels []string
-		of     func(labeldistill.SweepCell) string
-	}{{"rows", c.StringSlice("rows"), func(x labeldistill.SweepCell) string { return x.Row }},
-		{"columns", c.StringSlice("columns"), func(x labeldistill.SweepCell) string { return x.Column }}} {
+		of     func(sweep.Cell) string
+	}{{"rows", c.StringSlice("rows"), func(x sweep.Cell) string { return x.Row }},
+		{"columns", c.StringSlice("columns"), func(x sweep.Cell) string { return x.Column }}} {
 		for _, l := range sel.labels {
-			if !slices.ContainsFunc(cells, func(x labeldistill.SweepCell) bool { return sel.of(x) == l }) {
+			if !slices.ContainsFunc(cells, func(x sweep.Cell) bool { return sel.of(x) == l }) {
 				return usageErrorf("--%s: no %s labelled %q in %s", sel.flag, strings.TrimSuffix(sel.flag, "s"), l, c.String("grid"))
 			}
 		}
 	}
 	if c.Bool("list") {
 		for _, cell := range cells {
-			st, err := labeldistill.CellState(cell)
+			st, err := sweep.CellState(cell)
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			fmt.Fprintf(e.stdout, "%-8s %s\n", st, filepath.Join(labeldistill.SweepCellsFolder, cell.ID))
+			fmt.Fprintf(e.stdout, "%-8s %s\n", st, filepath.Join(sweep.CellsFolder, cell.ID))
 		}
 		return nil
 	}
@@ -128,7 +130,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 	}
 	defer unlock()
 	if c.Bool("summary-only") {
-		if err := labeldistill.WriteSweepSummary(grid, dir); err != nil {
+		if err := sweep.WriteSummary(grid, dir); err != nil {
 			return failuref("%v", err)
 		}
 		return e.printSweepSummary(dir)
@@ -139,29 +141,29 @@ func (e *env) sweepAction(c *cli.Context) error {
 	ctx := c.Context
 	quiet := c.Bool("quiet")
 	var pr *progress
-	opts := labeldistill.SweepOptions{
+	opts := sweep.Options{
 		Rows: c.StringSlice("rows"), Columns: c.StringSlice("columns"), Adjust: adjust,
-		Cell: func(cell labeldistill.SweepCell, i, n int, st labeldistill.SweepState) {
+		Cell: func(cell sweep.Cell, i, n int, st sweep.State) {
 			if quiet {
 				return
 			}
 			cfg := cell.Config
 			switch st {
-			case labeldistill.CellDone:
+			case sweep.CellDone:
 				fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: finished earlier, skipped\n", i, n, cell.Row, cell.Column)
 			case "finished":
 				pr.done()
-				if a, err := labeldistill.ReadArtifact(cfg.Out); err == nil && a.Report != nil {
+				if a, err := artifact.Read(cfg.Out); err == nil && a.Report != nil {
 					fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: %.2f%% ± %.2f in %s\n", i, n, cell.Row, cell.Column,
-						a.Report.TestAccuracyMean, a.Report.TestAccuracyStd, elapsedSeconds(a.Report.WallSeconds))
+						a.Report.TestMean, a.Report.TestStd, elapsedSeconds(a.Report.WallSeconds))
 				}
 			default:
 				verb := "starting"
-				if st == labeldistill.CellResume {
+				if st == sweep.CellResume {
 					verb = "resuming"
 				}
 				fmt.Fprintf(e.stderr, "[cell %d/%d] %s %s / %s: %s on %s, N=%d, seed %d, %d epochs -> %s\n", i, n, verb,
-					cell.Row, cell.Column, labeldistill.MethodNameOf(cfg.Method), cfg.Dataset, cfg.BaseExamples, cfg.Seed, cfg.Epochs, cfg.Out)
+					cell.Row, cell.Column, sweep.MethodNameOf(cfg.Method), cfg.Dataset, cfg.BaseExamples, cfg.Seed, cfg.Epochs, cfg.Out)
 				pr = newProgress(e.stderr, e.stderrTTY, quiet)
 			}
 		},
@@ -171,7 +173,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 			}
 		})},
 	}
-	err = labeldistill.RunSweep(ctx, grid, dir, opts)
+	err = sweep.Run(ctx, grid, dir, opts)
 	if pr != nil {
 		pr.done()
 	}
@@ -190,7 +192,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 }
 
 func (e *env) printSweepSummary(dir string) error {
-	md, err := os.ReadFile(filepath.Join(dir, labeldistill.SweepSummaryMD))
+	md, err := os.ReadFile(filepath.Join(dir, sweep.SummaryMD))
 	if err != nil {
 		return failuref("%v", err)
 	}

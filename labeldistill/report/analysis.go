@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 )
 
 // LabelDistribution is the mean distilled label of the base examples of each original
@@ -69,7 +69,7 @@ func Recovered(labels []float32, classes int, baseClasses []int64) int {
 
 // Pixels undoes the normalisation of images (n × C×H×W, normalised as norm says) back to
 // [0, 1] intensities (clamped).
-func Pixels(images []float32, channels, size int, norm labeldistill.Normalisation) ([]float64, error) {
+func Pixels(images []float32, channels, size int, norm artifact.Normalisation) ([]float64, error) {
 	if len(norm.Mean) != channels || len(norm.Std) != channels {
 		return nil, fmt.Errorf("report: normalisation %v / %v does not fit %d channels", norm.Mean, norm.Std, channels)
 	}

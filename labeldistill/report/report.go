@@ -18,8 +18,10 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // File names inside an output folder.
@@ -82,12 +84,12 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if opt.Examples == 0 {
 		opt.Examples = 10
 	}
-	art, err := labeldistill.ReadArtifact(dir)
+	art, err := artifact.Read(dir)
 	if err != nil {
 		return nil, err
 	}
 	if art.Report == nil {
-		return nil, fmt.Errorf("report: %s has no %s", dir, labeldistill.ReportFile)
+		return nil, fmt.Errorf("report: %s has no %s", dir, artifact.ReportFile)
 	}
 	rep := art.Report
 	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0])}
@@ -119,7 +121,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if png == nil {
 			return nil
 		}
-		if err := labeldistill.WriteFileAtomic(filepath.Join(figDir, f.Name), png); err != nil {
+		if err := atomicfile.WriteFile(filepath.Join(figDir, f.Name), png); err != nil {
 			return err
 		}
 		res.Figures = append(res.Figures, f)
@@ -144,10 +146,10 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		}
 	}
 	if len(rep.SourceClassNames) == 0 {
-		rep.SourceClassNames, _ = labeldistill.DatasetInfo(cfg.Source)
+		rep.SourceClassNames, _ = artifact.DatasetInfo(cfg.Source)
 	}
 	if len(rep.ClassNames) == 0 {
-		rep.ClassNames, _ = labeldistill.DatasetInfo(cfg.Dataset)
+		rep.ClassNames, _ = artifact.DatasetInfo(cfg.Dataset)
 		targetNames = namesOr(rep.ClassNames, classes)
 	}
 	sourceClasses := len(rep.SourceClassNames)
@@ -157,7 +159,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	sourceNames := namesOr(rep.SourceClassNames, sourceClasses)
 	norm := rep.Normalisation
 	if len(norm.Mean) == 0 {
-		_, norm = labeldistill.DatasetInfo(cfg.Source)
+		_, norm = artifact.DatasetInfo(cfg.Source)
 	}
 	pix, err := Pixels(art.Images, c, h*w, norm)
 	if err != nil {
@@ -282,7 +284,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := labeldistill.WriteFileAtomic(res.HTML, html); err != nil {
+	if err := atomicfile.WriteFile(res.HTML, html); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -291,7 +293,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 // historyMismatch says why a history does not belong to the artifact's run ("" when it
 // does): another run's settings, or a run that has not ended with this artifact's test
 // accuracy (a later run into the same folder, still going or failed).
-func historyMismatch(hist []labeldistill.HistoryRecord, rep *labeldistill.Report) string {
+func historyMismatch(hist []labeldistill.HistoryRecord, rep *artifact.Report) string {
 	start := hist[0]
 	if start.Kind != labeldistill.HistoryStart {
 		return "no start line"
@@ -300,7 +302,7 @@ func historyMismatch(hist []labeldistill.HistoryRecord, rep *labeldistill.Report
 		return fmt.Sprintf("its run is %s on %s, %d base, seed %d", start.Method, start.Dataset, start.BaseExamples, start.Seed)
 	}
 	for _, r := range hist {
-		if r.Kind == labeldistill.HistoryPhase && r.Name == "test" && r.Mean == rep.TestAccuracyMean {
+		if r.Kind == labeldistill.HistoryPhase && r.Name == "test" && r.Mean == rep.TestMean {
 			return ""
 		}
 	}
@@ -380,7 +382,7 @@ func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]floa
 	if err != nil {
 		return nil, fmt.Sprintf("real %s examples not shown beside the reconstructions: %v", cfg.Dataset, err)
 	}
-	_, norm := labeldistill.DatasetInfo(cfg.Dataset)
+	_, norm := artifact.DatasetInfo(cfg.Dataset)
 	out := make([][][]float64, classes)
 	for i, y := range test.Labels {
 		if y < 0 || int(y) >= classes || len(out[y]) >= opt.RealExamples {
@@ -397,12 +399,12 @@ func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]floa
 
 // accuracies lists the distilled labels and each baseline, and the distilled labels'
 // improvement over each baseline.
-func accuracies(rep *labeldistill.Report) (entries, improvements []accuracyEntry) {
+func accuracies(rep *artifact.Report) (entries, improvements []accuracyEntry) {
 	method := "LD"
 	if rep.Method == config.MethodRR {
 		method = "LD RR"
 	}
-	entries = append(entries, accuracyEntry{name: "distilled (" + method + ")", mean: rep.TestAccuracyMean, std: rep.TestAccuracyStd, models: len(rep.TestAccuracies)})
+	entries = append(entries, accuracyEntry{name: "distilled (" + method + ")", mean: rep.TestMean, std: rep.TestStd, models: len(rep.TestAccuracies)})
 	keys := make([]string, 0, len(rep.Baselines))
 	for k := range rep.Baselines {
 		keys = append(keys, k)
@@ -419,7 +421,7 @@ func accuracies(rep *labeldistill.Report) (entries, improvements []accuracyEntry
 		b := rep.Baselines[k]
 		name := strings.TrimSuffix(k, "_rr") + " labels"
 		entries = append(entries, accuracyEntry{name: name, mean: b.Mean, std: b.Std, models: len(b.Accuracies)})
-		improvements = append(improvements, accuracyEntry{name: "vs " + name, mean: rep.TestAccuracyMean - b.Mean})
+		improvements = append(improvements, accuracyEntry{name: "vs " + name, mean: rep.TestMean - b.Mean})
 	}
 	return entries, improvements
 }
@@ -463,7 +465,7 @@ type htmlFigure struct {
 	Src            string
 }
 
-func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, improvements []accuracyEntry) ([]byte, error) {
+func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvements []accuracyEntry) ([]byte, error) {
 	cfg := rep.Config
 	method := "LD"
 	if rep.Method == config.MethodRR {
@@ -484,7 +486,7 @@ func renderHTML(dir string, rep *labeldistill.Report, res *Result, entries, impr
 		{"target / source", cfg.Dataset + " / " + cfg.Source},
 		{"epochs, meta-steps, resets", fmt.Sprintf("%d, %d, %d", rep.Epochs, rep.MetaSteps, len(rep.Resets))},
 		{"best validation", fmt.Sprintf("%.2f%% after epoch %d", rep.BestValidation.Accuracy, rep.BestValidation.Epoch)},
-		{"T (steps fresh models train)", fmt.Sprint(rep.Steps)},
+		{"T (steps fresh models train)", fmt.Sprint(rep.T)},
 		{"seed", fmt.Sprint(rep.Seed)},
 		{"wall time", fmt.Sprintf("%s (meta-steps %s, %.3f s each)", time.Duration(rep.WallSeconds*float64(time.Second)).Round(time.Second), time.Duration(rep.DistillSeconds*float64(time.Second)).Round(time.Second), rep.SecondsPerStep)},
 		{"versions", fmt.Sprintf("ldtorch %s, libtorch %s", version, rep.LibtorchVersion)},

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
@@ -64,7 +65,7 @@ func TestReconstructMatchesDirect(t *testing.T) {
 }
 
 func TestPixelsAndLabelAnalysis(t *testing.T) {
-	norm := labeldistill.Normalisation{Mean: []float64{0.1307}, Std: []float64{0.3081}}
+	norm := artifact.Normalisation{Mean: []float64{0.1307}, Std: []float64{0.3081}}
 	p, err := Pixels([]float32{float32((0 - 0.1307) / 0.3081), float32((1 - 0.1307) / 0.3081), 10}, 1, 3, norm)
 	if err != nil || math.Abs(p[0]) > 1e-6 || math.Abs(p[1]-1) > 1e-6 || p[2] != 1 {
 		t.Fatalf("pixels %v, %v", p, err)
@@ -108,7 +109,7 @@ func tinyRun(t *testing.T, shared, target, source string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := labeldistill.WriteArtifact(out, res); err != nil {
+	if err := artifact.Write(out, res); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -209,7 +210,7 @@ func TestWriteReportRealRuns(t *testing.T) {
 // TestWriteReportNeedsArtifact: a folder without an artifact is an error naming the file.
 func TestWriteReportNeedsArtifact(t *testing.T) {
 	dir := t.TempDir()
-	if _, err := Write(dir, Options{}); err == nil || !strings.Contains(err.Error(), labeldistill.DistilledFile) {
+	if _, err := Write(dir, Options{}); err == nil || !strings.Contains(err.Error(), artifact.DistilledFile) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -217,7 +218,7 @@ func TestWriteReportNeedsArtifact(t *testing.T) {
 // TestHistoryMismatch: a history of another run, or of a run that has not finished with
 // this artifact, is not drawn as this artifact's.
 func TestHistoryMismatch(t *testing.T) {
-	rep := &labeldistill.Report{Method: "rr", Target: "mnist", Seed: 1, BaseExamples: 100, TestAccuracyMean: 85}
+	rep := &artifact.Report{Method: "rr", Target: "mnist", Seed: 1, BaseExamples: 100, Record: labeldistill.Record{TestMean: 85}}
 	start := labeldistill.HistoryRecord{Kind: labeldistill.HistoryStart, Method: "rr", Dataset: "mnist", Seed: 1, BaseExamples: 100}
 	test := labeldistill.HistoryRecord{Kind: labeldistill.HistoryPhase, Name: "test", Mean: 85}
 	if why := historyMismatch([]labeldistill.HistoryRecord{start, test}, rep); why != "" {

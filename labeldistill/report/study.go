@@ -1,6 +1,6 @@
 package report
 
-// study.go: the figure of a flexibility study (labeldistill.RunStudy), drawn with the
+// study.go: the figure of a flexibility study (study.Run), drawn with the
 // helpers of figures.go.
 
 import (
@@ -14,23 +14,24 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/study"
+	"github.com/ldtorch/ldtorch/labeldistill/sweep"
 )
 
 // StudyFigure draws a study as PNG: test accuracy (mean ± std over the models) against the
 // number of steps (steps), against the learning rate per optimiser (optimizer), or as bars
 // per setting (arch: distilled beside true labels; rr-standard).
-func StudyFigure(st *labeldistill.Study) ([]byte, error) {
+func StudyFigure(st *study.Study) ([]byte, error) {
 	title := fmt.Sprintf("%s study: %s %s, %d base examples (T = %d, %d models)",
-		st.Study, labeldistill.MethodNameOf(st.Method), datasetTitle(st), st.BaseExamples, st.T, st.Models)
+		st.Study, sweep.MethodNameOf(st.Method), datasetTitle(st), st.BaseExamples, st.T, st.Models)
 	p := newPlot(title)
 	p.Y.Label.Text = "test accuracy (%)"
 	p.Add(plotter.NewGrid())
 	var err error
 	switch st.Study {
-	case labeldistill.StudySteps:
+	case study.Steps:
 		err = stepsPlot(p, st)
-	case labeldistill.StudyOptimizer:
+	case study.Optimizer:
 		err = optimizerPlot(p, st)
 	default:
 		err = barsPlot(p, st)
@@ -41,7 +42,7 @@ func StudyFigure(st *labeldistill.Study) ([]byte, error) {
 	return renderPNG([][]*plot.Plot{{p}}, 9*vg.Inch, 5*vg.Inch)
 }
 
-func datasetTitle(st *labeldistill.Study) string {
+func datasetTitle(st *study.Study) string {
 	if st.Source != "" && st.Source != st.Dataset {
 		return st.Source + " → " + st.Dataset
 	}
@@ -49,7 +50,7 @@ func datasetTitle(st *labeldistill.Study) string {
 }
 
 // meanErr adds a line with points and ±std error bars.
-func meanErr(p *plot.Plot, xs []float64, settings []labeldistill.StudySetting, col color.Color, legend string) error {
+func meanErr(p *plot.Plot, xs []float64, settings []study.Setting, col color.Color, legend string) error {
 	var xys plotter.XYs
 	var stds []float64
 	for i, s := range settings {
@@ -77,7 +78,7 @@ func meanErr(p *plot.Plot, xs []float64, settings []labeldistill.StudySetting, c
 	return nil
 }
 
-func stepsPlot(p *plot.Plot, st *labeldistill.Study) error {
+func stepsPlot(p *plot.Plot, st *study.Study) error {
 	xs := make([]float64, len(st.Settings))
 	for i, s := range st.Settings {
 		xs[i] = float64(s.Steps)
@@ -96,8 +97,8 @@ func stepsPlot(p *plot.Plot, st *labeldistill.Study) error {
 	return nil
 }
 
-func optimizerPlot(p *plot.Plot, st *labeldistill.Study) error {
-	groups := map[string][]labeldistill.StudySetting{}
+func optimizerPlot(p *plot.Plot, st *study.Study) error {
+	groups := map[string][]study.Setting{}
 	var order []string
 	for _, s := range st.Settings {
 		key := s.Optimizer
@@ -125,7 +126,7 @@ func optimizerPlot(p *plot.Plot, st *labeldistill.Study) error {
 	return nil
 }
 
-func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
+func barsPlot(p *plot.Plot, st *study.Study) error {
 	names := make([]string, len(st.Settings))
 	xys := make(plotter.XYs, len(st.Settings))
 	stds := make([]float64, len(st.Settings))
@@ -153,7 +154,7 @@ func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
 		}
 		bars.Color, bars.LineStyle.Width = b.col, 0
 		p.Add(bars)
-		if st.Study == labeldistill.StudyArch {
+		if st.Study == study.Arch {
 			p.Legend.Add(b.legend, bars)
 		}
 	}
@@ -186,7 +187,7 @@ func barsPlot(p *plot.Plot, st *labeldistill.Study) error {
 }
 
 // yRange pads the accuracies' range (mean ± std) to whole points.
-func yRange(settings []labeldistill.StudySetting) (lo, hi float64) {
+func yRange(settings []study.Setting) (lo, hi float64) {
 	lo, hi = 100, 0
 	for _, s := range settings {
 		if len(s.Accuracies) == 0 {

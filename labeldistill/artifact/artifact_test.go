@@ -1,4 +1,4 @@
-package labeldistill
+package artifact
 
 import (
 	"os"
@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // smallResult is a 4-image MNIST-shaped result (no training needed to write an artifact).
-func smallResult(t *testing.T, method string) *Result {
+func smallResult(t *testing.T, method string) *labeldistill.Result {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Method, cfg.BaseExamples, cfg.BaseSelection = method, 4, config.SelectUnbalanced
@@ -21,7 +22,7 @@ func smallResult(t *testing.T, method string) *Result {
 		t.Fatal(err)
 	}
 	n, classes := 4, 10
-	res := &Result{Record: Record{Config: cfg, T: 3, MetaSteps: 3}, Classes: classes, BaseShape: [4]int64{4, 1, 28, 28},
+	res := &labeldistill.Result{Record: labeldistill.Record{Config: cfg, T: 3, MetaSteps: 3}, Classes: classes, BaseShape: [4]int64{4, 1, 28, 28},
 		BaseImages: make([]float32, n*28*28), BaseIndices: []int64{5, 7, 11, 13}, BaseClasses: []int64{3, 1, 4, 1},
 		Labels: make([]float32, n*classes)}
 	for i := range res.BaseImages {
@@ -37,10 +38,10 @@ func smallResult(t *testing.T, method string) *Result {
 // the versions survive a write and a read.
 func TestArtifactDescribesItself(t *testing.T) {
 	dir := t.TempDir()
-	if err := WriteArtifact(dir, smallResult(t, config.MethodRR)); err != nil {
+	if err := Write(dir, smallResult(t, config.MethodRR)); err != nil {
 		t.Fatal(err)
 	}
-	a, err := ReadArtifact(dir)
+	a, err := Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestArtifactDescribesItself(t *testing.T) {
 	switch {
 	case !reflect.DeepEqual(a.BaseClasses, []int64{3, 1, 4, 1}) || !reflect.DeepEqual(r.BaseClasses, a.BaseClasses):
 		t.Fatalf("base classes %v / %v", a.BaseClasses, r.BaseClasses)
-	case r.SchemaVersion != ArtifactSchema || r.LdtorchVersion != Version:
+	case r.SchemaVersion != Schema || r.LdtorchVersion != labeldistill.Version:
 		t.Fatalf("schema %d, version %q", r.SchemaVersion, r.LdtorchVersion)
 	case len(r.ClassNames) != 10 || r.ClassNames[3] != "3" || len(r.SourceClassNames) != 10:
 		t.Fatalf("class names %v / %v", r.ClassNames, r.SourceClassNames)
@@ -77,7 +78,7 @@ func TestRetrainSnippetRuns(t *testing.T) {
 		t.Fatal("docs/ARTIFACT.md: retrain snippet markers not found")
 	}
 	dir := t.TempDir()
-	if err := WriteArtifact(dir, smallResult(t, config.MethodLD)); err != nil {
+	if err := Write(dir, smallResult(t, config.MethodLD)); err != nil {
 		t.Fatal(err)
 	}
 	script := filepath.Join(dir, "retrain.py")

@@ -1,4 +1,4 @@
-package labeldistill
+package study
 
 import (
 	"context"
@@ -6,39 +6,41 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 )
 
 // tinyArtifact distils a tiny LD RR run on real MNIST and returns it read back, with test
 // and validation splits cut to 1000 images to keep the studies quick.
-func tinyArtifact(t *testing.T) (*Artifact, *StudyData) {
+func tinyArtifact(t *testing.T) (*artifact.Artifact, *Data) {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = sharedDataDir(t)
 	cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.EvalModels, cfg.Threads = config.MethodRR, 20, 2, 2, 1
 	cfg.TargetSetSize, cfg.ValidationSize = 2048, 1000
 	cfg.Baselines, cfg.BaselineSteps, cfg.BaselineMaxSteps = []string{config.BaselineTrue}, []int{5, 10, 20}, 20
-	res, err := Distill(context.Background(), cfg)
+	res, err := labeldistill.Distill(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := WriteArtifact(dir, res); err != nil {
+	if err := artifact.Write(dir, res); err != nil {
 		t.Fatal(err)
 	}
-	art, err := ReadArtifact(dir)
+	art, err := artifact.Read(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := LoadStudyData(art.Report.Config)
+	d, err := LoadData(art.Report.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := func(s *Split, n int) *Split {
+	cut := func(s *labeldistill.Split, n int) *labeldistill.Split {
 		size := len(s.Images) / s.N()
-		return &Split{Images: s.Images[:n*size], Labels: s.Labels[:n]}
+		return &labeldistill.Split{Images: s.Images[:n*size], Labels: s.Labels[:n]}
 	}
-	return art, &StudyData{Test: cut(d.Test, 1000), Validation: cut(d.Validation, 500)}
+	return art, &Data{Test: cut(d.Test, 1000), Validation: cut(d.Validation, 500)}
 }
 
 func TestStudies(t *testing.T) {
@@ -46,19 +48,19 @@ func TestStudies(t *testing.T) {
 	const m = 3
 	cases := []struct {
 		kind   string
-		sc     StudyConfig
+		sc     Config
 		labels []string
 	}{
-		{StudySteps, StudyConfig{Steps: []int{3, 10}}, []string{"3", "10"}},
-		{StudySteps, StudyConfig{Deltas: []int{0, 5}}, []string{"T+0", "T+5"}},
-		{StudyOptimizer, StudyConfig{Optimizers: []string{"adam", "sgd"}, LRs: []float64{0.01}, Momenta: []float64{0, 0.9}},
+		{Steps, Config{Steps: []int{3, 10}}, []string{"3", "10"}},
+		{Steps, Config{Deltas: []int{0, 5}}, []string{"T+0", "T+5"}},
+		{Optimizer, Config{Optimizers: []string{"adam", "sgd"}, LRs: []float64{0.01}, Momenta: []float64{0, 0.9}},
 			[]string{"adam lr 0.01", "sgd momentum 0 lr 0.01", "sgd momentum 0.9 lr 0.01"}},
-		{StudyArch, StudyConfig{Archs: []string{config.ArchLeNet}}, []string{"lenet (distilled labels)", "lenet (true labels)"}},
-		{StudyRRStandard, StudyConfig{}, []string{"RR model (as distilled)", "standard model, early stopping on validation"}},
+		{Arch, Config{Archs: []string{config.ArchLeNet}}, []string{"lenet (distilled labels)", "lenet (true labels)"}},
+		{RRStandard, Config{}, []string{"RR model (as distilled)", "standard model, early stopping on validation"}},
 	}
 	for _, c := range cases {
 		c.sc.Models = m
-		st, err := RunStudy(context.Background(), c.kind, art, d, c.sc)
+		st, err := Run(context.Background(), c.kind, art, d, c.sc)
 		if err != nil {
 			t.Fatalf("%s: %v", c.kind, err)
 		}
@@ -66,7 +68,7 @@ func TestStudies(t *testing.T) {
 			t.Fatalf("%s: %d settings, want %v", c.kind, len(st.Settings), c.labels)
 		}
 		for i, s := range st.Settings {
-			if c.kind == StudyRRStandard && i == 1 {
+			if c.kind == RRStandard && i == 1 {
 				if s.RR || s.Steps < 5 || len(s.ValidationErrors) != 3 {
 					t.Errorf("rr-standard: standard setting %+v", s)
 				}
@@ -77,16 +79,16 @@ func TestStudies(t *testing.T) {
 				t.Errorf("%s/%s: %d accuracies + %d diverged, want %d", c.kind, s.Label, len(s.Accuracies), s.Diverged, m)
 			}
 		}
-		if c.kind == StudyArch && st.Settings[1].Labels != "true" {
+		if c.kind == Arch && st.Settings[1].Labels != "true" {
 			t.Errorf("arch: second setting is not the true-label baseline: %+v", st.Settings[1])
 		}
-		if c.kind == StudySteps && c.sc.Deltas != nil && (st.Settings[1].Steps != art.Report.Steps+5 || *st.Settings[1].Delta != 5) {
-			t.Errorf("steps: T+5 trained %d steps (T = %d)", st.Settings[1].Steps, art.Report.Steps)
+		if c.kind == Steps && c.sc.Deltas != nil && (st.Settings[1].Steps != art.Report.T+5 || *st.Settings[1].Delta != 5) {
+			t.Errorf("steps: T+5 trained %d steps (T = %d)", st.Settings[1].Steps, art.Report.T)
 		}
 	}
 	// The same seed gives the same study; another seed another one.
 	again := func(seed int64) []float64 {
-		st, err := RunStudy(context.Background(), StudySteps, art, d, StudyConfig{Models: m, Steps: []int{10}, Seed: seed})
+		st, err := Run(context.Background(), Steps, art, d, Config{Models: m, Steps: []int{10}, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,13 +103,13 @@ func TestStudies(t *testing.T) {
 	}
 	// Cancelled: the context's error, no study.
 	ctx, cancel := context.WithCancel(context.Background())
-	sc := StudyConfig{Models: m, Steps: []int{50, 60}, Progress: func(string, int, int) { cancel() }}
-	if st, err := RunStudy(ctx, StudySteps, art, d, sc); !errors.Is(err, context.Canceled) || st != nil {
+	sc := Config{Models: m, Steps: []int{50, 60}, Progress: func(string, int, int) { cancel() }}
+	if st, err := Run(ctx, Steps, art, d, sc); !errors.Is(err, context.Canceled) || st != nil {
 		t.Errorf("cancelled study: %v, %v", st, err)
 	}
 	// rr-standard needs RR labels.
 	art.Report.Config.Method = config.MethodLD
-	if _, err := RunStudy(context.Background(), StudyRRStandard, art, d, StudyConfig{Models: 1}); err == nil {
+	if _, err := Run(context.Background(), RRStandard, art, d, Config{Models: 1}); err == nil {
 		t.Error("rr-standard on LD labels accepted")
 	}
 }

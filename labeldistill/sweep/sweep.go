@@ -1,4 +1,4 @@
-package labeldistill
+package sweep
 
 // sweep.go: a grid of distillations laid out like a paper table (rows × columns of config
 // settings over a common config), run cell by cell into one folder, resumable as a whole,
@@ -18,15 +18,18 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // Sweep file names inside a sweep folder.
 const (
-	SweepGridFile    = "grid.json"
-	SweepSummaryCSV  = "summary.csv"
-	SweepSummaryMD   = "summary.md"
-	SweepCellsFolder = "cells"
+	GridFile    = "grid.json"
+	SummaryCSV  = "summary.csv"
+	SummaryMD   = "summary.md"
+	CellsFolder = "cells"
 )
 
 // Grid is a sweep's grid file (JSON):
@@ -97,8 +100,8 @@ func strictUnmarshal(b []byte, v any) error {
 	return dec.Decode(v)
 }
 
-// SweepCell is one distillation of a grid.
-type SweepCell struct {
+// Cell is one distillation of a grid.
+type Cell struct {
 	Row, Column string        // labels
 	ID          string        // folder name under cells/
 	Config      config.Config // resolved, Out = the cell's folder
@@ -127,7 +130,7 @@ func ReadGrid(path string) (*Grid, error) {
 // Cells returns the grid's cells in row-major order, each config resolved with Out inside
 // dir/cells; adjust (may be nil) is applied to every config before resolving (operational
 // settings: threads, device, data dir).
-func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]SweepCell, error) {
+func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 	base := config.Default()
 	if len(g.Config) > 0 {
 		var err error
@@ -135,7 +138,7 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]SweepCell, erro
 			return nil, fmt.Errorf("config: %w", err)
 		}
 	}
-	var cells []SweepCell
+	var cells []Cell
 	ids := map[string]string{}
 	for _, axis := range []struct {
 		name    string
@@ -164,14 +167,14 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]SweepCell, erro
 				return nil, fmt.Errorf("cells %s and %q/%q have the same folder name %s", other, r.Label, c.Label, id)
 			}
 			ids[id] = fmt.Sprintf("%q/%q", r.Label, c.Label)
-			cfg.Out = filepath.Join(dir, SweepCellsFolder, id)
+			cfg.Out = filepath.Join(dir, CellsFolder, id)
 			if adjust != nil {
 				adjust(&cfg)
 			}
 			if cfg, err = cfg.Resolved(); err != nil {
 				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
 			}
-			cells = append(cells, SweepCell{Row: r.Label, Column: c.Label, ID: id, Config: cfg})
+			cells = append(cells, Cell{Row: r.Label, Column: c.Label, ID: id, Config: cfg})
 		}
 	}
 	return cells, nil
@@ -211,22 +214,22 @@ func slug(s string) string {
 	return s
 }
 
-// SweepState says what a sweep would do with a cell.
-type SweepState string
+// State says what a sweep would do with a cell.
+type State string
 
 const (
-	CellDone   SweepState = "done"   // report.json and distilled.npz are there
-	CellResume SweepState = "resume" // checkpoints are there
-	CellNew    SweepState = "new"
+	CellDone   State = "done"   // report.json and distilled.npz are there
+	CellResume State = "resume" // checkpoints are there
+	CellNew    State = "new"
 )
 
 // CellState reports a cell's state from its folder. A finished or checkpointed cell whose
 // recorded settings differ from the cell's (other than operational ones) is an error: the
 // grid changed under an existing sweep folder.
-func CellState(cell SweepCell) (SweepState, error) {
+func CellState(cell Cell) (State, error) {
 	dir := cell.Config.Out
-	if fileExistsAt(filepath.Join(dir, ReportFile)) && fileExistsAt(filepath.Join(dir, DistilledFile)) {
-		a, err := ReadArtifact(dir)
+	if fileExistsAt(filepath.Join(dir, artifact.ReportFile)) && fileExistsAt(filepath.Join(dir, artifact.DistilledFile)) {
+		a, err := artifact.Read(dir)
 		if err != nil {
 			return "", fmt.Errorf("cell %s: %w", cell.ID, err)
 		}
@@ -274,8 +277,8 @@ func fileExistsAt(path string) bool {
 	return err == nil
 }
 
-// SweepOptions control RunSweep.
-type SweepOptions struct {
+// Options control Run.
+type Options struct {
 	// Rows and Columns restrict the run to these labels (nil: all); the summary still
 	// lists every cell.
 	Rows, Columns []string
@@ -283,17 +286,17 @@ type SweepOptions struct {
 	Adjust func(*config.Config)
 	// Cell is told about each cell before it runs (state: done, resume or new) and after
 	// (state "finished").
-	Cell func(cell SweepCell, index, total int, state SweepState)
-	// Run are the options of each cell's Distill (progress); RunSweep adds the cell's
+	Cell func(cell Cell, index, total int, state State)
+	// Run are the options of each cell's Distill (progress); Run adds the cell's
 	// checkpoint folder, history and resume.
-	Run []RunOption
+	Run []labeldistill.RunOption
 }
 
-// RunSweep runs the grid's cells into dir (row-major, the selected ones), skipping
+// Run runs the grid's cells into dir (row-major, the selected ones), skipping
 // finished cells and resuming checkpointed ones, then writes the summary. On
-// cancellation the running cell checkpoints and RunSweep returns ctx's error after writing
+// cancellation the running cell checkpoints and Run returns ctx's error after writing
 // the summary of what is finished; running it again continues.
-func RunSweep(ctx context.Context, g *Grid, dir string, o SweepOptions) error {
+func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 	cells, err := g.Cells(dir, o.Adjust)
 	if err != nil {
 		return err
@@ -301,16 +304,16 @@ func RunSweep(ctx context.Context, g *Grid, dir string, o SweepOptions) error {
 	for _, sel := range []struct {
 		name   string
 		labels []string
-		has    func(SweepCell) string
-	}{{"rows", o.Rows, func(c SweepCell) string { return c.Row }}, {"columns", o.Columns, func(c SweepCell) string { return c.Column }}} {
+		has    func(Cell) string
+	}{{"rows", o.Rows, func(c Cell) string { return c.Row }}, {"columns", o.Columns, func(c Cell) string { return c.Column }}} {
 		for _, l := range sel.labels {
-			if !slices.ContainsFunc(cells, func(c SweepCell) bool { return sel.has(c) == l }) {
+			if !slices.ContainsFunc(cells, func(c Cell) bool { return sel.has(c) == l }) {
 				return fmt.Errorf("%s: no %s labelled %q in the grid", sel.name, strings.TrimSuffix(sel.name, "s"), l)
 			}
 		}
 	}
-	var todo []SweepCell
-	states := map[string]SweepState{}
+	var todo []Cell
+	states := map[string]State{}
 	for _, c := range cells {
 		if (o.Rows != nil && !slices.Contains(o.Rows, c.Row)) || (o.Columns != nil && !slices.Contains(o.Columns, c.Column)) {
 			continue
@@ -322,14 +325,14 @@ func RunSweep(ctx context.Context, g *Grid, dir string, o SweepOptions) error {
 		states[c.ID] = st
 		todo = append(todo, c)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, SweepCellsFolder), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, CellsFolder), 0o755); err != nil {
 		return err
 	}
 	gj, err := json.MarshalIndent(g, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, SweepGridFile), append(gj, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, GridFile), append(gj, '\n')); err != nil {
 		return err
 	}
 	var runErr error
@@ -349,54 +352,54 @@ func RunSweep(ctx context.Context, g *Grid, dir string, o SweepOptions) error {
 			o.Cell(c, i+1, len(todo), "finished")
 		}
 	}
-	if err := WriteSweepSummary(g, dir); err != nil && runErr == nil {
+	if err := WriteSummary(g, dir); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
 }
 
-func runCell(ctx context.Context, c SweepCell, st SweepState, run []RunOption) error {
+func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) error {
 	ckpt := filepath.Join(c.Config.Out, "checkpoints")
-	opts := append(slices.Clone(run), WithCheckpointDir(ckpt), WithHistory(filepath.Join(c.Config.Out, HistoryFile)))
+	opts := append(slices.Clone(run), labeldistill.WithCheckpointDir(ckpt), labeldistill.WithHistory(filepath.Join(c.Config.Out, labeldistill.HistoryFile)))
 	if st == CellResume {
-		opts = append(opts, WithResume(ckpt))
+		opts = append(opts, labeldistill.WithResume(ckpt))
 	}
-	res, err := Distill(ctx, c.Config, opts...)
+	res, err := labeldistill.Distill(ctx, c.Config, opts...)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil {
 		return err
 	}
-	return WriteArtifact(c.Config.Out, res)
+	return artifact.Write(c.Config.Out, res)
 }
 
-// SweepRow is one printed row of a summary: the distilled labels of a grid row, or one of
+// Row is one printed row of a summary: the distilled labels of a grid row, or one of
 // its baselines.
-type SweepRow struct {
+type Row struct {
 	Label    string
 	GridRow  string
-	Baseline string // "" for the distilled labels; else a Result.Baselines key
+	Baseline string // "" for the distilled labels; else a labeldistill.Result.Baselines key
 }
 
 // summaryCell is one finished cell's numbers.
 type summaryCell struct {
-	cell SweepCell
-	rep  *Report
+	cell Cell
+	rep  *artifact.Report
 }
 
-// WriteSweepSummary writes dir/summary.csv (one line per finished cell and label set) and
+// WriteSummary writes dir/summary.csv (one line per finished cell and label set) and
 // dir/summary.md (the paper's layout: one row per grid row and baseline, one column per
 // grid column, mean ± std over the M models, the paper's numbers beneath; cells not
 // finished show "–").
-func WriteSweepSummary(g *Grid, dir string) error {
+func WriteSummary(g *Grid, dir string) error {
 	cells, err := g.Cells(dir, nil)
 	if err != nil {
 		return err
 	}
 	done := map[string]summaryCell{}
 	for _, c := range cells {
-		a, err := ReadArtifact(c.Config.Out)
+		a, err := artifact.Read(c.Config.Out)
 		if err != nil || a.Report == nil {
 			continue // not finished
 		}
@@ -421,11 +424,11 @@ func WriteSweepSummary(g *Grid, dir string) error {
 			w.Write([]string{r.GridRow, col.Label, r.Label, f2(mean), f2(std), strconv.Itoa(models), strconv.Itoa(steps),
 				cfg.Method, cfg.Dataset, cfg.Source, strconv.Itoa(cfg.BaseExamples), strconv.FormatInt(cfg.Seed, 10),
 				strconv.FormatInt(cfg.BaseSelectionSeed(), 10), strconv.Itoa(cfg.TargetSetSize), strconv.Itoa(cfg.Epochs),
-				strconv.FormatFloat(sc.rep.WallSeconds, 'f', 1, 64), filepath.Join(SweepCellsFolder, sc.cell.ID), g.Paper[r.Label][col.Label]})
+				strconv.FormatFloat(sc.rep.WallSeconds, 'f', 1, 64), filepath.Join(CellsFolder, sc.cell.ID), g.Paper[r.Label][col.Label]})
 		}
 	}
 	w.Flush()
-	if err := WriteFileAtomic(filepath.Join(dir, SweepSummaryCSV), csvBuf.Bytes()); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(dir, SummaryCSV), csvBuf.Bytes()); err != nil {
 		return err
 	}
 
@@ -472,7 +475,7 @@ func WriteSweepSummary(g *Grid, dir string) error {
 		md.WriteString("\n" + g.Notes + "\n")
 	}
 	md.WriteString("\nPer-cell settings, seeds, steps and wall times: summary.csv; artifacts: cells/<row>__<column>/.\n")
-	return WriteFileAtomic(filepath.Join(dir, SweepSummaryMD), []byte(md.String()))
+	return atomicfile.WriteFile(filepath.Join(dir, SummaryMD), []byte(md.String()))
 }
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
@@ -480,7 +483,7 @@ func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 // value returns the numbers of the distilled labels (baseline "") or of a baseline.
 func (sc summaryCell) value(baseline string) (mean, std float64, models, steps int, ok bool) {
 	if baseline == "" {
-		return sc.rep.TestAccuracyMean, sc.rep.TestAccuracyStd, len(sc.rep.TestAccuracies), sc.rep.Steps, true
+		return sc.rep.TestMean, sc.rep.TestStd, len(sc.rep.TestAccuracies), sc.rep.T, true
 	}
 	b, ok := sc.rep.Baselines[baseline]
 	if !ok {
@@ -491,10 +494,10 @@ func (sc summaryCell) value(baseline string) (mean, std float64, models, steps i
 
 // summaryRows lists the printed rows: each grid row, then the baselines its finished cells
 // hold, named as in the paper (Baseline, Baseline LS, Baseline RR, Baseline RR LS; Teacher).
-func summaryRows(g *Grid, cells []SweepCell, done map[string]summaryCell) []SweepRow {
-	var out []SweepRow
+func summaryRows(g *Grid, cells []Cell, done map[string]summaryCell) []Row {
+	var out []Row
 	for _, r := range g.Rows {
-		out = append(out, SweepRow{Label: r.Label, GridRow: r.Label})
+		out = append(out, Row{Label: r.Label, GridRow: r.Label})
 		var keys []string
 		var method string
 		for _, c := range cells {
@@ -518,7 +521,7 @@ func summaryRows(g *Grid, cells []SweepCell, done map[string]summaryCell) []Swee
 			if !plain {
 				name = r.Label + ": " + name
 			}
-			out = append(out, SweepRow{Label: name, GridRow: r.Label, Baseline: k})
+			out = append(out, Row{Label: name, GridRow: r.Label, Baseline: k})
 		}
 	}
 	return out

@@ -1,4 +1,4 @@
-package labeldistill
+package sweep
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
 )
 
 func tinyGrid(t *testing.T) (*Grid, string) {
@@ -38,36 +40,36 @@ func TestSweepResumesOnlyMissingCells(t *testing.T) {
 	defer cancel()
 	var seen []string
 	current := ""
-	opts := SweepOptions{
-		Cell: func(c SweepCell, i, n int, st SweepState) {
+	opts := Options{
+		Cell: func(c Cell, i, n int, st State) {
 			current = c.Column
 			seen = append(seen, c.Column+":"+string(st))
 		},
-		Run: []RunOption{WithProgress(func(p Progress) {
+		Run: []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
 			if current == "20" && p.Phase == "distill" && p.Step >= 1 {
 				cancel()
 			}
 		})},
 	}
-	if err := RunSweep(ctx, g, dir, opts); err == nil || ctx.Err() == nil {
+	if err := Run(ctx, g, dir, opts); err == nil || ctx.Err() == nil {
 		t.Fatalf("interrupted sweep: err %v", err)
 	}
 	if strings.Join(seen, " ") != "10:new 10:finished 20:new" {
 		t.Fatalf("first pass: %v", seen)
 	}
 	// The summary after the interruption holds the finished cell only.
-	md, _ := os.ReadFile(filepath.Join(dir, SweepSummaryMD))
+	md, _ := os.ReadFile(filepath.Join(dir, SummaryMD))
 	if !strings.Contains(string(md), "1 of 2 cells finished") {
 		t.Errorf("summary after interruption:\n%s", md)
 	}
 	seen, current = nil, ""
-	if err := RunSweep(context.Background(), g, dir, opts); err != nil {
+	if err := Run(context.Background(), g, dir, opts); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Join(seen, " ") != "10:done 20:resume 20:finished" {
 		t.Fatalf("second pass: %v, want the first cell skipped and the second resumed", seen)
 	}
-	f, err := os.Open(filepath.Join(dir, SweepSummaryCSV))
+	f, err := os.Open(filepath.Join(dir, SummaryCSV))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +82,7 @@ func TestSweepResumesOnlyMissingCells(t *testing.T) {
 	if len(recs) != 5 || recs[1][0] != "LD RR" || recs[1][1] != "10" || recs[1][5] != "2" || recs[1][17] != "64.57 ± 2.67" {
 		t.Errorf("summary.csv: %v", recs)
 	}
-	md, _ = os.ReadFile(filepath.Join(dir, SweepSummaryMD))
+	md, _ = os.ReadFile(filepath.Join(dir, SummaryMD))
 	for _, want := range []string{"| | 10 | 20 |", "| LD RR (paper) | 64.57 ± 2.67 |", "| Baseline RR |", "2 of 2 cells finished"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, md)
@@ -88,7 +90,7 @@ func TestSweepResumesOnlyMissingCells(t *testing.T) {
 	}
 	// A changed grid under the same folder is refused, naming the setting.
 	g.Config = []byte(strings.Replace(string(g.Config), `"epochs": 2`, `"epochs": 3`, 1))
-	if err := RunSweep(context.Background(), g, dir, SweepOptions{}); err == nil || !strings.Contains(err.Error(), "epochs") {
+	if err := Run(context.Background(), g, dir, Options{}); err == nil || !strings.Contains(err.Error(), "epochs") {
 		t.Errorf("changed grid: got %v", err)
 	}
 }

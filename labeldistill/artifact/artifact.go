@@ -1,8 +1,10 @@
-package labeldistill
-
-// artifact.go: what a run leaves in its output folder, written atomically (temp file, fsync,
-// rename): distilled.npz (images, labels, base_indices, base_classes; numpy.load reads it) and
-// report.json. ReadArtifact validates both before anything trains on them.
+// Package artifact is what a distillation leaves in its output folder, written atomically
+// (temp file, fsync, rename): distilled.npz (images, labels, base_indices, base_classes;
+// numpy.load reads it) and report.json (the run's record, labeldistill.Record, with what a
+// reader needs to use the data: class names, normalisation, the training recipe). Read
+// validates both before anything trains on them; Evaluate trains fresh models on an
+// artifact (`ldtorch evaluate`, the studies).
+package artifact
 
 import (
 	"bytes"
@@ -18,22 +20,23 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
-// Artifact file names inside an output folder.
+// File names inside an output folder.
 const (
 	DistilledFile = "distilled.npz"
 	ReportFile    = "report.json"
 )
 
-// ArtifactSchema is the version of the artifact's layout (distilled.npz members and
+// Schema is the version of the artifact's layout (distilled.npz members and
 // report.json keys). 2: base_classes, class names, normalisation, training recipe, the
 // ldtorch version.
-const ArtifactSchema = 2
+const Schema = 2
 
 // Normalisation says how the stored images were computed from pixels p in 0..255:
 // x = (p/255 − Mean[c]) / Std[c] per channel c.
@@ -65,33 +68,19 @@ type TrainingRecipe struct {
 
 // Report is report.json.
 type Report struct {
-	SchemaVersion    int                       `json:"schema_version"`
-	LdtorchVersion   string                    `json:"ldtorch_version"`
-	Method           string                    `json:"method"`
-	Source           string                    `json:"source"`
-	Target           string                    `json:"target"`
-	BaseExamples     int                       `json:"base_examples"`
-	Seed             int64                     `json:"seed"`
-	Epochs           int                       `json:"epochs"`
-	Steps            int                       `json:"steps"` // T: training steps for fresh models
-	TestAccuracyMean float64                   `json:"test_accuracy_mean"`
-	TestAccuracyStd  float64                   `json:"test_accuracy_std"`
-	StdConvention    string                    `json:"std_convention"`
-	TestAccuracies   []float64                 `json:"test_accuracies"`
-	TestDiverged     int                       `json:"test_diverged_models,omitempty"`
-	Baselines        map[string]BaselineResult `json:"baselines"`
-	WallSeconds      float64                   `json:"wall_seconds"`
-	DistillSeconds   float64                   `json:"distill_seconds"`
-	SecondsPerStep   float64                   `json:"seconds_per_meta_step"`
-	MetaSteps        int                       `json:"meta_steps"`
-	Resets           []int                     `json:"resets"`
-	Validations      []ValidationRecord        `json:"validations"`
-	BestValidation   ValidationRecord          `json:"best_validation"`
-	LibtorchVersion  string                    `json:"libtorch_version"`
-	DataSHA256       map[string]string         `json:"data_sha256"`
-	ResumeChanges    []string                  `json:"resume_changes,omitempty"` // settings changed at the last resume
-	DataWarnings     []string                  `json:"data_warnings,omitempty"`
-	Config           config.Config             `json:"config"`
+	SchemaVersion  int    `json:"schema_version"`
+	LdtorchVersion string `json:"ldtorch_version"`
+	// Method, Source, Target, BaseExamples, Seed and Epochs restate the config's, for
+	// readers that look for them at the top.
+	Method       string `json:"method"`
+	Source       string `json:"source"`
+	Target       string `json:"target"`
+	BaseExamples int    `json:"base_examples"`
+	Seed         int64  `json:"seed"`
+	Epochs       int    `json:"epochs"`
+	// StdConvention says what test_accuracy_std is: "population (divide by M)".
+	StdConvention string `json:"std_convention"`
+	labeldistill.Record
 	// BaseClasses: each base example's true class in the source dataset's label space
 	// (also distilled.npz's base_classes).
 	BaseClasses      []int64        `json:"base_classes"`
@@ -143,12 +132,8 @@ func DatasetInfo(name string) ([]string, Normalisation) {
 }
 
 // NewReport summarises a result.
-func NewReport(res *Result) *Report {
+func NewReport(res *labeldistill.Result) *Report {
 	c := res.Config
-	resets := res.Resets
-	if resets == nil {
-		resets = []int{}
-	}
 	baseClasses := res.BaseClasses
 	if baseClasses == nil {
 		baseClasses = []int64{}
@@ -158,29 +143,29 @@ func NewReport(res *Result) *Report {
 	if _, folder := data.ImageFolderPath(c.Source); folder && c.Source == c.Dataset {
 		norm = Normalisation{Mean: c.NormMean, Std: c.NormStd, Formula: "x = (p/255 - mean[c]) / std[c] for pixel values p in 0..255, channel c"}
 	}
+	rec := res.Record
+	if rec.Resets == nil {
+		rec.Resets = []int{}
+	}
 	return &Report{
-		SchemaVersion: ArtifactSchema, LdtorchVersion: Version,
+		SchemaVersion: Schema, LdtorchVersion: labeldistill.Version,
+		Method: c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed, Epochs: c.Epochs,
+		StdConvention: "population (divide by M)", Record: rec,
 		BaseClasses: baseClasses, ClassNames: names, SourceClassNames: sourceNames, Normalisation: norm,
 		TrainingRecipe: recipe(c, res.T),
-		Method:         c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed,
-		Epochs: c.Epochs, Steps: res.T, TestAccuracyMean: res.TestMean, TestAccuracyStd: res.TestStd,
-		StdConvention: "population (divide by M)", TestAccuracies: res.TestAccuracies, TestDiverged: res.TestDiverged, Baselines: res.Baselines,
-		WallSeconds: res.WallSeconds, DistillSeconds: res.DistillSeconds, SecondsPerStep: res.SecondsPerStep,
-		MetaSteps: res.MetaSteps, Resets: resets, Validations: res.Validations, BestValidation: res.BestValidation,
-		LibtorchVersion: res.LibtorchVersion, DataSHA256: res.DataSHA256, DataWarnings: res.DataWarnings, ResumeChanges: res.ResumeChanges, Config: c,
 	}
 }
 
-// WriteArtifact writes distilled.npz and report.json into dir (created if needed). Each
-// file is replaced atomically, so an earlier artifact survives any failure intact. Labels
-// that are not finite are refused.
-func WriteArtifact(dir string, res *Result) error {
+// Write writes res's distilled.npz and report.json into dir (created if needed). Each file
+// is replaced atomically, so an earlier artifact survives any failure intact. Labels that
+// are not finite are refused.
+func Write(dir string, res *labeldistill.Result) error {
 	n, classes := int(res.BaseShape[0]), res.Classes
 	if len(res.Labels) != n*classes {
 		return fmt.Errorf("artifact: %d label values for %d×%d", len(res.Labels), n, classes)
 	}
 	for i, v := range res.Labels {
-		if !finite(float64(v)) {
+		if !isFinite(float64(v)) {
 			return fmt.Errorf("artifact: label %d of row %d is %v: refusing to write non-finite labels", i%classes, i/classes, v)
 		}
 	}
@@ -219,7 +204,7 @@ func WriteArtifact(dir string, res *Result) error {
 	if err := npz.Write(&npzBytes, members); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
-	if err := WriteFileAtomic(filepath.Join(dir, DistilledFile), npzBytes.Bytes()); err != nil {
+	if err := writeFile(filepath.Join(dir, DistilledFile), npzBytes.Bytes()); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
 	rep := NewReport(res)
@@ -229,12 +214,11 @@ func WriteArtifact(dir string, res *Result) error {
 	if err != nil {
 		return fmt.Errorf("artifact: report: %w", err)
 	}
-	return WriteFileAtomic(filepath.Join(dir, ReportFile), append(js, '\n'))
+	return writeFile(filepath.Join(dir, ReportFile), append(js, '\n'))
 }
 
-// WriteFileAtomic writes data to path through a temporary file in the same folder, synced
-// and renamed over path: readers see the old file or the new one, never a mix.
-func WriteFileAtomic(path string, data []byte) error {
+// writeFile writes data to path atomically (torch/atomicfile), naming path on failure.
+func writeFile(path string, data []byte) error {
 	if err := atomicfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -253,9 +237,9 @@ type Artifact struct {
 	Report      *Report // nil when report.json is absent
 }
 
-// ReadArtifact reads and validates an output folder: shapes must agree, labels must be
+// Read reads and validates an output folder: shapes must agree, labels must be
 // finite probability rows (non-negative, summing to 1 within 1e-3).
-func ReadArtifact(dir string) (*Artifact, error) {
+func Read(dir string) (*Artifact, error) {
 	path := filepath.Join(dir, DistilledFile)
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -292,7 +276,7 @@ func ReadArtifact(dir string) (*Artifact, error) {
 		a.Shape[i] = int64(d)
 	}
 	for _, v := range img {
-		if !finite(float64(v)) {
+		if !isFinite(float64(v)) {
 			return nil, bad("'images' holds a non-finite value")
 		}
 	}
@@ -300,7 +284,7 @@ func ReadArtifact(dir string) (*Artifact, error) {
 		sum := 0.0
 		for c := 0; c < a.Classes; c++ {
 			v := float64(lab[r*a.Classes+c])
-			if !finite(v) || v < 0 {
+			if !isFinite(v) || v < 0 {
 				return nil, bad("label row %d holds %v: not a probability", r, v)
 			}
 			sum += v
@@ -385,11 +369,13 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		}
 	}
 	// T is the kept validation's T; a validation's T never exceeds its meta-step.
-	if rep.Steps < 1 || rep.Steps > max(rep.MetaSteps, 1) {
-		return bad("steps (T) %d is not between 1 and meta_steps %d", rep.Steps, rep.MetaSteps)
+	if rep.T < 1 || rep.T > max(rep.MetaSteps, 1) {
+		return bad("steps (T) %d is not between 1 and meta_steps %d", rep.T, rep.MetaSteps)
 	}
-	if len(rep.Validations) > 0 && rep.Steps != rep.BestValidation.T {
-		return bad("steps (T) %d but best_validation.steps_T %d", rep.Steps, rep.BestValidation.T)
+	if len(rep.Validations) > 0 && rep.T != rep.BestValidation.T {
+		return bad("steps (T) %d but best_validation.steps_T %d", rep.T, rep.BestValidation.T)
 	}
 	return nil
 }
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -1,4 +1,4 @@
-package labeldistill
+package study
 
 // study.go: the paper's flexibility and sensitivity studies on a distilled artifact: fresh
 // models trained with other step counts (steps), optimisers and learning rates
@@ -9,25 +9,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strconv"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // Study kinds.
 const (
-	StudySteps      = "steps"
-	StudyOptimizer  = "optimizer"
-	StudyArch       = "arch"
-	StudyRRStandard = "rr-standard"
+	Steps      = "steps"
+	Optimizer  = "optimizer"
+	Arch       = "arch"
+	RRStandard = "rr-standard"
 )
 
-// StudyKinds lists the study kinds.
-var StudyKinds = []string{StudySteps, StudyOptimizer, StudyArch, StudyRRStandard}
+// Kinds lists the study kinds.
+var Kinds = []string{Steps, Optimizer, Arch, RRStandard}
 
 // Defaults of the studies: the paper's step deviations (Table "Sensitivity to number of
 // training steps") and a learning-rate grid around each optimiser's usual value.
@@ -40,9 +42,9 @@ var (
 	DefaultStudyOptimize = []string{"adam", "sgd"}
 )
 
-// StudyConfig selects what a study varies; zero values take the defaults above and the
+// Config selects what a study varies; zero values take the defaults above and the
 // artifact's settings (models, seed, batch).
-type StudyConfig struct {
+type Config struct {
 	Models     int       // M fresh models per setting; 0 = the artifact's eval_models
 	Seed       int64     // 0 = the artifact's seed
 	Deltas     []int     // steps: T + Δ for each Δ (used when Steps is empty)
@@ -56,8 +58,8 @@ type StudyConfig struct {
 	Progress func(setting string, done, total int)
 }
 
-// StudySetting is one setting of a study with its M test accuracies.
-type StudySetting struct {
+// Setting is one setting of a study with its M test accuracies.
+type Setting struct {
 	Label      string    `json:"label"`
 	Labels     string    `json:"labels"` // "distilled" or "true" (a true-label baseline)
 	Arch       string    `json:"arch"`
@@ -77,45 +79,45 @@ type StudySetting struct {
 
 // Study is DIR/studies/NAME.json.
 type Study struct {
-	Study        string         `json:"study"`
-	Artifact     string         `json:"artifact"`
-	Method       string         `json:"method"`
-	Dataset      string         `json:"dataset"`
-	Source       string         `json:"source"`
-	BaseExamples int            `json:"base_examples"`
-	T            int            `json:"T"`
-	Models       int            `json:"models"`
-	Seed         int64          `json:"seed"`
-	Settings     []StudySetting `json:"settings"`
-	Notes        []string       `json:"notes,omitempty"`
-	WallSeconds  float64        `json:"wall_seconds"`
+	Study        string    `json:"study"`
+	Artifact     string    `json:"artifact"`
+	Method       string    `json:"method"`
+	Dataset      string    `json:"dataset"`
+	Source       string    `json:"source"`
+	BaseExamples int       `json:"base_examples"`
+	T            int       `json:"T"`
+	Models       int       `json:"models"`
+	Seed         int64     `json:"seed"`
+	Settings     []Setting `json:"settings"`
+	Notes        []string  `json:"notes,omitempty"`
+	WallSeconds  float64   `json:"wall_seconds"`
 }
 
-// StudyData is the data a study scores on: the target's test split, and its validation
+// Data is the data a study scores on: the target's test split, and its validation
 // split for rr-standard's early stopping.
-type StudyData struct {
-	Test, Validation *Split
+type Data struct {
+	Test, Validation *labeldistill.Split
 }
 
-// LoadStudyData reads the test and validation splits of an artifact's configuration (the
+// LoadData reads the test and validation splits of an artifact's configuration (the
 // same split as the distillation: same base seed).
-func LoadStudyData(cfg config.Config) (*StudyData, error) {
-	ds, err := LoadDataset(cfg)
+func LoadData(cfg config.Config) (*Data, error) {
+	ds, err := labeldistill.LoadDataset(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &StudyData{Test: &ds.Test, Validation: &ds.Validation}, nil
+	return &Data{Test: &ds.Test, Validation: &ds.Validation}, nil
 }
 
-// RunStudy runs one study on an artifact (with its report).
-func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc StudyConfig) (*Study, error) {
+// Run runs one study on an artifact (with its report).
+func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc Config) (*Study, error) {
 	if art.Report == nil {
 		return nil, errors.New("study: the artifact has no report.json (T, method and data are taken from it)")
 	}
 	rep := art.Report
 	cfg := rep.Config
 	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, Dataset: cfg.Dataset, Source: cfg.Source,
-		BaseExamples: cfg.BaseExamples, T: rep.Steps, Models: sc.Models, Seed: sc.Seed}
+		BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed}
 	if st.Models == 0 {
 		st.Models = cfg.EvalModels
 	}
@@ -123,26 +125,26 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 		st.Seed = cfg.Seed
 	}
 	rr := cfg.Method == config.MethodRR
-	steps := rep.Steps
-	if len(sc.Steps) > 0 && kind != StudySteps {
+	steps := rep.T
+	if len(sc.Steps) > 0 && kind != Steps {
 		steps = sc.Steps[0]
 	}
-	base := StudySetting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
-	var settings []StudySetting
+	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
+	var settings []Setting
 	switch kind {
-	case StudySteps:
+	case Steps:
 		if len(sc.Steps) > 0 {
 			for _, s := range sc.Steps {
 				x := base
 				x.Steps, x.Label = s, strconv.Itoa(s)
-				delta := s - rep.Steps
+				delta := s - rep.T
 				x.Delta = &delta
 				settings = append(settings, x)
 			}
 		} else {
 			for _, dlt := range orDefault(sc.Deltas, DefaultStudyDeltas) {
 				x := base
-				x.Steps = rep.Steps + dlt
+				x.Steps = rep.T + dlt
 				if x.Steps < 1 {
 					st.Notes = append(st.Notes, fmt.Sprintf("T%+d = %d steps skipped (below 1)", dlt, x.Steps))
 					continue
@@ -152,7 +154,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 				settings = append(settings, x)
 			}
 		}
-	case StudyOptimizer:
+	case Optimizer:
 		for _, opt := range orDefault(sc.Optimizers, DefaultStudyOptimize) {
 			lrs := sc.LRs
 			momenta := []float64{0}
@@ -163,7 +165,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 				lrs = orDefault(lrs, DefaultStudySGDLRs)
 				momenta = orDefault(sc.Momenta, DefaultStudyMomenta)
 			default:
-				return nil, fmt.Errorf("optimizers: unknown optimizer %q (want adam or sgd)", opt)
+				return nil, fmt.Errorf("optimizers: unknown train.Optimizer %q (want adam or sgd)", opt)
 			}
 			for _, m := range momenta {
 				for _, lr := range lrs {
@@ -177,7 +179,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 				}
 			}
 		}
-	case StudyArch:
+	case Arch:
 		trueSteps := steps
 		for _, k := range []string{config.BaselineTrue, config.BaselineTrue + "_rr"} {
 			if b, ok := rep.Baselines[k]; ok && b.Steps > 0 && len(sc.Steps) == 0 {
@@ -207,7 +209,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 				settings = append(settings, y)
 			}
 		}
-	case StudyRRStandard:
+	case RRStandard:
 		if !rr {
 			return nil, fmt.Errorf("study rr-standard: the artifact was distilled with method %s; it needs LD RR labels (method rr)", cfg.Method)
 		}
@@ -217,7 +219,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 		y.RR, y.Label = false, "standard model, early stopping on validation"
 		settings = append(settings, x, y)
 	default:
-		return nil, fmt.Errorf("study: unknown study %q (want %v)", kind, StudyKinds)
+		return nil, fmt.Errorf("study: unknown study %q (want %v)", kind, Kinds)
 	}
 	start := time.Now()
 	for i := range settings {
@@ -229,7 +231,7 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 		if s.Labels == "true" {
 			a = withTrueLabels(art)
 		}
-		if kind == StudyRRStandard && !s.RR {
+		if kind == RRStandard && !s.RR {
 			best, valErr, err := searchSteps(ctx, a, d.Validation, cfg, sc.Device, uint64(st.Seed))
 			if err != nil {
 				return nil, err
@@ -238,14 +240,14 @@ func RunStudy(ctx context.Context, kind string, art *Artifact, d *StudyData, sc 
 			s.Label = fmt.Sprintf("standard model, early stopping on validation (%d steps)", best)
 		}
 		rr := s.RR
-		ec := EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
+		ec := artifact.EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
 			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device}
 		if sc.Progress != nil {
 			label := s.Label
 			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }
 		}
-		res, err := Evaluate(ctx, a, d.Test, ec)
-		var de *DivergedError
+		res, err := artifact.Evaluate(ctx, a, d.Test, ec)
+		var de *labeldistill.DivergedError
 		switch {
 		case errors.As(err, &de): // every model diverged: a result of the study, not a failure
 			s.Accuracies, s.Diverged = []float64{}, st.Models
@@ -270,7 +272,7 @@ func orDefault[T any](v, def []T) []T {
 }
 
 // withTrueLabels is the artifact with one-hot true classes as labels.
-func withTrueLabels(art *Artifact) *Artifact {
+func withTrueLabels(art *artifact.Artifact) *artifact.Artifact {
 	t := *art
 	t.Labels = make([]float32, len(art.Labels))
 	for i, c := range art.BaseClasses {
@@ -282,7 +284,7 @@ func withTrueLabels(art *Artifact) *Artifact {
 // searchSteps trains one standard (non-RR) model on the artifact along the baseline step
 // grid, measuring validation error at each grid point, and returns the best step count
 // (earliest on ties), as the baselines' search does.
-func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg config.Config, device string, seed uint64) (int, map[int]float64, error) {
+func searchSteps(ctx context.Context, art *artifact.Artifact, val *labeldistill.Split, cfg config.Config, device string, seed uint64) (int, map[int]float64, error) {
 	if val == nil || val.N() == 0 {
 		return 0, nil, errors.New("study rr-standard: no validation data")
 	}
@@ -293,57 +295,41 @@ func searchSteps(ctx context.Context, art *Artifact, val *Split, cfg config.Conf
 	if err != nil {
 		return 0, nil, err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	s := art.Shape
-	net, err := nets.New(cfg.EvalArch, s[1], s[2], s[3], int64(art.Classes))
-	if err != nil {
-		return 0, nil, err
+	type found struct {
+		steps  int
+		errors map[int]float64
 	}
-	shape := [3]int64{s[1], s[2], s[3]}
-	base, err := upload(&Split{Images: art.Images, Labels: make([]int64, s[0])}, shape, dev)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer base.free()
-	v, err := upload(val, shape, dev)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer v.free()
-	table, err := torch.FromFloat32(art.Labels, s[0], int64(art.Classes))
-	if err != nil {
-		return 0, nil, err
-	}
-	if table, err = toDevice(table, dev); err != nil {
-		return 0, nil, err
-	}
-	defer table.Free()
-	grid := cfg.BaselineSteps
-	if len(grid) == 0 {
-		grid = config.BaselineStepGrid(cfg.BaselineMaxSteps)
-	}
-	valErr := map[int]float64{}
-	errs := make([]float64, 0, len(grid))
-	tr := &trainer{net: net, rr: false, cfg: cfg, baseX: base.x, table: table, batch: cfg.EvalBatch, opt: adamSpec(cfg.EvalLR), dev: dev}
-	l, err := tr.trainOne(ctx, grid[len(grid)-1], subSeed(seed, "study-rr-standard-search", 0), &probe{at: grid, fn: func(step int, l *batchedLearner) error {
-		acc, err := l.accuracy(ctx, v.x, v.y)
+	f, err := torch.Guard("study", func() (found, error) {
+		s := art.Shape
+		net, err := nets.New(cfg.EvalArch, s[1], s[2], s[3], int64(art.Classes))
 		if err != nil {
-			return err
+			return found{}, err
 		}
-		valErr[step] = 100 - acc
-		errs = append(errs, 100-acc)
-		return nil
-	}})
-	if err != nil {
-		return 0, nil, err
-	}
-	l.close()
-	return BestSteps(grid, errs), valErr, nil
+		sc := torch.NewScope()
+		defer sc.Close()
+		images, table, err := art.Tensors(dev)
+		if err != nil {
+			return found{}, err
+		}
+		vx, vy, err := val.Tensors([3]int64{s[1], s[2], s[3]}, dev)
+		if err != nil {
+			return found{}, err
+		}
+		grid := cfg.BaselineSteps
+		if len(grid) == 0 {
+			grid = config.BaselineStepGrid(cfg.BaselineMaxSteps)
+		}
+		tr := &train.Trainer{Net: net, RR: false, Cfg: cfg, Images: images, Labels: table, Batch: cfg.EvalBatch, Opt: train.AdamSpec(cfg.EvalLR), Device: dev}
+		steps, errs, err := tr.SearchSteps(ctx, grid, train.Seed(seed, "study-rr-standard-search", 0), func(m *train.Models) (float64, error) {
+			return m.Accuracy(ctx, vx, vy)
+		})
+		return found{steps, errs}, err
+	})
+	return f.steps, f.errors, err
 }
 
-// StudyTable formats a study as rows of text: setting, mean ± std, models, steps.
-func StudyTable(st *Study) [][]string {
+// Table formats a study as rows of text: setting, mean ± std, models, steps.
+func Table(st *Study) [][]string {
 	rows := [][]string{{"setting", "test accuracy (mean ± std)", "models", "steps"}}
 	for _, s := range st.Settings {
 		acc := fmt.Sprintf("%.2f%% ± %.2f", s.Mean, s.Std)
@@ -359,7 +345,7 @@ func StudyTable(st *Study) [][]string {
 	return rows
 }
 
-// StudyFileNames are a study's files inside an artifact folder: studies/NAME.json, .png.
-func StudyFileNames(kind string) (json, png string) {
+// FileNames are a study's files inside an artifact folder: studies/NAME.json, .png.
+func FileNames(kind string) (json, png string) {
 	return "studies/" + kind + ".json", "studies/" + kind + ".png"
 }

@@ -1,37 +1,21 @@
-package labeldistill
+package artifact
 
-// evaluate.go: `ldtorch evaluate` as a library call: train fresh models on a distilled
-// artifact's labels (fresh.go) and test them; the seeds every evaluation derives its models'
-// from (subSeed).
+// evaluate.go: `ldtorch evaluate` as a library call: train fresh models on an artifact's
+// images and labels (package train) and test them.
 
 import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
-
-// subSeed derives an independent seed for one purpose and index (splitmix64 mixing).
-func subSeed(seed uint64, purpose string, i int) uint64 {
-	h := seed ^ 0x9e3779b97f4a7c15
-	for _, b := range []byte(purpose) {
-		h = mix64(h ^ uint64(b))
-	}
-	return mix64(h ^ uint64(i))
-}
-
-func mix64(z uint64) uint64 {
-	z += 0x9e3779b97f4a7c15
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
 
 // EvalConfig configures Evaluate: training fresh models on a distilled artifact, possibly
 // with another architecture, optimizer or step count (the paper's flexibility studies).
@@ -115,7 +99,7 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 		ec.LR = map[string]float64{"adam": 1e-3, "sgd": 0.01}[ec.Optimizer]
 	}
 	if ec.Steps == 0 && art.Report != nil {
-		ec.Steps = art.Report.Steps
+		ec.Steps = art.Report.T
 	}
 	if ec.Models == 0 {
 		ec.Models = cfg.EvalModels
@@ -135,11 +119,11 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	}
 	switch {
 	case ec.Optimizer != "adam" && ec.Optimizer != "sgd":
-		return ec, config.FieldErrorf("optimizer", "unknown optimizer %q (want adam or sgd)", ec.Optimizer)
-	case !finite(ec.LR) || ec.LR <= 0:
+		return ec, config.FieldErrorf("optimizer", "unknown train.Optimizer %q (want adam or sgd)", ec.Optimizer)
+	case !isFinite(ec.LR) || ec.LR <= 0:
 		return ec, config.FieldErrorf("lr", "must be a positive number, got %v", ec.LR)
 	case ec.Momentum != 0 && ec.Optimizer != "sgd":
-		return ec, config.FieldErrorf("momentum", "applies to the sgd optimizer only")
+		return ec, config.FieldErrorf("momentum", "applies to the sgd train.Optimizer only")
 	case math.IsNaN(ec.Momentum) || ec.Momentum < 0 || ec.Momentum >= 1:
 		return ec, config.FieldErrorf("momentum", "must be in [0, 1), got %v", ec.Momentum)
 	case ec.Steps < 1:
@@ -176,13 +160,13 @@ type EvalResult struct {
 
 // Evaluate trains ec.Models fresh models on the artifact's images and labels and scores
 // them on test (images normalised like the artifact's, labels in its label space).
-func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (res *EvalResult, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			res, err = nil, fmt.Errorf("labeldistill: internal error: %v", r)
-		}
-	}()
-	if ec, err = ec.Resolved(art); err != nil {
+func Evaluate(ctx context.Context, art *Artifact, test *labeldistill.Split, ec EvalConfig) (*EvalResult, error) {
+	return torch.Guard("labeldistill", func() (*EvalResult, error) { return evaluate(ctx, art, test, ec) })
+}
+
+func evaluate(ctx context.Context, art *Artifact, test *labeldistill.Split, ec EvalConfig) (*EvalResult, error) {
+	ec, err := ec.Resolved(art)
+	if err != nil {
 		return nil, err
 	}
 	if test == nil || test.N() == 0 {
@@ -199,46 +183,54 @@ func Evaluate(ctx context.Context, art *Artifact, test *Split, ec EvalConfig) (r
 	if err := torch.SetAllowTF32(ec.AllowTF32); err != nil {
 		return nil, err
 	}
-	if err := applyThreads(0); err != nil { // BLAS threads and the host allocator
+	// libtorch's thread count, applied to OpenBLAS too (torch.SetNumThreads).
+	if err := torch.SetNumThreads(torch.NumThreads()); err != nil {
 		return nil, err
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	s := art.Shape
 	net, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes))
 	if err != nil {
 		return nil, err
 	}
-	shape := [3]int64{s[1], s[2], s[3]}
-	base, err := upload(&Split{Images: art.Images, Labels: make([]int64, s[0])}, shape, dev)
+	sc := torch.NewScope()
+	defer sc.Close()
+	images, table, err := art.Tensors(dev)
 	if err != nil {
 		return nil, err
 	}
-	defer base.free()
-	testDev, err := upload(test, shape, dev)
+	x, y, err := test.Tensors([3]int64{s[1], s[2], s[3]}, dev)
 	if err != nil {
 		return nil, fmt.Errorf("test data: %w", err)
 	}
-	defer testDev.free()
-	table, err := torch.FromFloat32(art.Labels, s[0], int64(art.Classes))
+	tr := &train.Trainer{Net: net, RR: *ec.RR, Cfg: cfg, Images: images, Labels: table, Batch: ec.Batch,
+		Opt: train.OptSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, Device: dev, Progress: ec.Progress}
+	accs, err := tr.Test(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", x, y)
 	if err != nil {
 		return nil, err
 	}
-	if table, err = toDevice(table, dev); err != nil {
-		return nil, err
-	}
-	defer table.Free()
-	tr := &trainer{net: net, rr: *ec.RR, cfg: cfg, baseX: base.x, table: table, batch: ec.Batch,
-		opt: optSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, dev: dev, progress: ec.Progress}
-	accs, err := tr.evaluateModels(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", testDev.x, testDev.y)
-	if err != nil {
-		return nil, err
-	}
-	accs, diverged := keepFinite(accs)
+	accs, diverged := train.KeepFinite(accs)
 	if len(accs) == 0 {
-		return nil, &DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
+		return nil, &labeldistill.DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
 	}
-	res = &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
-	res.Mean, res.Std = MeanStd(accs)
+	res := &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
+	res.Mean, res.Std = train.MeanStd(accs)
 	return res, nil
+}
+
+// Tensors are the artifact's images (N, C, H, W) and labels (N, classes) as tensors on dev,
+// in the caller's scope.
+func (a *Artifact) Tensors(dev torch.Device) (images, labels *torch.Tensor, err error) {
+	s := a.Shape
+	var c torch.Chain
+	images = c.T(onDevice(c.T(torch.FromFloat32(a.Images, s[0], s[1], s[2], s[3])), dev))
+	labels = c.T(onDevice(c.T(torch.FromFloat32(a.Labels, s[0], int64(a.Classes))), dev))
+	return images, labels, c.Err()
+}
+
+// onDevice is t on dev (t itself on the CPU).
+func onDevice(t *torch.Tensor, dev torch.Device) (*torch.Tensor, error) {
+	if dev == torch.CPU {
+		return t, nil
+	}
+	return t.To(dev)
 }

@@ -1,0 +1,361 @@
+// Package bench is the measurement behind `ldtorch bench`: meta-steps of a distillation
+// timed one by one (through labeldistill.Distill, which reports every meta-step), the
+// training steps of a fresh model, and the final evaluation with the models trained one
+// after another against together.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/nets"
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/dist"
+)
+
+// Result is one benchmark run (`ldtorch bench` prints it as one JSON line).
+type Result struct {
+	Impl           string  `json:"impl"`
+	Method         string  `json:"method"`
+	Dataset        string  `json:"dataset"`
+	Base           int     `json:"base"`
+	InnerBatch     int     `json:"inner_batch"`
+	OuterBatch     int     `json:"outer_batch"`
+	Steps          int     `json:"steps"`
+	MetaStepMedian float64 `json:"meta_step_median_s"`
+	MetaStepP90    float64 `json:"meta_step_p90_s"`
+	EvalStepMedian float64 `json:"eval_step_median_s"`
+	// CPU time of the driving OS thread: with one intra-op thread it is the compute itself,
+	// and unlike wall time it does not grow when other processes share the cores.
+	MetaStepCPUMedian float64 `json:"meta_step_cpu_median_s"`
+	EvalStepCPUMedian float64 `json:"eval_step_cpu_median_s"`
+	Threads           int     `json:"threads"`
+	BLAS              string  `json:"blas"`
+	Device            string  `json:"device"`
+	LibtorchVersion   string  `json:"libtorch_version"`
+	// Data-parallel runs (WithGroup): the number of ranks and the median wall time of the
+	// meta-step's one all-reduce (included in MetaStepMedian).
+	Ranks            int     `json:"ranks"`
+	AllReduceMedian  float64 `json:"all_reduce_median_s"`
+	AllowTF32        bool    `json:"allow_tf32"`               // config.Config.AllowTF32 as applied
+	HostReadsPerStep float64 `json:"host_reads_per_meta_step"` // device→host reads (torch.HostReads) per timed meta-step
+}
+
+// Run runs warmup untimed and then steps timed meta-steps of cfg's method on ds (nil:
+// cfg's data, loaded), one rank of g when g is set, and times fresh-model training steps
+// (one model, 20 steps after 3 warm-up steps). The meta-steps are a distillation's first
+// ones: Distill is started with validation and baselines out of reach and stopped (through
+// its context) after the last timed step.
+func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldistill.Dataset, g *dist.Group) (*Result, error) {
+	if steps < 1 || warmup < 0 {
+		return nil, fmt.Errorf("bench: steps must be ≥ 1 and warmup ≥ 0, got %d and %d", steps, warmup)
+	}
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	if ds == nil {
+		if ds, err = labeldistill.LoadDataset(cfg); err != nil {
+			return nil, err
+		}
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	// Neither a validation nor a checkpoint falls among the timed steps.
+	timedCfg := cfg
+	timedCfg.Epochs, timedCfg.ValidateEvery, timedCfg.CheckpointEvery = 1_000_000, 1_000_000, -1
+	timedCfg.Baselines = []string{}
+	var times, cpu, reduce []float64
+	var readsBefore uint64
+	var last, lastCPU float64
+	done := 0
+	var stepErr error
+	run, stop := context.WithCancel(ctx)
+	defer stop()
+	progress := func(p labeldistill.Progress) {
+		if p.Phase != "distill" || stepErr != nil {
+			return
+		}
+		if stepErr = torch.Synchronize(dev); stepErr != nil {
+			stop()
+			return
+		}
+		now, nowCPU := float64(time.Now().UnixNano())/1e9, threadCPU()
+		if done >= warmup {
+			times = append(times, now-last)
+			cpu = append(cpu, nowCPU-lastCPU)
+			reduce = append(reduce, p.AllReduceSeconds)
+		}
+		done++
+		if done == warmup {
+			readsBefore = torch.HostReads()
+		}
+		last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
+		if done == warmup+steps {
+			stop()
+		}
+	}
+	last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
+	opts := []labeldistill.RunOption{labeldistill.WithDataset(ds), labeldistill.WithProgress(progress)}
+	if g != nil {
+		opts = append(opts, labeldistill.WithGroup(g))
+	}
+	// The first progress report comes after the first meta-step: set the clock before it.
+	_, err = labeldistill.Distill(run, timedCfg, opts...)
+	if stepErr != nil {
+		return nil, stepErr
+	}
+	if done < warmup+steps {
+		if err == nil {
+			err = fmt.Errorf("bench: the run ended after %d of %d meta-steps", done, warmup+steps)
+		}
+		return nil, err
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return nil, err
+	}
+	reads := float64(torch.HostReads()-readsBefore) / float64(max(1, steps))
+	evalTimes, evalCPU, err := evalSteps(ctx, cfg, ds, dev, 3, 20)
+	if err != nil {
+		return nil, err
+	}
+	ranks := 1
+	if g != nil {
+		ranks = g.Size()
+	}
+	return &Result{
+		Impl: "ldtorch", Method: cfg.Method, Dataset: cfg.Dataset, Base: cfg.BaseExamples, InnerBatch: cfg.InnerBatch,
+		OuterBatch: cfg.OuterBatch, Steps: steps, MetaStepMedian: quantile(times, 0.5), MetaStepP90: quantile(times, 0.9),
+		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
+		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
+		LibtorchVersion: torch.Version(), Ranks: ranks, AllReduceMedian: quantile(reduce, 0.5),
+		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads,
+	}, nil
+}
+
+// evalSteps times single training steps of one fresh model of cfg's evaluation recipe on
+// ds's base images with uniform labels.
+func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Dataset, dev torch.Device, warmup, steps int) (wall, cpu []float64, err error) {
+	type timings struct{ wall, cpu []float64 }
+	t, err := torch.Guard("bench", func() (timings, error) {
+		var out timings
+		s := torch.NewScope()
+		defer s.Close()
+		in, err := inputs(cfg, ds, dev)
+		if err != nil {
+			return out, err
+		}
+		m, err := train.NewModels(in.net, cfg.Method == config.MethodRR, cfg, train.AdamSpec(cfg.EvalLR),
+			[]uint64{train.Seed(uint64(cfg.Seed), "bench-eval", 0)}, dev, in.images.DType(), train.Mode(dev))
+		if err != nil {
+			return out, err
+		}
+		defer m.Close()
+		n := ds.Base.N()
+		batch := min(cfg.EvalBatch, n)
+		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xbe7c4))
+		for i := 0; i < warmup+steps; i++ {
+			if err := ctx.Err(); err != nil {
+				return out, err
+			}
+			perm := rng.Perm(n)[:batch]
+			idxs := make([]int64, batch)
+			for j, p := range perm {
+				idxs[j] = int64(p)
+			}
+			idx, err := torch.FromInt64On(dev, idxs, int64(batch))
+			if err != nil {
+				return out, err
+			}
+			t0, c0 := time.Now(), threadCPU()
+			err = m.Step(in.images, in.labels, idx, int64(batch))
+			if err == nil {
+				err = torch.Synchronize(dev)
+			}
+			idx.Free()
+			if err != nil {
+				return out, err
+			}
+			if i >= warmup {
+				out.wall = append(out.wall, time.Since(t0).Seconds())
+				out.cpu = append(out.cpu, threadCPU()-c0)
+			}
+		}
+		return out, nil
+	})
+	return t.wall, t.cpu, err
+}
+
+// evalInputs is what fresh models of a benchmark train and are tested on.
+type evalInputs struct {
+	net                  *nets.Net
+	images, labels       *torch.Tensor // the base images, uniform labels
+	testImages, testLabs *torch.Tensor
+}
+
+// inputs puts ds's base images, uniform labels and test split on dev, in the caller's scope.
+func inputs(cfg config.Config, ds *labeldistill.Dataset, dev torch.Device) (*evalInputs, error) {
+	s := ds.Shape
+	net, err := nets.New(cfg.EvalArch, s[0], s[1], s[2], int64(ds.Classes))
+	if err != nil {
+		return nil, err
+	}
+	in := &evalInputs{net: net}
+	if in.images, _, err = ds.Base.Tensors(s, dev); err != nil {
+		return nil, err
+	}
+	if in.testImages, in.testLabs, err = ds.Test.Tensors(s, dev); err != nil {
+		return nil, err
+	}
+	uniform := make([]float32, ds.Base.N()*ds.Classes)
+	for i := range uniform {
+		uniform[i] = 1 / float32(ds.Classes)
+	}
+	if in.labels, err = torch.FromFloat32(uniform, int64(ds.Base.N()), int64(ds.Classes)); err != nil {
+		return nil, err
+	}
+	if dev != torch.CPU {
+		if in.labels, err = in.labels.To(dev); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// EvaluationResult compares the two ways of running the final evaluation (docs/ALGORITHM.md §7):
+// cfg.EvalModels fresh models trained for Steps steps on the base examples (with the
+// uniform initial labels) and scored on the test split, one after another and batched.
+type EvaluationResult struct {
+	Models int    `json:"eval_models"`
+	Steps  int    `json:"eval_steps"`
+	Mode   string `json:"eval_batched_mode"` // nets.BodyMode of the batched path on this device
+	// Wall and driving-thread CPU seconds of the whole evaluation, scoring included, with the
+	// models trained one after another ("sequential") and together ("batched").
+	SequentialS   float64 `json:"eval_sequential_s"`
+	BatchedS      float64 `json:"eval_batched_s"`
+	SequentialCPU float64 `json:"eval_sequential_cpu_s"`
+	BatchedCPU    float64 `json:"eval_batched_cpu_s"`
+	Speedup       float64 `json:"eval_batched_speedup"` // sequential wall time / batched wall time
+	// Largest |accuracy difference| between a model's two runs, in percentage points: the
+	// paths train the same models (0 on the CPU; float rounding in grouped mode).
+	MaxAccDiff float64 `json:"eval_batched_max_acc_diff"`
+}
+
+// Evaluation times the final evaluation of cfg (cfg.EvalModels models, steps steps each,
+// uniform labels on ds's base images, scored on its test split) with the models trained one
+// after another and together (in groups of train.MaxTogether), after one untimed warm-up
+// with two models.
+func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldistill.Dataset) (*EvaluationResult, error) {
+	if steps < 1 {
+		return nil, fmt.Errorf("bench: evaluation steps must be ≥ 1, got %d", steps)
+	}
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	if ds == nil {
+		if ds, err = labeldistill.LoadDataset(cfg); err != nil {
+			return nil, err
+		}
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	if err != nil {
+		return nil, err
+	}
+	return torch.Guard("bench", func() (*EvaluationResult, error) {
+		s := torch.NewScope()
+		defer s.Close()
+		in, err := inputs(cfg, ds, dev)
+		if err != nil {
+			return nil, err
+		}
+		seed := uint64(cfg.Seed)
+		tr := &train.Trainer{Net: in.net, RR: cfg.Method == config.MethodRR, Cfg: cfg, Images: in.images, Labels: in.labels,
+			Batch: cfg.EvalBatch, Opt: train.AdamSpec(cfg.EvalLR), Device: dev}
+		if _, err := tr.Test(ctx, min(steps, 5), 2, seed, "bench-warmup", in.testImages, in.testLabs); err != nil {
+			return nil, err
+		}
+		timed := func(eval func() ([]float64, error)) (accs []float64, wall, cpu float64, err error) {
+			t0, c0 := time.Now(), threadCPU()
+			if accs, err = eval(); err == nil {
+				err = torch.Synchronize(dev)
+			}
+			return accs, time.Since(t0).Seconds(), threadCPU() - c0, err
+		}
+		models := cfg.EvalModels
+		seq, seqWall, seqCPU, err := timed(func() ([]float64, error) {
+			tr.Together = 1
+			defer func() { tr.Together = 0 }()
+			return tr.Test(ctx, steps, models, seed, "bench", in.testImages, in.testLabs)
+		})
+		if err != nil {
+			return nil, err
+		}
+		bat, batWall, batCPU, err := timed(func() ([]float64, error) {
+			return tr.Test(ctx, steps, models, seed, "bench", in.testImages, in.testLabs)
+		})
+		if err != nil {
+			return nil, err
+		}
+		diff := 0.0
+		for i := range seq {
+			diff = max(diff, math.Abs(seq[i]-bat[i]))
+		}
+		return &EvaluationResult{
+			Models: models, Steps: steps, Mode: train.Mode(dev).String(), SequentialS: seqWall, BatchedS: batWall,
+			SequentialCPU: seqCPU, BatchedCPU: batCPU, Speedup: seqWall / batWall, MaxAccDiff: diff,
+		}, nil
+	})
+}
+
+// threadCPU is the CPU time (s) of the calling OS thread (Bench runs locked to one), from
+// CLOCK_THREAD_CPUTIME_ID: exact to the call, where getrusage(RUSAGE_THREAD) lags by up to
+// a scheduler tick (4 ms here, more than an evaluation step takes).
+func threadCPU() float64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return float64(ts.Nano()) / 1e9
+}
+
+// quantile returns the q-quantile (nearest rank) of xs.
+func quantile(xs []float64, q float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.5) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+// blasInUse names the BLAS library mapped into this process (Linux), or "unknown".
+func blasInUse() string {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return "unknown"
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		for _, key := range []string{"openblas", "libmkl", "libblis", "libblas.so"} {
+			if i := strings.Index(line, "/"); i >= 0 && strings.Contains(line, key) {
+				return line[i:]
+			}
+		}
+	}
+	return "unknown"
+}

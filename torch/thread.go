@@ -1,0 +1,32 @@
+package torch
+
+// thread.go: libtorch's grad mode and OpenMP teams are per OS thread, so a library call that
+// runs libtorch work stays on one; Guard is that entry, and the panic barrier of the API.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+)
+
+// Guard runs f on one locked OS thread (libtorch's grad mode and OpenMP teams are per
+// thread) and turns a panic in f into an error "<name>: internal error: ...", with the
+// goroutine's stack appended when LDTORCH_DEBUG is set: the entry of every library call
+// that runs libtorch work, so that no panic crosses the API.
+func Guard[T any](name string, f func() (T, error)) (res T, err error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer func() {
+		if r := recover(); r != nil {
+			var zero T
+			msg := fmt.Sprintf("%s: internal error: %v", name, r)
+			if os.Getenv("LDTORCH_DEBUG") != "" {
+				msg += "\n" + string(debug.Stack())
+			}
+			res, err = zero, errors.New(msg)
+		}
+	}()
+	return f()
+}
