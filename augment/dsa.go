@@ -3,21 +3,31 @@
 // one-operation-per-batch strategy of the DD-Ranking benchmark's evaluator.
 //
 // It depends on the torch binding alone: augmentation transforms a batch of images and
-// knows nothing of networks (nets) or of label distillation (labeldistill), which imports
-// it for its benchmark evaluation protocol.
+// knows nothing of networks (nets) or of label distillation (labeldistill).
 //
 // Randomness is explicit: DSA.Apply and DSA.Draw take a *torch.Generator (a CPU stream with
-// a seed), so the same seed gives the same augmented batches on every run and device. A
+// a seed), so the same seed gives the same draws on every run and device. A
 // Draw holds one batch's operation and each image's parameters as plain Go values; the
 // operations themselves (Flip, Rotate, Scale, Brightness, Saturation, Contrast, Crop,
 // Cutout) take such parameters explicitly. Every operation is differentiable in the images
-// and keeps their dtype and device.
+// (rotate and scale to first order only, see torch.GridSample) and keeps their dtype and
+// device.
 //
 // Images are (N, C, H, W) with any channel count. For one channel (MNIST-like data) every
 // operation means what the reference formulas give for C = 1: saturation scales each
 // pixel's distance from the mean over its channels, which for one channel is the pixel
 // itself, so saturation leaves a one-channel image unchanged (a grey image has no colour
 // to saturate); the color operation then amounts to brightness followed by contrast.
+//
+// Against DD-Ranking's ddranking/aug/dsa.py (its evaluator builds DSA with seed −1): the
+// random numbers come from the generator passed in, not from torch's global generator
+// (there seeded from the clock, so runs differ); each parameter is drawn per image, as there with seed
+// −1, and the siamese mode (one parameter set for the whole batch, used when matching
+// real and synthetic batches) is not a switch: a Draw with equal entries expresses it;
+// rotation and scale matrices are computed in float64 and converted to the images' dtype
+// (the reference builds them in float32). Draw's integer parameters use the reference's
+// ranges: crop shifts −s…s with s = int(side·Crop + 0.5), cutout centres 0…side (0…side−1
+// for an odd square side) with the square's side int(side·Cutout + 0.5).
 package augment
 
 // dsa.go: the strategy (DSA, its defaults, the per-batch draw) and Draw.Apply.
