@@ -20,6 +20,8 @@ type layers interface {
 	// batchNorm normalises with the affine w, b and the running statistics, updated in
 	// place in training mode.
 	batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor
+	// instanceNorm normalises each sample's channels with the affine w, b (ConvNet-3).
+	instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor
 	// lrn is local response normalisation with AlexCifarNet's settings.
 	lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor
 	// rows turns convolutional activations into the rows linear layers take.

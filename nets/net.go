@@ -5,6 +5,7 @@ package nets
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -12,7 +13,7 @@ import (
 // Net is a functional network: the parameters and buffers live with the caller. Run
 // Forward and Features inside a torch.Scope: intermediate tensors belong to it.
 type Net struct {
-	Arch       string   // "lenet", "alexnet" or "resnet"
+	Arch       string   // "lenet", "alexnet", "resnet" or "convnet"
 	InShape    [3]int64 // C, H, W
 	Classes    int64
 	FeatureDim int64        // width of the body's output (d)
@@ -22,7 +23,7 @@ type Net struct {
 }
 
 // Archs lists the architecture names New accepts.
-var Archs = []string{"lenet", "alexnet", "resnet"}
+var Archs = []string{"lenet", "alexnet", "resnet", "convnet"}
 
 // New builds the network arch for inputs of shape (c, h, w) and the given class count.
 func New(arch string, c, h, w, classes int64) (*Net, error) {
@@ -36,8 +37,10 @@ func New(arch string, c, h, w, classes int64) (*Net, error) {
 		return newAlexCifarNet(c, h, w, classes)
 	case "resnet":
 		return newCifarResNet(c, h, w, classes)
+	case "convnet":
+		return newConvNet(c, h, w, classes)
 	}
-	return nil, fmt.Errorf("nets: unknown architecture %q (known: lenet, alexnet, resnet)", arch)
+	return nil, fmt.Errorf("nets: unknown architecture %q (known: %s)", arch, strings.Join(Archs, ", "))
 }
 
 // Head is the final linear layer's parameters (FeatureDim → Classes).

@@ -1,7 +1,3 @@
-// Package nets holds the networks of label distillation written functionally: parameters
-// and BatchNorm buffers are passed explicitly to Forward, so a meta-step can run the same
-// network on θ and on θ' = θ − α∇θ. Every network is a feature extractor (the "body")
-// followed by one linear head; the RR variants use the body alone (see ridge.go).
 package nets
 
 // params.go: parameter specifications and their PyTorch-default initialisation.

@@ -3,11 +3,12 @@
 
 Run with Debian's Python (torch 1.13, numpy):
 
-    /usr/bin/python3 scripts/golden/make_fixtures.py [--out testdata/golden]
+    /usr/bin/python3 scripts/golden/make_fixtures.py [--out testdata/golden] [--only a.npz,b.npz]
 
 Every array name, shape and meaning is documented in testdata/golden/README.md.
-The script also proves the second-order label gradients of lenet_meta and rr_meta
-against central finite differences and exits non-zero if they disagree.
+The script also proves the second-order label gradients of lenet_meta and rr_meta, and
+ConvNet-3's double-backward gradients (convnet), against central finite differences and
+exits non-zero if they disagree.
 """
 import argparse
 import os
@@ -397,11 +398,290 @@ def check_optim_formulas(out):
     print("optim: numpy re-derivation of Adam / Adam+L2 / SGD-momentum agrees")
 
 
+# ---------------------------------------------------------------- convnet (ConvNet-3)
+
+CONVNET_WIDTH = 128
+
+
+def hashed_values(seed, n, exp, offset):
+    """n parameter values, the same in the Go test (nets/convnet_test.go): splitmix64 from
+    state seed, the top 9 bits v of each output, value = offset + (2v - 511) / 512 * 2^-exp.
+    Every value is exact in float64, and nothing needs storing."""
+    m = np.uint64(0xFFFFFFFFFFFFFFFF)
+    state = (np.uint64(seed) + np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) & m
+    z = state
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    z = z ^ (z >> np.uint64(31))
+    v = (z >> np.uint64(55)).astype(np.int64)
+    return offset + (2.0 * v - 511.0) / 512.0 * 2.0 ** (-exp)
+
+
+def convnet_specs(channels, classes, size):
+    """(name, shape, exp, offset) per parameter in nets' order; exp ~ log2 sqrt(fan_in) so
+    that conv and linear values lie within about PyTorch's U(+-1/sqrt(fan_in)); norm
+    weights near 1, norm biases small."""
+    specs, c, s = [], channels, size
+    for d in range(3):
+        pad = 3 if channels == 1 and d == 0 else 1
+        e = int(np.round(np.log2(np.sqrt(c * 9))))
+        specs += [("conv%d.weight" % (d + 1), (CONVNET_WIDTH, c, 3, 3), e, 0.0),
+                  ("conv%d.bias" % (d + 1), (CONVNET_WIDTH,), e, 0.0),
+                  ("norm%d.weight" % (d + 1), (CONVNET_WIDTH,), 2, 1.0),
+                  ("norm%d.bias" % (d + 1), (CONVNET_WIDTH,), 3, 0.0)]
+        c, s = CONVNET_WIDTH, (s + 2 * pad - 2) // 2
+    feat = CONVNET_WIDTH * s * s
+    e = int(np.round(np.log2(np.sqrt(feat))))
+    specs += [("fc.weight", (classes, feat), e, 0.0), ("fc.bias", (classes,), e, 0.0)]
+    return specs
+
+
+def convnet_features(p, x):
+    channels = x.shape[1]
+    h = x
+    for d in range(3):
+        pad = 3 if channels == 1 and d == 0 else 1
+        h = F.conv2d(h, p[4 * d], p[4 * d + 1], padding=pad)
+        a = F.group_norm(h, CONVNET_WIDTH, p[4 * d + 2], p[4 * d + 3], eps=1e-5)
+        assert (a == 0).sum().item() == 0, "exact zero at a ReLU input"
+        h = F.avg_pool2d(F.relu(a), 2)
+    return h.flatten(1)
+
+
+def check_convnet_module(p, x):
+    """The functional form above is the nn.Module of the nets package doc, and the
+    reference ConvNet's layer list (conv, GroupNorm(C, C), ReLU, AvgPool2d(2, 2))."""
+    channels, size = x.shape[1], x.shape[2]
+    layers, c = [], channels
+    for d in range(3):
+        pad = 3 if channels == 1 and d == 0 else 1
+        layers += [nn.Conv2d(c, CONVNET_WIDTH, kernel_size=3, padding=pad),
+                   nn.GroupNorm(CONVNET_WIDTH, CONVNET_WIDTH, affine=True), nn.ReLU(),
+                   nn.AvgPool2d(kernel_size=2, stride=2)]
+        c = CONVNET_WIDTH
+    feats = nn.Sequential(*layers)
+    fc = nn.Linear(p[-2].shape[1], p[-2].shape[0])
+    with torch.no_grad():
+        mods = [m for m in feats if isinstance(m, (nn.Conv2d, nn.GroupNorm))]
+        for i, m in enumerate(mods):
+            m.weight.copy_(p[2 * i]); m.bias.copy_(p[2 * i + 1])
+        fc.weight.copy_(p[-2]); fc.bias.copy_(p[-1])
+        want = fc(feats(x).flatten(1))
+        got = F.linear(convnet_features(p, x), p[-2], p[-1])
+    assert torch.equal(want, got), "functional ConvNet-3 differs from the module"
+
+
+def make_convnet_case(out, tag, channels, size, batch, classes):
+    specs = convnet_specs(channels, classes, size)
+    p = []
+    for k, (name, shape, e, off) in enumerate(specs):
+        v = torch.from_numpy(hashed_values(k + 1, int(np.prod(shape)), e, off)).reshape(shape)
+        p.append(v)
+        out["%s_pexp%d" % (tag, k)] = np.array(e, dtype=np.int64)
+        out["%s_poff%d" % (tag, k)] = np.array(off, dtype=np.float64)
+        out["%s_psum%d" % (tag, k)] = np64(v.sum())
+    x = q(torch.randn(batch, channels, size, size), IMAGE_GRID)
+    y = rand_labels(batch, classes)
+    check_convnet_module(p, x)
+    out[tag + "_x"], out[tag + "_y"] = np64(x), np64(y)
+
+    def first_and_second(p, x, y):
+        feat = convnet_features(p, x)
+        logits = F.linear(feat, p[-2], p[-1])
+        loss = soft_ce(logits, y)
+        g = torch.autograd.grad(loss, p, create_graph=True)
+        r = sum((gi * gi).sum() for gi in g)
+        return feat, logits, loss, g, r
+
+    pr = [t.clone().requires_grad_(True) for t in p]
+    xr, yr = x.clone().requires_grad_(True), y.clone().requires_grad_(True)
+    feat, logits, loss, g, r = first_and_second(pr, xr, yr)
+    h = torch.autograd.grad(r, pr + [xr, yr])
+    out[tag + "_logits"] = np64(logits)
+    out[tag + "_loss"], out[tag + "_r"] = np64(loss), np64(r)
+    out[tag + "_drdx"], out[tag + "_drdy"] = np64(h[-2]), np64(h[-1])
+
+    def project(name, t):
+        # 1-D tensors in full; larger ones as their first row and their row sums
+        if t.dim() == 1:
+            out[name] = np64(t)
+        else:
+            out[name + "_row0"] = np64(t[0])
+            out[name + "_sums"] = np64(t.flatten(1).sum(1))
+    for k in range(len(p)):
+        project("%s_g%d" % (tag, k), g[k])
+        project("%s_h%d" % (tag, k), h[k])
+
+    # r is quadratic in y (the loss is linear in it): central differences are exact up to
+    # rounding; a few entries of dr/dx check the path through the network's input.
+    def r_at(yy=y, xx=x):
+        pp = [t.clone().requires_grad_(True) for t in p]
+        return first_and_second(pp, xx, yy)[4].item()
+    eps, worst = 1e-4, 0.0
+    for i in range(batch):
+        for j in range(classes):
+            yp = y.clone(); yp[i, j] += eps
+            ym = y.clone(); ym[i, j] -= eps
+            fd = (r_at(yy=yp) - r_at(yy=ym)) / (2 * eps)
+            worst = max(worst, abs(fd - h[-1][i, j].item()))
+    rel = worst / h[-1].abs().max().item()
+    print("convnet %s: dr/dy vs central FD (eps %g): rel err %.2e" % (tag, eps, rel))
+    assert rel < 1e-6, "convnet dr/dy disagrees with finite differences"
+    gen = torch.Generator().manual_seed(7)
+    worst = 0.0
+    for _ in range(6):
+        idx = tuple(int(torch.randint(0, n, (1,), generator=gen)) for n in x.shape)
+        xp = x.clone(); xp[idx] += 1e-6
+        xm = x.clone(); xm[idx] -= 1e-6
+        fd = (r_at(xx=xp) - r_at(xx=xm)) / 2e-6
+        worst = max(worst, abs(fd - h[-2][idx].item()) / h[-2].abs().max().item())
+    print("convnet %s: six entries of dr/dx vs central FD (eps 1e-6): rel err %.2e" % (tag, worst))
+    assert worst < 1e-5, "convnet dr/dx disagrees with finite differences"
+
+
+def make_convnet(gen_seed):
+    torch.manual_seed(gen_seed)
+    out = {}
+    make_convnet_case(out, "mnist", 1, 28, 3, 10)
+    make_convnet_case(out, "cifar", 3, 32, 2, 10)
+    # group_norm as an op, with first- and second-order VJPs (instance norm: groups = C)
+    for name, groups in (("inorm", 6), ("gnorm", 2)):
+        x = torch.randn(3, 6, 4, 5) * 2.0 + 0.5
+        w, b = torch.rand(6) + 0.5, torch.randn(6)
+        vjp_case(out, name, lambda x_, w_, b_: F.group_norm(x_, groups, w_, b_, eps=1e-5), [x, w, b])
+        # second order: d/dx of |d<gout, gn(x)>/dx|^2
+        xr = x.clone().requires_grad_(True)
+        y = F.group_norm(xr, groups, w, b, eps=1e-5)
+        gx, = torch.autograd.grad(y, xr, torch.from_numpy(out[name + "_gout"]), create_graph=True)
+        h, = torch.autograd.grad((gx * gx).sum(), xr)
+        out[name + "_hin0"] = np64(h)
+    return out
+
+
+# ---------------------------------------------------------------- dsa (augmentation)
+
+def dsa_flip(x, flip):
+    return torch.where(flip.view(-1, 1, 1, 1) > 0, x.flip(3), x)
+
+
+def dsa_affine(x, theta):
+    grid = F.affine_grid(theta, x.shape, align_corners=True)
+    return F.grid_sample(x, grid, align_corners=True)
+
+
+def dsa_scale(x, sx, sy):
+    z = torch.zeros_like(sx)
+    theta = torch.stack([torch.stack([sx, z, z], 1), torch.stack([z, sy, z], 1)], 1)
+    return dsa_affine(x, theta)
+
+
+def dsa_rotate(x, a):
+    z = torch.zeros_like(a)
+    theta = torch.stack([torch.stack([torch.cos(a), torch.sin(-a), z], 1),
+                         torch.stack([torch.sin(a), torch.cos(a), z], 1)], 1)
+    return dsa_affine(x, theta)
+
+
+def dsa_brightness(x, b):
+    return x + b.view(-1, 1, 1, 1)
+
+
+def dsa_saturation(x, f):
+    m = x.mean(dim=1, keepdim=True)
+    return (x - m) * f.view(-1, 1, 1, 1) + m
+
+
+def dsa_contrast(x, f):
+    m = x.mean(dim=[1, 2, 3], keepdim=True)
+    return (x - m) * f.view(-1, 1, 1, 1) + m
+
+
+def dsa_crop(x, dh, dw):
+    # pad by one zero pixel, then read through clamped indices: a shift past the edge
+    # reads the padding
+    n, _, hh, ww = x.shape
+    b = torch.arange(n).view(n, 1, 1)
+    r = torch.clamp(torch.arange(hh).view(1, hh, 1) + dh.view(n, 1, 1) + 1, 0, hh + 1)
+    c = torch.clamp(torch.arange(ww).view(1, 1, ww) + dw.view(n, 1, 1) + 1, 0, ww + 1)
+    xp = F.pad(x, [1, 1, 1, 1])
+    return xp.permute(0, 2, 3, 1)[b, r, c].permute(0, 3, 1, 2)
+
+
+def dsa_cutout(x, ch, cw, sh, sw):
+    # the square's indices clamped into the image, set to zero in a mask
+    n, _, hh, ww = x.shape
+    b = torch.arange(n).view(n, 1, 1)
+    r = torch.clamp(torch.arange(sh).view(1, sh, 1) + ch.view(n, 1, 1) - sh // 2, 0, hh - 1)
+    c = torch.clamp(torch.arange(sw).view(1, 1, sw) + cw.view(n, 1, 1) - sw // 2, 0, ww - 1)
+    mask = torch.ones(n, hh, ww)
+    mask[b, r, c] = 0
+    return x * mask.unsqueeze(1)
+
+
+def make_dsa_case(out, tag, n, channels, size):
+    """One parameter draw with DD-Ranking's default strengths (flip 0.5, rotate 15, scale 1.2,
+    brightness 1, saturation 2, contrast 0.5, crop 0.125, cutout 0.5), stored, and every
+    operation's output and VJP for it."""
+    x = q(torch.randn(n, channels, size, size), IMAGE_GRID)
+    crop, cut = int(size * 0.125 + 0.5), int(size * 0.5 + 0.5)
+    prm = {
+        "flip": torch.tensor([i % 2 for i in range(n)], dtype=torch.int64),
+        "sx": torch.rand(n) * (1.2 - 1 / 1.2) + 1 / 1.2,
+        "sy": torch.rand(n) * (1.2 - 1 / 1.2) + 1 / 1.2,
+        "angle": (torch.rand(n) - 0.5) * 2 * 15 / 180 * np.pi,
+        "bright": (torch.rand(n) - 0.5) * 1.0,
+        "sat": torch.rand(n) * 2.0,
+        "con": torch.rand(n) + 0.5,
+        # shifts and centres that reach the extremes of their ranges
+        "dh": torch.tensor([(-crop, crop, 0, 1)[i % 4] for i in range(n)], dtype=torch.int64),
+        "dw": torch.tensor([(crop, -1, -crop, 2)[i % 4] for i in range(n)], dtype=torch.int64),
+        "cuth": torch.tensor([(0, size, 5, size // 2)[i % 4] for i in range(n)], dtype=torch.int64),
+        "cutw": torch.tensor([(size, 3, 0, size - 2)[i % 4] for i in range(n)], dtype=torch.int64),
+        "cutsize": torch.tensor([cut, cut], dtype=torch.int64),
+    }
+    out[tag + "_x"] = np64(x)
+    for k, v in prm.items():
+        out["%s_%s" % (tag, k)] = np64(v)
+    ops = {
+        "flip": lambda t: dsa_flip(t, prm["flip"]),
+        "scale": lambda t: dsa_scale(t, prm["sx"], prm["sy"]),
+        "rotate": lambda t: dsa_rotate(t, prm["angle"]),
+        "brightness": lambda t: dsa_brightness(t, prm["bright"]),
+        "saturation": lambda t: dsa_saturation(t, prm["sat"]),
+        "contrast": lambda t: dsa_contrast(t, prm["con"]),
+        "color": lambda t: dsa_contrast(dsa_saturation(dsa_brightness(t, prm["bright"]), prm["sat"]), prm["con"]),
+        "crop": lambda t: dsa_crop(t, prm["dh"], prm["dw"]),
+        "cutout": lambda t: dsa_cutout(t, prm["cuth"], prm["cutw"], cut, cut),
+    }
+    gout = q(torch.randn(x.shape), IMAGE_GRID)  # every operation keeps the shape
+    out[tag + "_gout"] = np64(gout)
+    for name, f in ops.items():
+        xr = x.clone().requires_grad_(True)
+        y = f(xr)
+        gin, = torch.autograd.grad(y, xr, gout)
+        out["%s_%s_out" % (tag, name)] = np64(y)
+        out["%s_%s_gin" % (tag, name)] = np64(gin)
+    if channels == 1:
+        assert torch.equal(ops["saturation"](x), x), "saturation changed a one-channel image"
+
+
+def make_dsa(gen_seed):
+    torch.manual_seed(gen_seed)
+    out = {}
+    make_dsa_case(out, "rgb", 4, 3, 12)   # crop 2, cutout 6 (even)
+    make_dsa_case(out, "grey", 4, 1, 13)  # crop 2, cutout 7 (odd)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..",
                                                   "testdata", "golden"))
+    ap.add_argument("--only", default="",
+                    help="comma-separated file names to write (default: all)")
     args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
     os.makedirs(args.out, exist_ok=True)
     torch.set_num_threads(1)
 
@@ -410,9 +690,13 @@ def main():
     files["rr_meta.npz"], _ = make_rr_meta(SEED + 2)
     files["ops.npz"] = make_ops(SEED + 3)
     files["optim.npz"] = make_optim(SEED + 4)
+    files["convnet.npz"] = make_convnet(SEED + 5)
+    files["dsa.npz"] = make_dsa(SEED + 6)
 
     total = 0
     for fname, arrs in files.items():
+        if only and fname not in only:
+            continue
         for k, v in arrs.items():
             assert v.dtype in (np.float64, np.int64), (fname, k, v.dtype)
         path = os.path.join(args.out, fname)

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 6
+#define LDT_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -179,6 +179,19 @@ LDT_API ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
 LDT_API ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor target, int check_range);
 /* Mean over rows of sum_c -p_c log softmax(logits)_c, for a probability table p (B,C). */
 LDT_API ldt_error ldt_soft_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor probs);
+
+/* ---- image ops (image.cc) ---------------------------------------------------------------- */
+/* torch.nn.functional.group_norm; weight and bias (C) may be NULL. groups = C is instance
+ * normalisation with a per-channel affine (no running statistics). */
+LDT_API ldt_error ldt_group_norm(ldt_tensor *out, ldt_tensor x, int64_t groups, ldt_tensor weight,
+                                 ldt_tensor bias, double eps);
+/* torch.nn.functional.affine_grid: theta (N, 2, 3), size (N, C, H, W) → grid (N, H, W, 2). */
+LDT_API ldt_error ldt_affine_grid(ldt_tensor *out, ldt_tensor theta, const int64_t *size, int ndim,
+                                  int align_corners);
+/* torch.nn.functional.grid_sample on 4-D input. mode: 0 bilinear, 1 nearest, 2 bicubic;
+ * padding_mode: 0 zeros, 1 border, 2 reflection. */
+LDT_API ldt_error ldt_grid_sample(ldt_tensor *out, ldt_tensor x, ldt_tensor grid, int mode, int padding_mode,
+                                  int align_corners);
 
 /* ---- autograd (autograd.cc) ------------------------------------------------------------------ */
 LDT_API ldt_error ldt_set_requires_grad(ldt_tensor t, int requires_grad);

@@ -1,0 +1,85 @@
+package nets
+
+// convnet.go: ConvNet-3, the default network of DC-BENCH and DD-Ranking (its PyTorch
+// definition is in the package documentation, doc.go): three blocks of conv 3×3 → 128
+// channels, instance normalisation (GroupNorm(128, 128) with affine γ, β), ReLU and 2×2
+// average pooling, flattened into the head. One-channel inputs get padding 3 in the first
+// convolution (28×28 becomes 32×32), as in the reference, so that MNIST-like and
+// CIFAR-like images both end at 128·4·4 = 2048 features.
+
+import (
+	"fmt"
+
+	"github.com/ldtorch/ldtorch/torch"
+)
+
+const (
+	convNetWidth = 128
+	convNetDepth = 3
+	// instanceNormEps is torch.nn.GroupNorm's default eps.
+	instanceNormEps = 1e-5
+)
+
+func newConvNet(c, h, w, classes int64) (*Net, error) {
+	if !(h == 28 && w == 28 || h == 32 && w == 32) {
+		return nil, fmt.Errorf("nets: convnet takes 28×28 or 32×32 images, got %d×%d", h, w)
+	}
+	// The reference pads the first convolution by 3 for one-channel inputs, by 1 otherwise.
+	firstPad := int64(1)
+	if c == 1 {
+		firstPad = 3
+	}
+	var body []ParamSpec
+	in, fh, fw := c, h, w
+	for d := 1; d <= convNetDepth; d++ {
+		pad := int64(1)
+		if d == 1 {
+			pad = firstPad
+		}
+		body = append(body, convSpecs(fmt.Sprintf("conv%d", d), convNetWidth, in, 3, true)...)
+		body = append(body,
+			ParamSpec{Name: fmt.Sprintf("norm%d.weight", d), Shape: []int64{convNetWidth}, Init: InitOnes},
+			ParamSpec{Name: fmt.Sprintf("norm%d.bias", d), Shape: []int64{convNetWidth}, Init: InitZeros})
+		in = convNetWidth
+		fh, fw = (fh+2*pad-2)/2, (fw+2*pad-2)/2 // conv 3×3 with padding pad, then pool 2×2
+	}
+	n := &Net{Arch: "convnet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: convNetWidth * fh * fw, Body: body}
+	pool := torch.PoolOpts{Kernel: [2]int64{2, 2}}
+	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
+		y := x
+		for d := 0; d < convNetDepth; d++ {
+			pad := int64(1)
+			if d == 0 {
+				pad = firstPad
+			}
+			q := p[4*d:]
+			y = l.conv(ch, y, q[0], q[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}})
+			y = ch.T(l.instanceNorm(ch, y, q[2], q[3]).Relu())
+			y = ch.T(torch.AvgPool2d(y, pool))
+		}
+		return l.rows(ch, y)
+	}
+	return n, nil
+}
+
+// instanceNorm normalises each sample's channels separately (GroupNorm with one group per
+// channel) with the affine w, b: no running statistics.
+func (oneModel) instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor {
+	if ch.Err() != nil {
+		return nil
+	}
+	return ch.T(torch.GroupNorm(x, x.Shape()[1], w, b, instanceNormEps))
+}
+
+// instanceNorm acts per sample and channel, so it runs unchanged on the M·C channels with
+// the stacked γ, β (M, C) flattened.
+func (g groupedModels) instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor {
+	if ch.Err() != nil {
+		return nil
+	}
+	wf, bf := ch.T(w.Reshape(-1)), ch.T(b.Reshape(-1))
+	if ch.Err() != nil {
+		return nil
+	}
+	return ch.T(torch.GroupNorm(x, x.Shape()[1], wf, bf, instanceNormEps))
+}
