@@ -68,7 +68,7 @@ func randImages(tb testing.TB, seed uint64, dt torch.DType, shape ...int64) *tor
 
 func TestOpsMatchPyTorch(t *testing.T) {
 	scoped(t)
-	fix := need[map[string]*torch.Tensor](t)(torch.Load(filepath.Join("..", "testdata", "golden", "dsa.npz")))
+	fix := need[map[string]*torch.Tensor](t)(torch.Load(filepath.Join("..", "..", "testdata", "golden", "dsa.npz")))
 	for _, tag := range []string{"rgb", "grey"} {
 		get := func(name string) *torch.Tensor {
 			x, found := fix[tag+"_"+name]
