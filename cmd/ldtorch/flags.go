@@ -30,7 +30,7 @@ var flagNames = map[string]string{
 const (
 	catRun       = "Run"
 	catData      = "Data"
-	catOptimiser = "Distillation optimisers"
+	catOptimizer = "Distillation optimisers"
 	catSchedule  = "Schedule and resets"
 	catEval      = "Evaluation"
 	catBaselines = "Baselines"
@@ -45,17 +45,17 @@ var configHelp = map[string][2]string{
 	"base_examples":       {"`N`, the number of base examples whose labels are learnt", catRun},
 	"inner_batch":         {"`N_i`, base examples per inner step (auto: 10/10/25/50 for N = 10/20/50/≥100)", catRun},
 	"outer_batch":         {"`N_o`, target examples per meta-step", catRun},
-	"inner_lr":            {"`α`, the SGD step of the inner update (method ld)", catOptimiser},
-	"model_lr":            {"Adam learning `RATE` of the model during distillation", catOptimiser},
-	"model_betas":         {"Adam betas `B1,B2` of the model, the RR scale, evaluation models and the teacher", catOptimiser},
-	"model_eps":           {"Adam `EPSILON` of the same optimisers as --model-betas", catOptimiser},
-	"label_lr":            {"Adam learning `RATE` of the labels", catOptimiser},
-	"label_betas":         {"Adam betas `B1,B2` of the labels", catOptimiser},
-	"label_eps":           {"Adam `EPSILON` of the labels", catOptimiser},
-	"ridge_lambda":        {"`λ` of the ridge-regression solve (method rr)", catOptimiser},
-	"ridge_pseudo_step":   {"`α` of the pseudo-gradient step of the ridge weights (method rr), in (0, 1]", catOptimiser},
-	"scale_lr":            {"Adam learning `RATE` of the RR logit scale (method rr)", catOptimiser},
-	"scale_init":          {"initial RR logit `SCALE`, also after every model reset (method rr)", catOptimiser},
+	"inner_lr":            {"`α`, the SGD step of the inner update (method ld)", catOptimizer},
+	"model_lr":            {"Adam learning `RATE` of the model during distillation", catOptimizer},
+	"model_betas":         {"Adam betas `B1,B2` of the model, the RR scale, evaluation models and the teacher", catOptimizer},
+	"model_eps":           {"Adam `EPSILON` of the same optimisers as --model-betas", catOptimizer},
+	"label_lr":            {"Adam learning `RATE` of the labels", catOptimizer},
+	"label_betas":         {"Adam betas `B1,B2` of the labels", catOptimizer},
+	"label_eps":           {"Adam `EPSILON` of the labels", catOptimizer},
+	"ridge_lambda":        {"`λ` of the ridge-regression solve (method rr)", catOptimizer},
+	"ridge_pseudo_step":   {"`α` of the pseudo-gradient step of the ridge weights (method rr), in (0, 1]", catOptimizer},
+	"scale_lr":            {"Adam learning `RATE` of the RR logit scale (method rr)", catOptimizer},
+	"scale_init":          {"initial RR logit `SCALE`, also after every model reset (method rr)", catOptimizer},
 	"epochs":              {"passes over the target set (auto: 400; 800 when N > 100 or for cifar100; k49: 100, 200 when N > 100)", catSchedule},
 	"reset_window":        {"`G`, window and patience of the model-reset rule (auto: 50; 200 when N > 100; 100 for cifar100 and k49)", catSchedule},
 	"reset_mean_of_last":  {"T is the mean of the last `K` reset step counts", catSchedule},

@@ -52,7 +52,7 @@ type TrainingRecipe struct {
 	Arch      string     `json:"arch"`
 	Head      string     `json:"head"`
 	Loss      string     `json:"loss"`
-	Optimiser string     `json:"optimiser"`
+	Optimizer string     `json:"optimiser"`
 	LR        float64    `json:"lr"`
 	Betas     [2]float64 `json:"betas"`
 	Eps       float64    `json:"eps"`
@@ -104,7 +104,7 @@ type DistilledFacts struct {
 func recipe(c config.Config, T int) TrainingRecipe {
 	r := TrainingRecipe{Arch: c.EvalArch, Head: "linear classifier (the network's last layer)",
 		Loss:      "soft cross-entropy: mean over the batch of −Σ_c y_c log softmax(logits)_c",
-		Optimiser: "adam", LR: c.EvalLR, Betas: c.ModelBetas, Eps: c.ModelEps, Batch: c.EvalBatch,
+		Optimizer: "adam", LR: c.EvalLR, Betas: c.ModelBetas, Eps: c.ModelEps, Batch: c.EvalBatch,
 		Sampling: "every step draws batch examples without replacement (a fresh random permutation's prefix)",
 		Steps:    T}
 	if c.Method == config.MethodRR {

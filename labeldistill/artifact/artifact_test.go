@@ -55,7 +55,7 @@ func TestArtifactDescribesItself(t *testing.T) {
 		t.Fatalf("class names %v / %v", r.ClassNames, r.SourceClassNames)
 	case !reflect.DeepEqual(r.Normalisation.Mean, []float64{0.1307}) || !reflect.DeepEqual(r.Normalisation.Std, []float64{0.3081}):
 		t.Fatalf("normalisation %+v", r.Normalisation)
-	case r.TrainingRecipe.Steps != 3 || r.TrainingRecipe.Optimiser != "adam" || r.TrainingRecipe.LR != 1e-3 ||
+	case r.TrainingRecipe.Steps != 3 || r.TrainingRecipe.Optimizer != "adam" || r.TrainingRecipe.LR != 1e-3 ||
 		r.TrainingRecipe.Batch != 4 || r.TrainingRecipe.Arch != "lenet" || r.TrainingRecipe.RidgeLambda != 1 ||
 		!strings.Contains(r.TrainingRecipe.Head, "ridge"):
 		t.Fatalf("recipe %+v", r.TrainingRecipe)

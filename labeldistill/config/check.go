@@ -19,7 +19,7 @@ func (c Config) check() error {
 	k := &configCheck{c: c}
 	k.checkData()
 	k.checkBatches()
-	k.checkOptimisers()
+	k.checkOptimizers()
 	k.checkSchedule()
 	k.checkNormalisation()
 	k.checkArchitectures()
@@ -131,8 +131,8 @@ func (k *configCheck) checkBatches() {
 	k.positiveInt("outer_batch", c.OuterBatch)
 }
 
-// checkOptimisers: learning rates, Adam settings, the ridge and teacher hyper-parameters.
-func (k *configCheck) checkOptimisers() {
+// checkOptimizers: learning rates, Adam settings, the ridge and teacher hyper-parameters.
+func (k *configCheck) checkOptimizers() {
 	c := k.c
 	k.positive("inner_lr", c.InnerLR)
 	k.positive("model_lr", c.ModelLR)
