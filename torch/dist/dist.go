@@ -216,6 +216,15 @@ func InitContext(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	if o.Interface == "" {
 		o.BindHost = bindHost(cfg.Addr, cfg.Port)
+	} else if _, err := net.InterfaceByName(o.Interface); err != nil {
+		// Gloo would say so only after the store's rendezvous, at the timeout
+		var names []string
+		if ifs, err := net.Interfaces(); err == nil {
+			for _, i := range ifs {
+				names = append(names, i.Name)
+			}
+		}
+		return nil, fmt.Errorf("dist: GLOO_SOCKET_IFNAME=%q is not a network interface of this machine (it has: %s)", o.Interface, strings.Join(names, ", "))
 	}
 	if !o.ClientOnly && cfg.Rank == 0 {
 		// libtorch would log its failure to bind over several lines before throwing

@@ -226,3 +226,20 @@ func TestJoinEndsOnSignal(t *testing.T) {
 		})
 	}
 }
+
+// A GLOO_SOCKET_IFNAME this machine lacks is named at once (Gloo said so only after the
+// store's rendezvous, at the timeout).
+func TestUnknownInterface(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Init(Config{Addr: "127.0.0.1", Port: port, Rank: 0, WorldSize: 2, Interface: "nosuch0", Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), `GLOO_SOCKET_IFNAME="nosuch0" is not a network interface of this machine (it has: lo`) {
+		t.Errorf("got %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
