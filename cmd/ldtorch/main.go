@@ -172,7 +172,9 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 	if e.command != "" {
 		prefix += " " + e.command
 	}
-	fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(cliWords(msg)))
+	if msg != "" { // "": the message was printed already (by a rank of a --nproc run)
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(cliWords(msg)))
+	}
 	return code
 }
 

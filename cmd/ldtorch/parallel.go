@@ -9,8 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 
 	"github.com/urfave/cli/v2"
 
@@ -42,6 +45,9 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	}
 	if !isRank {
 		if n > 1 {
+			if _, err := dist.TimeoutFromEnv(); err != nil { // the ranks would refuse it
+				return rankInfo{}, usageErrorf("%v", err)
+			}
 			return rankInfo{launch: n}, nil
 		}
 		return rankInfo{}, nil
@@ -55,8 +61,11 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	if _, err := torch.RuntimeInfo(); err != nil {
 		return rankInfo{}, failuref("%v", err)
 	}
-	g, err := dist.Init(cfg)
+	g, err := dist.InitContext(c.Context, cfg)
 	if err != nil {
+		if c.Context.Err() != nil {
+			return rankInfo{}, &exitError{code: exitInterrupted, msg: err.Error()}
+		}
 		return rankInfo{}, failuref("%v", err)
 	}
 	return rankInfo{cfg: cfg, group: g}, nil
@@ -87,24 +96,110 @@ func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool)
 	if !c.Bool("quiet") {
 		fmt.Fprintf(e.stderr, "ldtorch: starting %d ranks on 127.0.0.1 (c10d Gloo); rank 0 reports\n", n)
 	}
-	err = dist.Launch(c.Context, dist.LaunchOptions{N: n, Path: exe, Args: e.argv[1:], Env: env, Stdout: e.stdout, Stderr: e.stderr})
+	// Rank 0 writes to this process's stderr (a terminal stays one); the others' output is
+	// held, so that a failure every rank meets (a resume with another --nproc, a bad
+	// setting) is shown once, by rank 0.
+	held := make([]*tailBuffer, n)
+	ends := make([]error, n)
+	err = dist.Launch(c.Context, dist.LaunchOptions{N: n, Path: exe, Args: e.argv[1:], Env: env, Stdout: e.stdout, Stderr: e.stderr,
+		RankStderr: func(r int) io.Writer {
+			if r == 0 {
+				return e.stderr
+			}
+			held[r] = &tailBuffer{limit: 64 << 10}
+			return held[r]
+		},
+		Exited: func(r int, err error) { ends[r] = err },
+	})
+	rank0Spoke := exitedWithStatus(ends[0]) // a failed rank 0 printed why, for the group
+	shown := false
+	for r := 1; r < n; r++ {
+		if out := held[r].String(); out != "" {
+			body, last := splitFinalMessage(out)
+			if last != "" && rank0Spoke {
+				last = "" // its failure is rank 0's, or rank 0's message names it
+			}
+			if body+last != "" {
+				fmt.Fprint(e.stderr, body+last)
+				shown = shown || (last != "" && ends[r] != nil)
+			}
+		}
+	}
 	if err == nil {
 		return nil
 	}
 	if c.Context.Err() != nil || errors.Is(err, context.Canceled) {
+		if rank0Spoke {
+			return &exitError{code: exitInterrupted} // rank 0 said where it stopped
+		}
 		return &exitError{code: exitInterrupted, msg: "interrupted: " + err.Error()}
 	}
 	var re *dist.RankExit
 	if errors.As(err, &re) {
-		// the rank printed its own message; exit as it did (2 for a usage error)
-		code := exitFailure
-		var ee *exec.ExitError
-		if errors.As(re.Err, &ee) && ee.ExitCode() > 0 {
-			code = ee.ExitCode()
+		switch {
+		case !exitedWithStatus(re.Err):
+			return failuref("%v", err) // killed by a signal: it could not say anything
+		case rank0Spoke:
+			return &exitError{code: exitCode(ends[0])} // rank 0's message stands for the group
+		case shown || re.Rank == 0:
+			return &exitError{code: exitCode(re.Err)}
 		}
-		return &exitError{code: code, msg: err.Error() + " (its message is above)"}
+		return &exitError{code: exitCode(re.Err), msg: err.Error() + " without a message"}
 	}
 	return failuref("%v", err)
+}
+
+// exitedWithStatus reports whether a rank ended by exiting with a non-zero status (having
+// printed its own message), rather than succeeding or being killed by a signal.
+func exitedWithStatus(err error) bool {
+	var ee *exec.ExitError
+	return errors.As(err, &ee) && ee.ExitCode() > 0
+}
+
+// exitCode is a failed rank's exit status (exitFailure when it has none).
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() > 0 {
+		return ee.ExitCode()
+	}
+	return exitFailure
+}
+
+// splitFinalMessage splits a rank's output into what came before its final message (the
+// last line, when it is one of ldtorch's "ldtorch COMMAND: …" lines) and that message.
+func splitFinalMessage(out string) (body, last string) {
+	trimmed := strings.TrimSuffix(out, "\n")
+	i := strings.LastIndexByte(trimmed, '\n') + 1
+	if strings.HasPrefix(trimmed[i:], "ldtorch ") {
+		return out[:i], out[i:]
+	}
+	return out, ""
+}
+
+// tailBuffer keeps the last limit bytes written to it; safe for concurrent use.
+type tailBuffer struct {
+	mu    sync.Mutex
+	limit int
+	b     []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.limit {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.limit:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	if t == nil {
+		return ""
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
 }
 
 // distillRank is a rank other than 0: the same Distill, with no progress and no output.

@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -192,8 +194,15 @@ wait:
 		t.Errorf("resume of a 2-rank checkpoint by one process: exit %d, want a refusal naming --nproc 2\n%s", r.code, r.stderr)
 	}
 	sameFiles(t, killed, before)
+	// So is one with --nproc 3: its message once (rank 0's), not once per rank, and no
+	// launcher line pointing at it.
+	r := runBinary(t, time.Minute, nil, parallelArgs(shared, killed, "--nproc", "3", "--resume", killed)...)
+	if msg := strings.TrimSpace(r.stderr); r.code != exitUsage || strings.Count(msg, "--nproc 2") != 1 || strings.Contains(msg, "\n") || strings.Contains(msg, "message is above") {
+		t.Errorf("--nproc 3 --resume of a 2-rank run: exit %d, want %d and its message once in one line:\n%s", r.code, exitUsage, r.stderr)
+	}
+	sameFiles(t, killed, before)
 
-	r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, killed, "--nproc", "2", "--resume", killed)...)
+	r = runBinary(t, 5*time.Minute, nil, parallelArgs(shared, killed, "--nproc", "2", "--resume", killed)...)
 	if r.code != 0 {
 		t.Fatalf("resumed 2-rank run: exit %d\n%s", r.code, r.stderr)
 	}
@@ -219,10 +228,82 @@ func TestParallelUsageErrors(t *testing.T) {
 		{[]string{"WORLD_SIZE=2", "RANK=0", "MASTER_ADDR=127.0.0.1"}, nil, "MASTER_PORT is not set"},
 		{[]string{"WORLD_SIZE=2", "RANK=5", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, nil, "RANK=5 is outside 0..1"},
 		{[]string{"WORLD_SIZE=2", "RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, []string{"--nproc", "3"}, "--nproc 3 but WORLD_SIZE=2"},
+		{[]string{"RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, nil, "WORLD_SIZE is not set (RANK=1 is)"},
+		{[]string{"WORLD_SIZE=2"}, nil, "RANK is not set (WORLD_SIZE=2 is)"},
+		{[]string{"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "LDTORCH_DIST_TIMEOUT=abc"}, nil, `LDTORCH_DIST_TIMEOUT="abc" is not a positive duration`},
+		{[]string{"LDTORCH_DIST_TIMEOUT=0"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="0" is not a positive duration`},
+		{[]string{"LDTORCH_DIST_TIMEOUT=1e99"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="1e99" is not a positive duration`},
+		{[]string{"LDTORCH_DIST_TIMEOUT=-1s"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="-1s" is not a positive duration`},
 	} {
 		r := ldtorch(t, c.env, parallelArgs(shared, out, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v %v: exit %d, stderr %q; want %d and %q", c.env, c.args, r.code, r.stderr, exitUsage, c.want)
 		}
 	}
+}
+
+// A --nproc rank killed by a signal printed nothing: the launcher says so (not "its message
+// is above"), after rank 0's own line naming it.
+func TestParallelKilledRankReported(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "out")
+	args := parallelArgs(shared, out, "--nproc", "2")
+	for i, a := range args {
+		if a == "--epochs" {
+			args[i+1] = "100" // runs long enough to be killed
+		}
+	}
+	cmd := binaryCommand(t, []string{"LDTORCH_DIST_TIMEOUT=20s"}, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var rank1 int
+	for start := time.Now(); rank1 == 0; time.Sleep(10 * time.Millisecond) {
+		if m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
+			rank1 = childWithEnv(cmd.Process.Pid, "RANK=1")
+		}
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("no checkpoint or no rank 1 after 2 minutes\n%s", stderr.String())
+		}
+	}
+	if err := syscall.Kill(rank1, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("the launcher still runs a minute after rank 1 was killed\n%s", stderr.String())
+	}
+	var ee *exec.ExitError
+	msg := strings.TrimSpace(stderr.String())
+	lines := strings.Split(msg, "\n")
+	if !errors.As(err, &ee) || ee.ExitCode() != exitFailure || len(lines) != 2 ||
+		!strings.Contains(lines[0], "rank 1 stopped responding") || !strings.Contains(lines[1], "rank 1 was killed by signal killed") ||
+		strings.Contains(msg, "message is above") {
+		t.Errorf("exit %v; want 1, rank 0's line naming rank 1 and the launcher's saying it was killed:\n%s", err, msg)
+	}
+}
+
+// childWithEnv is the child process of pid whose environment holds kv (0 if none).
+func childWithEnv(pid int, kv string) int {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		for _, field := range strings.Fields(string(b)) {
+			child, _ := strconv.Atoi(field)
+			env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", child))
+			for _, e := range strings.Split(string(env), "\x00") {
+				if e == kv {
+					return child
+				}
+			}
+		}
+	}
+	return 0
 }

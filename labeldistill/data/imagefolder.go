@@ -13,6 +13,7 @@ import (
 	_ "image/jpeg" // register the JPEG decoder
 	_ "image/png"  // register the PNG decoder
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -21,8 +22,11 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"golang.org/x/image/draw"
+
+	"github.com/ldtorch/ldtorch/internal/boundedread"
 )
 
 // ImageOptions control how image folders and archives are read.
@@ -64,6 +68,11 @@ func isImageName(name string) bool {
 const (
 	maxImageBytes  = 64 << 20 // per encoded image file
 	maxImagePixels = 1 << 26  // per decoded image (e.g. 8192×8192)
+	// maxHeldImageBytes bounds the encoded images one archive may hold in memory for
+	// decoding (CIFAR-10's 60,000 JPEGs are about 150 MiB).
+	maxHeldImageBytes = 2 << 30
+	// maxClassListBytes bounds a class-name list (CIFAR-100's fine names: 700 bytes).
+	maxClassListBytes = 1 << 20
 )
 
 var filters = map[string]draw.Interpolator{
@@ -100,34 +109,118 @@ type encoded struct {
 	path        string // on-disk path ("" for archive members)
 }
 
-// ReadImageFolder reads dir/<class>/<image> into an ImageSet.
+// ReadImageFolder reads dir/<class>/<image> into an ImageSet. Symbolic links to class
+// folders and to images are followed; a link to nothing, a link loop, or an image name that
+// is not a regular file is an error naming it.
 func ReadImageFolder(dir string, opt ImageOptions) (*ImageSet, error) {
 	opt, filter, err := opt.resolved()
 	if err != nil {
 		return nil, err
 	}
-	entries, err := os.ReadDir(dir)
+	classes, err := classFolders(dir)
 	if err != nil {
 		return nil, err
 	}
-	var found []string
 	var items []encoded
-	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		found = append(found, e.Name())
-		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
+	for _, class := range classes {
+		files, err := classImages(filepath.Join(dir, class))
 		if err != nil {
 			return nil, err
 		}
 		for _, f := range files {
-			if f.Type().IsRegular() && isImageName(f.Name()) {
-				items = append(items, encoded{class: e.Name(), file: f.Name(), path: filepath.Join(dir, e.Name(), f.Name())})
-			}
+			items = append(items, encoded{class: class, file: f, path: filepath.Join(dir, class, f)})
 		}
 	}
-	return decodeTree(dir, found, items, opt, filter)
+	return decodeTree(dir, classes, items, opt, filter)
+}
+
+// classFolders lists the class folders of dir (sub-folders, or symbolic links to folders,
+// not starting with "."), in name order.
+func classFolders(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, followError(dir, err)
+	}
+	var classes []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		t, err := entryType(dir, e)
+		if err != nil {
+			return nil, err
+		}
+		if t.IsDir() {
+			classes = append(classes, e.Name())
+		}
+	}
+	return classes, nil
+}
+
+// classImages lists the image files of a class folder (names with an image extension, not
+// starting with "."), in name order. Links are followed; an image name that is (or links
+// to) something other than a regular file or a folder is an error, never skipped.
+func classImages(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, followError(dir, err)
+	}
+	var files []string
+	for _, e := range entries {
+		if !isImageName(e.Name()) {
+			continue
+		}
+		t, err := entryType(dir, e)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case t.IsRegular():
+			files = append(files, e.Name())
+		case !t.IsDir(): // a folder named like an image is not read, as other folders
+			return nil, formatErr(filepath.Join(dir, e.Name()), "is not a regular file (%s)", typeName(t))
+		}
+	}
+	return files, nil
+}
+
+// entryType is the type of a folder entry, or of what it links to.
+func entryType(dir string, e os.DirEntry) (fs.FileMode, error) {
+	if e.Type()&fs.ModeSymlink == 0 {
+		return e.Type(), nil
+	}
+	p := filepath.Join(dir, e.Name())
+	st, err := os.Stat(p)
+	if err != nil {
+		return 0, followError(p, err)
+	}
+	return st.Mode().Type(), nil
+}
+
+// followError words a failure to open or follow p: a symbolic link loop, or a link to
+// nothing, is said to be one.
+func followError(p string, err error) error {
+	switch {
+	case errors.Is(err, syscall.ELOOP):
+		return formatErr(p, "is a symbolic link loop (following it leads back to a link already followed)")
+	case errors.Is(err, fs.ErrNotExist):
+		if target, lerr := os.Readlink(p); lerr == nil {
+			return formatErr(p, "is a symbolic link to nothing (%s does not exist)", target)
+		}
+	}
+	return err
+}
+
+func typeName(t fs.FileMode) string {
+	switch {
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file: " + t.String()
 }
 
 // ReadImageTar streams a tar or tar.gz archive (gzip detected by magic) holding
@@ -156,6 +249,7 @@ func decodeImageTar(b *blob, prefixes []string, opt ImageOptions) ([]*ImageSet, 
 		found[i] = map[string]bool{}
 	}
 	tr := tar.NewReader(r)
+	var held int64 // encoded image bytes kept for decoding
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -182,12 +276,21 @@ func decodeImageTar(b *blob, prefixes []string, opt ImageOptions) ([]*ImageSet, 
 				found[i][class] = true
 				continue
 			}
-			if (h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA) || strings.Contains(file, "/") || !isImageName(file) {
+			if strings.Contains(file, "/") || !isImageName(file) {
+				continue
+			}
+			if h.Typeflag == tar.TypeSymlink || h.Typeflag == tar.TypeLink {
+				return nil, formatErr(b.path+":"+name, "is a link to %s; links inside image archives are not followed (archive the image itself)", h.Linkname)
+			}
+			if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeRegA {
 				continue
 			}
 			found[i][class] = true
 			if h.Size > maxImageBytes {
-				return nil, formatErr(b.path+":"+name, "image file of %d bytes is too large", h.Size)
+				return nil, formatErr(b.path+":"+name, "image file of %s is larger than the %s limit for image files", boundedread.Size(h.Size), boundedread.Size(maxImageBytes))
+			}
+			if held += h.Size; held > maxHeldImageBytes {
+				return nil, formatErr(b.path, "its images add up to more than the %s limit for one archive", boundedread.Size(maxHeldImageBytes))
 			}
 			data := make([]byte, h.Size)
 			if _, err := io.ReadFull(tr, data); err != nil {
@@ -300,15 +403,14 @@ func decodeTree(root string, folders []string, items []encoded, opt ImageOptions
 	return set, nil
 }
 
+// readImageFile reads an image file whole, through maxImageBytes.
 func readImageFile(p string) ([]byte, error) {
-	st, err := os.Stat(p)
-	if err != nil {
-		return nil, err
+	b, err := boundedread.ReadFile(p, maxImageBytes, "image file")
+	var tl *boundedread.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, formatErr(p, "%s", tl.Problem())
 	}
-	if st.Size() > maxImageBytes {
-		return nil, formatErr(p, "image file of %d bytes is too large", st.Size())
-	}
-	return os.ReadFile(p)
+	return b, err
 }
 
 // decodeImage decodes one JPEG/PNG, resizes it to size×size when needed and writes it
@@ -330,6 +432,10 @@ func decodeImage(name string, data []byte, size int, filter draw.Interpolator, o
 		return &FormatError{File: name, Problem: "cannot decode image", Err: err}
 	}
 	if b := img.Bounds(); b.Dx() != size || b.Dy() != size {
+		// Alpha is dropped before resizing, as without resizing (toPlanarRGB): the
+		// filters work on premultiplied colour, which would blend transparent pixels'
+		// colours towards black.
+		img = withoutAlpha(img)
 		dst := image.NewNRGBA(image.Rect(0, 0, size, size))
 		filter.Scale(dst, dst.Bounds(), img, b, draw.Src, nil)
 		img = dst
@@ -338,9 +444,39 @@ func decodeImage(name string, data []byte, size int, filter draw.Interpolator, o
 	return nil
 }
 
+// withoutAlpha returns img with every pixel's colour taken un-premultiplied and its alpha
+// set to opaque (img itself when it has no transparency). 16-bit colour stays 16-bit.
+func withoutAlpha(img image.Image) image.Image {
+	switch m := img.(type) {
+	case *image.Gray, *image.Gray16, *image.YCbCr, *image.CMYK:
+		return img
+	case interface{ Opaque() bool }:
+		if m.Opaque() {
+			return img
+		}
+	}
+	b := img.Bounds()
+	out := image.NewNRGBA64(b)
+	for y := b.Min.Y; y < b.Max.Y; y++ {
+		for x := b.Min.X; x < b.Max.X; x++ {
+			var c color.NRGBA64
+			switch p := img.At(x, y).(type) {
+			case color.NRGBA: // (the model's Convert would premultiply and lose it)
+				c = color.NRGBA64{uint16(p.R) * 0x101, uint16(p.G) * 0x101, uint16(p.B) * 0x101, 0}
+			default: // NRGBA64 as it is; premultiplied colour as well as it can be undone
+				c = color.NRGBA64Model.Convert(p).(color.NRGBA64)
+			}
+			c.A = 0xffff
+			out.SetNRGBA64(x, y, c)
+		}
+	}
+	return out
+}
+
 // toPlanarRGB writes img (whose bounds are size×size) as R, G and B planes. Alpha is
 // dropped without compositing (colours are taken un-premultiplied, like PIL's
-// convert("RGB")). JPEG YCbCr is converted with libjpeg's rounding (yccToRGB).
+// convert("RGB")); 16-bit channels keep their high byte. JPEG YCbCr is converted with
+// libjpeg's rounding (yccToRGB).
 func toPlanarRGB(img image.Image, out []uint8) {
 	b := img.Bounds()
 	w, h := b.Dx(), b.Dy()
@@ -386,7 +522,11 @@ func toPlanarRGB(img image.Image, out []uint8) {
 // ReadClassNames reads a class-name list such as CIFAR-10's batches.meta.txt: one name
 // per line, surrounding blanks trimmed, empty lines ignored.
 func ReadClassNames(p string) ([]string, error) {
-	b, err := os.ReadFile(p)
+	b, err := boundedread.ReadFile(p, maxClassListBytes, "class-name list")
+	var tl *boundedread.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, formatErr(p, "%s", tl.Problem())
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/ldtorch/ldtorch/internal/boundedread"
 )
 
 // RawSet is a set of uint8 images as stored (N×C×H×W, C planes of H×W each, row-major)
@@ -68,9 +70,27 @@ type blob struct {
 	data    []byte // decompressed content once content() ran (== file when not gzip)
 }
 
-// readFileHashed reads path whole and hashes it; decompression waits for content().
+// Size bounds for data files read whole (IDX, CIFAR binary, .npz, image archives): the
+// largest registered file, CIFAR-100's train.bin, has 150 MiB, and the largest content,
+// Kuzushiji-49's training images, 178 MiB.
+const (
+	maxDataFileBytes = 1 << 30 // on disk
+	maxContentBytes  = 2 << 30 // decompressed
+)
+
+// readFileHashed reads path whole (at most maxDataFileBytes) and hashes it; decompression
+// waits for content().
 func readFileHashed(path string) (*blob, error) {
-	file, err := os.ReadFile(path)
+	// A data file is a regular file: a named pipe would hold the run until something
+	// writes to it, a device (/dev/zero) would be read to the bound.
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, formatErr(path, "is not a regular file (%s)", typeName(st.Mode().Type()))
+	}
+	file, err := boundedread.ReadFile(path, maxDataFileBytes, "data file")
+	var tl *boundedread.TooLargeError
+	if errors.As(err, &tl) {
+		return nil, formatErr(path, "%s", tl.Problem())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -115,17 +135,25 @@ func (b *blob) stream() (io.Reader, error) {
 	if err != nil {
 		return nil, &FormatError{File: b.path, Problem: "corrupt gzip header", Err: err}
 	}
-	return &gzipErrReader{name: b.path, r: zr}, nil
+	return &gzipErrReader{name: b.path, r: zr, limit: maxContentBytes}, nil
 }
 
-// gzipErrReader turns gzip errors into FormatErrors naming the file.
+// gzipErrReader turns gzip errors into FormatErrors naming the file. With a limit, a
+// stream that expands beyond it fails.
 type gzipErrReader struct {
-	name string
-	r    io.Reader
+	name        string
+	r           io.Reader
+	limit, read int64 // limit 0: none
 }
 
 func (g *gzipErrReader) Read(p []byte) (int, error) {
+	if g.limit > 0 && int64(len(p)) > g.limit+1-g.read {
+		p = p[:g.limit+1-g.read] // one byte past the limit shows it is exceeded
+	}
 	n, err := g.r.Read(p)
+	if g.read += int64(n); g.limit > 0 && g.read > g.limit {
+		return 0, formatErr(g.name, "gzip stream expands beyond the %s limit for data files", boundedread.Size(g.limit))
+	}
 	if err != nil && err != io.EOF {
 		problem := "corrupt gzip stream"
 		if errors.Is(err, io.ErrUnexpectedEOF) {
@@ -172,7 +200,7 @@ func gunzip(name string, file []byte) ([]byte, error) {
 	defer zr.Close()
 	// The trailer's ISIZE is the last member's size mod 2^32: a good hint for one
 	// allocation, capped by what the compressed bytes can possibly expand to.
-	limit := int64(len(file))*maxInflate + 1<<16
+	limit := min(int64(len(file))*maxInflate+1<<16, maxContentBytes)
 	var hint int64
 	if len(file) >= 4 {
 		hint = int64(binary.LittleEndian.Uint32(file[len(file)-4:]))
@@ -184,7 +212,10 @@ func gunzip(name string, file []byte) ([]byte, error) {
 		return nil, err
 	}
 	if n > limit {
-		return nil, formatErr(name, "gzip stream expands beyond %d bytes", limit)
+		if limit == maxContentBytes {
+			return nil, formatErr(name, "gzip stream expands beyond the %s limit for data files", boundedread.Size(limit))
+		}
+		return nil, formatErr(name, "gzip stream expands beyond %s, more than its compressed size allows (a forged stream)", boundedread.Size(limit))
 	}
 	return buf.Bytes(), nil
 }

@@ -6,12 +6,15 @@ package data
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"image"
 	"image/color"
 	"io"
+	"io/fs"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -51,9 +54,31 @@ func (f *FolderInfo) ValidationSize() int { return max(1, f.TrainCount/6) }
 
 var folderInfoCache sync.Map // path → *FolderInfo
 
+// AbsImageFolderName returns "imagefolder:PATH" with PATH made absolute (against the
+// working folder), so that a name stored in a run's settings keeps meaning the same
+// folder from elsewhere; other names are returned unchanged.
+func AbsImageFolderName(name string) (string, error) {
+	p, ok := ImageFolderPath(name)
+	if !ok {
+		return name, nil
+	}
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("data: image folder %s: %w", p, err)
+	}
+	return ImageFolderPrefix + abs, nil
+}
+
 // InspectImageFolder lists an image folder's classes and counts its images (results are
-// cached per path for the life of the process).
+// cached per path for the life of the process). FolderInfo.Path is the folder's absolute
+// path. Symbolic links to the train and test folders, to class folders and to images are
+// followed; a link to nothing or a link loop is an error naming it.
 func InspectImageFolder(path string) (*FolderInfo, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("data: image folder %s: %w", path, err)
+	}
+	path = abs
 	if v, ok := folderInfoCache.Load(path); ok {
 		return v.(*FolderInfo), nil
 	}
@@ -61,34 +86,27 @@ func InspectImageFolder(path string) (*FolderInfo, error) {
 	var first string
 	for _, part := range []string{"train", "test"} {
 		dir := filepath.Join(path, part)
-		entries, err := os.ReadDir(dir)
+		classes, err := classFolders(dir)
 		if err != nil {
+			var fe *FormatError
+			if errors.As(err, &fe) { // a link loop or a link to nothing, named
+				return nil, err
+			}
 			return nil, fmt.Errorf("data: image folder %s: needs %s/<class>/<image> (PNG or JPEG) folders for train and test: %w", path, part, err)
 		}
-		var classes []string
 		count := 0
-		for _, e := range entries {
-			if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-				continue
-			}
-			files, err := os.ReadDir(filepath.Join(dir, e.Name()))
+		for _, class := range classes {
+			files, err := classImages(filepath.Join(dir, class))
 			if err != nil {
 				return nil, err
 			}
-			n := 0
-			for _, f := range files {
-				if f.Type().IsRegular() && isImageName(f.Name()) {
-					n++
-					if first == "" {
-						first = filepath.Join(dir, e.Name(), f.Name())
-					}
-				}
+			if len(files) == 0 {
+				return nil, fmt.Errorf("data: image folder %s: class folder %s holds no .png/.jpg/.jpeg image", path, filepath.Join(part, class))
 			}
-			if n == 0 {
-				return nil, fmt.Errorf("data: image folder %s: class folder %s holds no .png/.jpg/.jpeg image", path, filepath.Join(part, e.Name()))
+			if first == "" {
+				first = filepath.Join(dir, class, files[0])
 			}
-			classes = append(classes, e.Name())
-			count += n
+			count += len(files)
 		}
 		slices.Sort(classes)
 		switch {
@@ -125,6 +143,7 @@ func LoadImageFolder(path string, mean, std []float64) (*RawData, error) {
 	if err != nil {
 		return nil, err
 	}
+	path = info.Path // absolute
 	c, h, w := info.Shape()
 	opt := ImageOptions{Size: h, Classes: info.ClassNames}
 	var sets [2]*RawSet
@@ -188,22 +207,49 @@ func pixelStats(r *RawSet) (mean, std []float64) {
 }
 
 // TreeSHA256 is the checksum of a folder tree: SHA-256 over the sorted lines
-// "<relative path>\t<sha256 of the file>\n" of its regular files.
+// "<relative path>\t<sha256 of the file>\n" of its regular files. Symbolic links are
+// followed (the checksum covers what the image readers read), and named by the link's
+// path; a link to nothing, or a link back to a folder it is in, is an error naming it.
+// Other files (pipes, devices) are left out, as the image readers refuse them.
 func TreeSHA256(root string, fileSum func(string) (string, error)) (string, error) {
 	var lines []string
-	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-		if err != nil || !d.Type().IsRegular() {
-			return err
-		}
-		sum, err := fileSum(p)
+	var walk func(dir, rel string, above []fs.FileInfo) error
+	walk = func(dir, rel string, above []fs.FileInfo) error {
+		entries, err := os.ReadDir(dir)
 		if err != nil {
-			return err
+			return followError(dir, err)
 		}
-		rel, _ := filepath.Rel(root, p)
-		lines = append(lines, filepath.ToSlash(rel)+"\t"+sum+"\n")
+		for _, e := range entries {
+			p, r := filepath.Join(dir, e.Name()), path.Join(rel, e.Name())
+			st, err := os.Stat(p) // follows links
+			if err != nil {
+				return followError(p, err)
+			}
+			switch {
+			case st.IsDir():
+				for _, a := range above {
+					if os.SameFile(a, st) {
+						return formatErr(p, "is a symbolic link loop (it leads back to a folder it is in)")
+					}
+				}
+				if err := walk(p, r, append(above, st)); err != nil {
+					return err
+				}
+			case st.Mode().IsRegular():
+				sum, err := fileSum(p)
+				if err != nil {
+					return err
+				}
+				lines = append(lines, r+"\t"+sum+"\n")
+			}
+		}
 		return nil
-	})
+	}
+	st, err := os.Stat(root)
 	if err != nil {
+		return "", followError(root, err)
+	}
+	if err := walk(root, "", []fs.FileInfo{st}); err != nil {
 		return "", err
 	}
 	slices.Sort(lines)

@@ -10,6 +10,7 @@
 package dist
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -47,9 +48,46 @@ func FromEnv() (cfg Config, ok bool, err error) {
 	return fromLookup(os.LookupEnv)
 }
 
+// MaxTimeout bounds LDTORCH_DIST_TIMEOUT: a week is longer than any queue wait a rank may
+// sit through, and far from the overflow of the deadlines libtorch and Gloo compute from it.
+const MaxTimeout = 7 * 24 * time.Hour
+
+// ParseTimeout reads an LDTORCH_DIST_TIMEOUT value: a positive Go duration ("90s", "5m")
+// of at most MaxTimeout. The error names the variable and the value.
+func ParseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	switch {
+	case err != nil || d <= 0:
+		return 0, fmt.Errorf("dist: LDTORCH_DIST_TIMEOUT=%q is not a positive duration (e.g. 30s or 5m)", v)
+	case d > MaxTimeout:
+		return 0, fmt.Errorf("dist: LDTORCH_DIST_TIMEOUT=%q is longer than the limit of 168h (a week)", v)
+	}
+	return d, nil
+}
+
+// TimeoutFromEnv is LDTORCH_DIST_TIMEOUT (DefaultTimeout when unset or empty), checked as
+// ParseTimeout does; a launcher reads it before starting ranks.
+func TimeoutFromEnv() (time.Duration, error) {
+	return timeoutFrom(os.LookupEnv)
+}
+
+func timeoutFrom(lookup func(string) (string, bool)) (time.Duration, error) {
+	v, ok := lookup("LDTORCH_DIST_TIMEOUT")
+	if !ok || v == "" {
+		return DefaultTimeout, nil
+	}
+	return ParseTimeout(v)
+}
+
 func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
 	ws, set := lookup("WORLD_SIZE")
 	if !set || ws == "" {
+		// RANK without WORLD_SIZE is a half-configured rank, refused as WORLD_SIZE
+		// without RANK is (running it as a lone process would compute the whole run in
+		// each of several processes, all writing the same folder).
+		if r, ok := lookup("RANK"); ok && r != "" {
+			return Config{}, true, fmt.Errorf("dist: WORLD_SIZE is not set (RANK=%s is); set both, or neither for a single process", r)
+		}
 		return Config{}, false, nil
 	}
 	cfg := Config{Timeout: DefaultTimeout}
@@ -57,7 +95,7 @@ func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
 		v, ok := lookup(name)
 		if !ok || v == "" {
 			if need {
-				return 0, fmt.Errorf("dist: %s is not set (WORLD_SIZE=%s is)", name, ws)
+				return 0, fmt.Errorf("dist: %s is not set (WORLD_SIZE=%s is); set both, or neither for a single process", name, ws)
 			}
 			return def, nil
 		}
@@ -100,12 +138,8 @@ func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
 		}
 	}
 	cfg.Interface, _ = lookup("GLOO_SOCKET_IFNAME")
-	if v, ok := lookup("LDTORCH_DIST_TIMEOUT"); ok && v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return cfg, true, fmt.Errorf("dist: LDTORCH_DIST_TIMEOUT=%q is not a positive duration (e.g. 30s)", v)
-		}
-		cfg.Timeout = d
+	if cfg.Timeout, err = timeoutFrom(lookup); err != nil {
+		return cfg, true, err
 	}
 	return cfg, true, nil
 }
@@ -115,10 +149,44 @@ func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
 type Group struct {
 	cfg Config
 	pg  *torch.ProcessGroup // nil for a group of one
+	// stuck: a store call of the failure diagnosis never returned (the network to the
+	// store is gone); it may still be using pg, so Close leaves pg to the process's exit.
+	stuck bool
 }
 
+// JoinMargin is how long past its timeout a rank waits for libtorch to give up joining
+// before Init returns on its own (libtorch bounds each phase of the rendezvous, but not the
+// phases together, and not every read of a peer that accepts and never answers).
+var JoinMargin = 2 * time.Second
+
+// JoinError is a rank that could not join its group.
+type JoinError struct {
+	Rank, WorldSize int
+	Addr            string // MASTER_ADDR:MASTER_PORT
+	Timeout         time.Duration
+	Problem         string // what went wrong, in words
+	Err             error  // libtorch's or the network's error, if any
+}
+
+func (e *JoinError) Error() string {
+	s := fmt.Sprintf("dist: rank %d of %d could not join the group at %s (LDTORCH_DIST_TIMEOUT=%v): %s",
+		e.Rank, e.WorldSize, e.Addr, e.Timeout, e.Problem)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+func (e *JoinError) Unwrap() error { return e.Err }
+
 // Init joins the group described by cfg and returns when every rank has joined.
-func Init(cfg Config) (*Group, error) {
+func Init(cfg Config) (*Group, error) { return InitContext(context.Background(), cfg) }
+
+// InitContext is Init that gives up when ctx is done (an interrupting signal), returning
+// an error that wraps ctx's. Whatever answers on MASTER_ADDR:MASTER_PORT, it returns within
+// cfg.Timeout plus JoinMargin: a rank other than the store's host first checks that a c10d
+// store listens there (probeStore), and the rendezvous itself runs under a deadline.
+func InitContext(ctx context.Context, cfg Config) (*Group, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
@@ -132,6 +200,12 @@ func Init(cfg Config) (*Group, error) {
 	if !torch.DistributedAvailable() {
 		return nil, errors.New("dist: the shim was built without c10d/Gloo (install libgloo-dev, rebuild with cmake --build build)")
 	}
+	start := time.Now()
+	deadline := start.Add(cfg.Timeout)
+	where := net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port))
+	fail := func(problem string, err error) error {
+		return &JoinError{Rank: cfg.Rank, WorldSize: cfg.WorldSize, Addr: where, Timeout: cfg.Timeout, Problem: problem, Err: err}
+	}
 	o := torch.ProcessGroupOptions{
 		Addr: cfg.Addr, Port: cfg.Port, Rank: cfg.Rank, WorldSize: cfg.WorldSize,
 		Interface: cfg.Interface, Timeout: cfg.Timeout,
@@ -140,16 +214,111 @@ func Init(cfg Config) (*Group, error) {
 		o.ClientOnly = true
 		o.Prefix = fmt.Sprintf("/worker/attempt_%d", cfg.Attempt)
 	}
-	if o.Interface == "" && isLoopback(cfg.Addr) {
-		o.BindHost = cfg.Addr // all ranks on this machine: stay on loopback
+	if o.Interface == "" {
+		o.BindHost = bindHost(cfg.Addr, cfg.Port)
+	} else if _, err := net.InterfaceByName(o.Interface); err != nil {
+		// Gloo would say so only after the store's rendezvous, at the timeout
+		var names []string
+		if ifs, err := net.Interfaces(); err == nil {
+			for _, i := range ifs {
+				names = append(names, i.Name)
+			}
+		}
+		return nil, fmt.Errorf("dist: GLOO_SOCKET_IFNAME=%q is not a network interface of this machine (it has: %s)", o.Interface, strings.Join(names, ", "))
 	}
-	pg, err := torch.NewProcessGroup(o)
+	if !o.ClientOnly && cfg.Rank == 0 {
+		// libtorch would log its failure to bind over several lines before throwing
+		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+		if err != nil {
+			return nil, fail(fmt.Sprintf("this rank hosts the store, but port %d is taken on this machine (by another program, or another run: choose another MASTER_PORT)", cfg.Port), err)
+		}
+		ln.Close()
+	}
+	if o.ClientOnly || cfg.Rank != 0 {
+		if err := probeStore(ctx, where, deadline, legacyStoreProtocol()); err != nil {
+			if ctx.Err() != nil {
+				return nil, &interrupted{fmt.Sprintf("dist: rank %d of %d: interrupted while waiting for the store at %s", cfg.Rank, cfg.WorldSize, where), ctx.Err()}
+			}
+			var pe *probeError
+			if errors.As(err, &pe) {
+				return nil, fail(pe.problem, pe.err)
+			}
+			return nil, fail("the store did not answer", err)
+		}
+	}
+	type joined struct {
+		pg  *torch.ProcessGroup
+		err error
+	}
+	done := make(chan joined, 1)
+	go func() {
+		pg, err := torch.NewProcessGroup(o)
+		done <- joined{pg, err}
+	}()
+	// abandon leaves the rendezvous to finish (or fail) on its own; the group it may
+	// still make is closed then. The caller is about to give up on the group anyway.
+	abandon := func() {
+		go func() {
+			if j := <-done; j.pg != nil {
+				j.pg.Close()
+			}
+		}()
+	}
+	timer := time.NewTimer(time.Until(deadline) + JoinMargin)
+	defer timer.Stop()
+	select {
+	case j := <-done:
+		if j.err != nil {
+			return nil, fail("the rendezvous failed", j.err)
+		}
+		g.pg = j.pg
+		return g, nil
+	case <-timer.C:
+		abandon()
+		what := "the store accepted this rank, but not every rank joined"
+		if cfg.Rank == 0 && !cfg.AgentStore {
+			what = "not every rank joined this rank's store"
+		}
+		return nil, fail(fmt.Sprintf("%s within %v (are all %d ranks started, with the same MASTER_ADDR and MASTER_PORT, and can they reach each other?)",
+			what, time.Since(start).Round(time.Millisecond), cfg.WorldSize), nil)
+	case <-ctx.Done():
+		abandon()
+		return nil, &interrupted{fmt.Sprintf("dist: rank %d of %d: interrupted while joining the group at %s", cfg.Rank, cfg.WorldSize, where), ctx.Err()}
+	}
+}
+
+// interrupted is a join given up because its context ended; it matches the context's error
+// under errors.Is.
+type interrupted struct {
+	msg string
+	err error
+}
+
+func (e *interrupted) Error() string { return e.msg }
+func (e *interrupted) Unwrap() error { return e.err }
+
+// bindHost is the address Gloo listens on and tells its peers when GLOO_SOCKET_IFNAME is
+// not set. Left to itself, Gloo takes the address this machine's host name resolves to, and
+// falls back to loopback when that address is not usable (a container, a network namespace,
+// a host name that maps to 127.0.1.1): the peers are then told to connect to 127.0.0.1 and
+// the rendezvous fails. The address this machine uses to reach MASTER_ADDR is one every
+// peer that reaches the store can reach too (the store's host uses MASTER_ADDR itself). ""
+// (Gloo's own choice) when there is no route to MASTER_ADDR.
+func bindHost(addr string, port int) string {
+	if isLoopback(addr) {
+		return addr // all ranks on this machine: stay on loopback
+	}
+	// A UDP "connection" sends nothing: it only asks the kernel for the route.
+	c, err := net.Dial("udp", net.JoinHostPort(addr, strconv.Itoa(port)))
 	if err != nil {
-		return nil, fmt.Errorf("dist: rank %d of %d could not join the group at %s:%d within %v: %w",
-			cfg.Rank, cfg.WorldSize, cfg.Addr, cfg.Port, cfg.Timeout, err)
+		return ""
 	}
-	g.pg = pg
-	return g, nil
+	defer c.Close()
+	ua, ok := c.LocalAddr().(*net.UDPAddr)
+	if !ok || ua.IP.IsUnspecified() {
+		return ""
+	}
+	return ua.IP.String()
 }
 
 func isLoopback(host string) bool {
@@ -159,6 +328,9 @@ func isLoopback(host string) bool {
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
 }
+
+// errStuck is a collective after a failure whose diagnosis found the store unreachable.
+var errStuck = errors.New("dist: the group failed earlier and its store is unreachable")
 
 // Rank is this process's rank, Size the number of ranks; rank 0 is the root, the only
 // rank that writes files.
@@ -172,6 +344,9 @@ func (g *Group) AllReduceSum(ts ...*torch.Tensor) error {
 	if g.pg == nil {
 		return nil
 	}
+	if g.stuck {
+		return errStuck
+	}
 	return g.check("all-reduce", g.pg.AllReduceSum(ts...))
 }
 
@@ -180,6 +355,9 @@ func (g *Group) Broadcast(root int, ts ...*torch.Tensor) error {
 	if g.pg == nil {
 		return nil
 	}
+	if g.stuck {
+		return errStuck
+	}
 	return g.check("broadcast", g.pg.Broadcast(root, ts...))
 }
 
@@ -187,6 +365,9 @@ func (g *Group) Broadcast(root int, ts ...*torch.Tensor) error {
 func (g *Group) Barrier() error {
 	if g.pg == nil {
 		return nil
+	}
+	if g.stuck {
+		return errStuck
 	}
 	return g.check("barrier", g.pg.Barrier())
 }
@@ -228,6 +409,8 @@ func (g *Group) Close() {
 	if g == nil || g.pg == nil {
 		return
 	}
-	g.pg.Close()
+	if !g.stuck {
+		g.pg.Close()
+	}
 	g.pg = nil
 }

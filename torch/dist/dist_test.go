@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -44,6 +46,20 @@ func runWorker(scenario string) int {
 	cfg, ok, err := FromEnv()
 	if err != nil || !ok {
 		return fail("environment: ok=%v err=%v", ok, err)
+	}
+	if scenario == "join" { // join and leave; signals end the wait
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		g, err := InitContext(ctx, cfg)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "join: %v\n", err)
+			if errors.Is(err, context.Canceled) {
+				return 130
+			}
+			return 5
+		}
+		g.Close()
+		return 0
 	}
 	g, err := Init(cfg)
 	if err != nil {
@@ -288,6 +304,12 @@ func TestFromEnv(t *testing.T) {
 	if _, ok, err := fromLookup(env()); ok || err != nil {
 		t.Errorf("no WORLD_SIZE: ok=%v err=%v", ok, err)
 	}
+	if _, ok, err := fromLookup(env("RANK", "", "MASTER_ADDR", "x")); ok || err != nil {
+		t.Errorf("RANK empty, no WORLD_SIZE: ok=%v err=%v", ok, err)
+	}
+	if cfg, _, err := fromLookup(env("WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", " 168h ")); err != nil || cfg.Timeout != MaxTimeout {
+		t.Errorf("LDTORCH_DIST_TIMEOUT at the limit: %v, %v", cfg.Timeout, err)
+	}
 	cfg, ok, err := fromLookup(env("WORLD_SIZE", "4", "RANK", "2", "LOCAL_RANK", "0", "MASTER_ADDR", "10.0.0.1",
 		"MASTER_PORT", "29500", "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RESTART_COUNT", "1",
 		"LDTORCH_DIST_TIMEOUT", "90s"))
@@ -303,6 +325,14 @@ func TestFromEnv(t *testing.T) {
 		want string
 	}{
 		{[]string{"WORLD_SIZE", "2", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, "RANK is not set"},
+		{[]string{"RANK", "1", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, "WORLD_SIZE is not set (RANK=1 is)"},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "abc"}, `LDTORCH_DIST_TIMEOUT="abc" is not a positive duration`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "-1"}, `LDTORCH_DIST_TIMEOUT="-1"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "0"}, `LDTORCH_DIST_TIMEOUT="0"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "-5s"}, `LDTORCH_DIST_TIMEOUT="-5s"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "1e99"}, `LDTORCH_DIST_TIMEOUT="1e99"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "1e99s"}, `LDTORCH_DIST_TIMEOUT="1e99s"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "200h"}, "longer than the limit of 168h"},
 		{[]string{"WORLD_SIZE", "2", "RANK", "2", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, "RANK=2 is outside 0..1"},
 		{[]string{"WORLD_SIZE", "two", "RANK", "0"}, `WORLD_SIZE="two"`},
 		{[]string{"WORLD_SIZE", "2", "RANK", "0", "MASTER_PORT", "1"}, "MASTER_ADDR is not set"},

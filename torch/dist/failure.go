@@ -10,6 +10,7 @@ package dist
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +53,12 @@ func (e *RankError) Unwrap() error { return e.Err }
 
 func failKey(rank int) string { return failKeyPrefix + strconv.Itoa(rank) }
 
+// diagnosisSlack is how long past FailureGrace the store calls of a failure diagnosis
+// may take before the store counts as unreachable. libtorch's store client waits for an
+// answer without a limit of its own, so a store cut off by the network (a link down, a
+// host gone without closing its connections) would hold the diagnosis forever.
+var diagnosisSlack = 3 * time.Second
+
 // check turns a failed collective into a RankError naming the culprit.
 func (g *Group) check(op string, err error) error {
 	if err == nil {
@@ -62,15 +69,45 @@ func (g *Group) check(op string, err error) error {
 	if !g.cfg.AgentStore {
 		storeHost = 0
 	}
-	if serr := g.pg.StoreSet(failKey(g.cfg.Rank), []byte(peerNote+err.Error())); serr != nil {
+	store := net.JoinHostPort(g.cfg.Addr, strconv.Itoa(g.cfg.Port))
+	hostGone := "exited or died, or the network to it is down (it hosts the store at " + store + ", which does not answer)"
+	type diagnosis struct {
+		setErr    error
+		notes     map[int]string
+		silent    []int
+		storeGone bool
+	}
+	done := make(chan diagnosis, 1)
+	go func() {
+		var d diagnosis
+		if d.setErr = g.pg.StoreSet(failKey(g.cfg.Rank), []byte(peerNote+err.Error())); d.setErr == nil {
+			d.notes, d.silent, d.storeGone = g.collectNotes(FailureGrace)
+		}
+		done <- d
+	}()
+	var d diagnosis
+	select {
+	case d = <-done:
+	case <-time.After(FailureGrace + diagnosisSlack):
+		g.stuck = true // the goroutine may still be inside a store call on g.pg
+		e.Reason = fmt.Sprintf("stopped responding, and the store at %s did not answer within %v either (the network between the ranks may be down, or they exited or hung)",
+			store, FailureGrace+diagnosisSlack)
 		if storeHost >= 0 && g.cfg.Rank != storeHost {
-			e.Culprit, e.Reason = []int{storeHost}, "exited or died (it hosts the rendezvous store, which is gone)"
+			e.Culprit = []int{storeHost}
+			e.Reason = fmt.Sprintf("exited or died, or the network to it is down (it hosts the store at %s, which did not answer within %v)",
+				store, FailureGrace+diagnosisSlack)
+		}
+		return e
+	}
+	if d.setErr != nil {
+		if storeHost >= 0 && g.cfg.Rank != storeHost {
+			e.Culprit, e.Reason = []int{storeHost}, hostGone
 		} else {
 			e.Reason = "stopped responding"
 		}
 		return e
 	}
-	notes, silent, storeGone := g.collectNotes(FailureGrace)
+	notes, silent, storeGone := d.notes, d.silent, d.storeGone
 	var aborted []int
 	for r, n := range notes {
 		if strings.HasPrefix(n, abortNote) {
@@ -86,10 +123,10 @@ func (g *Group) check(op string, err error) error {
 	case storeGone && storeHost >= 0 && g.cfg.Rank != storeHost && !hostNoted:
 		// (a store write can succeed after its host died: TCPStore's set does not wait for
 		// a reply, so the host's death may only show when the notes are read)
-		e.Culprit, e.Reason = []int{storeHost}, "exited or died (it hosts the rendezvous store, which is gone)"
+		e.Culprit, e.Reason = []int{storeHost}, hostGone
 	case len(silent) > 0:
 		e.Culprit = silent
-		e.Reason = "stopped responding (exited, was killed or hung)"
+		e.Reason = "stopped responding (exited, was killed or hung, or the network to it is down)"
 	default:
 		e.Reason = "reported the same failure"
 	}
@@ -140,7 +177,7 @@ func (g *Group) collectNotes(grace time.Duration) (notes map[int]string, silent 
 // Close. The store host (rank 0 without torchrun's agent store) keeps the store up until
 // every other rank has read the note or the grace period passes.
 func (g *Group) Abort(err error) {
-	if g == nil || g.pg == nil || err == nil {
+	if g == nil || g.pg == nil || g.stuck || err == nil {
 		return
 	}
 	var re *RankError

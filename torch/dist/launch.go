@@ -25,6 +25,12 @@ type LaunchOptions struct {
 	Env    []string // base environment (nil: this process's)
 	Stdout io.Writer
 	Stderr io.Writer
+	// RankStderr, when set, gives the writer for rank r's stderr instead of Stderr (a
+	// launcher that shows a failure every rank reports only once holds the others' output).
+	RankStderr func(rank int) io.Writer
+	// Exited, when set, is told how each rank ended as it ends (err nil for success), from
+	// Launch's goroutine.
+	Exited func(rank int, err error)
 	// Timeout is the ranks' collective timeout (LDTORCH_DIST_TIMEOUT); 0 keeps theirs.
 	Timeout time.Duration
 }
@@ -79,9 +85,9 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
-		if v, ok := lookupIn(base, "LDTORCH_DIST_TIMEOUT"); ok {
-			if d, err := time.ParseDuration(v); err == nil && d > 0 {
-				timeout = d
+		if v, ok := lookupIn(base, "LDTORCH_DIST_TIMEOUT"); ok && v != "" {
+			if timeout, err = ParseTimeout(v); err != nil {
+				return err
 			}
 		}
 	}
@@ -94,6 +100,9 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(o.N),
 			"LDTORCH_DIST_TIMEOUT="+timeout.String())
 		c.Stdout, c.Stderr = o.Stdout, o.Stderr
+		if o.RankStderr != nil {
+			c.Stderr = o.RankStderr(r)
+		}
 		cmds[r] = c
 	}
 	type exit struct {
@@ -134,6 +143,9 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		case e := <-done:
 			left--
 			exited[e.rank] = true
+			if o.Exited != nil {
+				o.Exited(e.rank, e.err)
+			}
 			if e.err != nil && first == nil {
 				first = &RankExit{Rank: e.rank, Err: e.err}
 				// peers see the failure within their timeout; past it, they are stuck

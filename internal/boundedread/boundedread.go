@@ -1,0 +1,135 @@
+// Package boundedread reads whole files through a size bound, so that an endless or huge
+// input (a FIFO fed forever, /dev/zero or /dev/urandom given as a file, a multi-gigabyte
+// file under a familiar name) ends in an error naming the file and the bound instead of the
+// Go runtime's out-of-memory crash.
+//
+// It lives in the module's top-level internal folder because every package of ldtorch that
+// reads user files needs it: torch, labeldistill/data, the labeldistill packages and
+// cmd/ldtorch may all import it, and it imports only the standard library, so it can never
+// form an import cycle with them (a package under labeldistill/internal would be out of
+// reach of cmd/ldtorch, and torch/atomicfile is about writing).
+package boundedread
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// TooLargeError is a file (or stream) larger than the bound for its kind.
+type TooLargeError struct {
+	File  string // the path, or the name given for a stream
+	What  string // the kind of file, singular: "image file", "config file"
+	Limit int64  // the bound, in bytes
+	Size  int64  // the file's size when known (a regular file), else -1
+}
+
+func (e *TooLargeError) Error() string { return e.File + ": " + e.Problem() }
+
+// Problem is the message without the file's name (for callers that name it themselves).
+func (e *TooLargeError) Problem() string {
+	what := e.What
+	if what == "" {
+		what = "file"
+	}
+	if e.Size >= 0 {
+		return fmt.Sprintf("%s, larger than the %s limit for %ss", Size(e.Size), Size(e.Limit), what)
+	}
+	return fmt.Sprintf("more than the %s limit for %ss (an endless stream, or a device given as a file?)", Size(e.Limit), what)
+}
+
+// Size writes a byte count for people: "512 bytes", "64 MiB", "1.5 GiB".
+func Size(n int64) string {
+	const k = 1024
+	switch {
+	case n < k:
+		return fmt.Sprintf("%d bytes", n)
+	case n < k*k:
+		return trimUnit(float64(n)/k, "KiB")
+	case n < k*k*k:
+		return trimUnit(float64(n)/(k*k), "MiB")
+	}
+	return trimUnit(float64(n)/(k*k*k), "GiB")
+}
+
+func trimUnit(v float64, unit string) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d %s", int64(v), unit)
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// ReadFile reads the named file whole when it holds at most limit bytes, else returns a
+// *TooLargeError. what names the kind of file in that error ("image file"). A regular
+// file's size is checked before reading; anything else (a pipe, a device) is read up to
+// limit+1 bytes. Opening a named pipe waits for its writer, as os.ReadFile does.
+func ReadFile(path string, limit int64, what string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.IsDir() {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("is a folder, not a file")}
+	}
+	hint := int64(512)
+	if st.Mode().IsRegular() {
+		if st.Size() > limit {
+			return nil, &TooLargeError{File: path, What: what, Limit: limit, Size: st.Size()}
+		}
+		hint = st.Size()
+	}
+	b, err := read(f, hint, limit)
+	if err != nil {
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			tl.File, tl.What = path, what
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// ReadAll reads r whole when it yields at most limit bytes, else returns a *TooLargeError
+// naming name.
+func ReadAll(r io.Reader, name string, limit int64, what string) ([]byte, error) {
+	b, err := read(r, 512, limit)
+	if err != nil {
+		var tl *TooLargeError
+		if errors.As(err, &tl) {
+			tl.File, tl.What = name, what
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// read reads r to its end, at most limit bytes; hint sizes the first allocation.
+func read(r io.Reader, hint, limit int64) ([]byte, error) {
+	b := make([]byte, 0, min(hint, limit)+1) // +1: EOF is seen without growing
+	for {
+		if int64(len(b)) > limit {
+			return nil, &TooLargeError{Limit: limit, Size: -1}
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // let append grow it
+		}
+		n, err := r.Read(b[len(b):min(int64(cap(b)), limit+1)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			if int64(len(b)) > limit {
+				return nil, &TooLargeError{Limit: limit, Size: -1}
+			}
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}

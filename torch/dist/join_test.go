@@ -1,0 +1,245 @@
+package dist
+
+// Joining is bounded whatever answers on MASTER_PORT: a rank started against a listener that
+// is not a c10d store (silent, a byte stream, zeros, an HTTP-like service, one that hangs
+// up, one that answers once and then streams) fails within LDTORCH_DIST_TIMEOUT plus a
+// margin, in one message naming the address; a rank waiting to join ends on SIGTERM and
+// SIGINT. The ranks are child processes (the test binary as a "join" worker), so that a
+// crash would show as a signal instead of taking the test down.
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// hostile is a TCP listener on 127.0.0.1 that serves every connection with serve; it
+// counts the connections it accepted.
+type hostile struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	accepted int
+	conns    []net.Conn
+}
+
+func listenHostile(t *testing.T, serve func(net.Conn)) *hostile {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hostile{ln: ln}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			h.mu.Lock()
+			h.accepted++
+			h.conns = append(h.conns, c)
+			h.mu.Unlock()
+			go serve(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		h.mu.Lock()
+		for _, c := range h.conns {
+			c.Close()
+		}
+		h.mu.Unlock()
+	})
+	return h
+}
+
+func (h *hostile) port() int { return h.ln.Addr().(*net.TCPAddr).Port }
+
+func (h *hostile) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.accepted
+}
+
+// stream writes b to c until the peer goes.
+func stream(b []byte) func(net.Conn) {
+	return func(c net.Conn) {
+		for {
+			if _, err := c.Write(b); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// joinWorker starts the test binary as one rank that only joins (scenario "join").
+func joinWorker(t *testing.T, rank, port int, timeout time.Duration) (*exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(withoutDistVars(os.Environ()), workerVar+"=join", "OMP_NUM_THREADS=1",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "WORLD_SIZE=2", "RANK="+strconv.Itoa(rank),
+		"LDTORCH_DIST_TIMEOUT="+timeout.String())
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, &out
+}
+
+// waitExit waits for cmd at most limit and returns its exit code (-1 for a signal).
+func waitExit(t *testing.T, cmd *exec.Cmd, out *bytes.Buffer, limit time.Duration) (int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), time.Since(start)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, time.Since(start)
+	case <-time.After(limit):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("the rank is still waiting %v later (killed)\n%s", limit, out)
+	}
+	return 0, 0
+}
+
+func TestJoinBoundedWhateverListens(t *testing.T) {
+	const timeout = 2 * time.Second
+	for _, c := range []struct {
+		name  string
+		serve func(net.Conn)
+		want  string
+	}{
+		{"silent", func(c net.Conn) { io.Copy(io.Discard, c) }, "did not answer a store query within the timeout"},
+		{"byte stream", stream(bytes.Repeat([]byte("A"), 1<<16)), `it sent "AAAA`},
+		{"zeros", stream(make([]byte, 1<<16)), `it sent "\x00\x00`},
+		{"answers a request", func(c net.Conn) {
+			c.Read(make([]byte, 512))
+			c.Write([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n"))
+		}, `it sent "HTTP/1.1 400 Bad Request"… in answer to a store query`},
+		{"hangs up", func(c net.Conn) { c.Close() }, "closed the connection without being asked anything"},
+		{"one good byte, then more", func(c net.Conn) {
+			c.Read(make([]byte, 512))
+			c.Write([]byte{1})
+			time.Sleep(10 * time.Millisecond)
+			stream([]byte{0, 1})(c)
+		}, "to a store query"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := listenHostile(t, c.serve)
+			cmd, out := joinWorker(t, 1, h.port(), timeout)
+			// the worker loads libtorch first: allow for that beyond the join's own bound
+			code, took := waitExit(t, cmd, out, timeout+JoinMargin+20*time.Second)
+			msg := strings.TrimSpace(out.String())
+			where := "could not join the group at 127.0.0.1:" + strconv.Itoa(h.port())
+			if code != 5 || !strings.Contains(msg, where) || !strings.Contains(msg, c.want) || strings.Contains(msg, "\n") {
+				t.Errorf("exit %d after %v, want 5 and one line with %q and %q:\n%s", code, took, where, c.want, msg)
+			}
+			if c.name != "silent" && !strings.Contains(msg, "not a c10d store") {
+				t.Errorf("the message does not say what listens is not a store: %s", msg)
+			}
+			if h.count() == 0 {
+				t.Error("the rank never connected to the listener")
+			}
+			t.Logf("%v: %s", took.Round(time.Millisecond), msg)
+		})
+	}
+	t.Run("nothing listens", func(t *testing.T) {
+		port, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd, out := joinWorker(t, 1, port, timeout)
+		code, took := waitExit(t, cmd, out, timeout+JoinMargin+20*time.Second)
+		if msg := out.String(); code != 5 || !strings.Contains(msg, "no store listened there within the timeout (connections were refused") {
+			t.Errorf("exit %d after %v:\n%s", code, took, msg)
+		}
+	})
+	t.Run("rank 0, port taken", func(t *testing.T) {
+		h := listenHostile(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+		cmd, out := joinWorker(t, 0, h.port(), timeout)
+		code, took := waitExit(t, cmd, out, timeout+JoinMargin+20*time.Second)
+		if msg := out.String(); code != 5 || !strings.Contains(msg, "could not join the group at 127.0.0.1:"+strconv.Itoa(h.port())) || !strings.Contains(msg, "is taken on this machine") || strings.Count(msg, "\n") != 1 {
+			t.Errorf("exit %d after %v:\n%s", code, took, msg)
+		}
+		t.Logf("%v: %s", took.Round(time.Millisecond), strings.TrimSpace(out.String()))
+	})
+}
+
+// SIGTERM and SIGINT end a rank waiting to join: rank 1 held by a silent listener, rank 0
+// waiting for a rank 1 that never comes; each with a timeout of a minute.
+func TestJoinEndsOnSignal(t *testing.T) {
+	for _, c := range []struct {
+		rank int
+		sig  syscall.Signal
+	}{{1, syscall.SIGTERM}, {0, syscall.SIGINT}} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			var port int
+			var ready func() bool
+			if c.rank == 1 {
+				h := listenHostile(t, func(c net.Conn) { io.Copy(io.Discard, c) })
+				port, ready = h.port(), func() bool { return h.count() > 0 }
+			} else {
+				var err error
+				if port, err = FreePort(); err != nil {
+					t.Fatal(err)
+				}
+				ready = func() bool { // rank 0's store listens
+					conn, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+					if err == nil {
+						conn.Close()
+					}
+					return err == nil
+				}
+			}
+			cmd, out := joinWorker(t, c.rank, port, time.Minute)
+			for start := time.Now(); !ready(); time.Sleep(20 * time.Millisecond) {
+				if time.Since(start) > 30*time.Second {
+					t.Fatalf("rank %d never started joining\n%s", c.rank, out)
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // well inside the wait
+			cmd.Process.Signal(c.sig)
+			code, took := waitExit(t, cmd, out, 10*time.Second)
+			if msg := out.String(); code != 130 || !strings.Contains(msg, "interrupted while") {
+				t.Errorf("rank %d: exit %d %v after %v, want 130 and an interruption:\n%s", c.rank, code, c.sig, took, msg)
+			}
+			t.Logf("rank %d: exit %d %v after %v: %s", c.rank, code, took.Round(time.Millisecond), c.sig, strings.TrimSpace(out.String()))
+		})
+	}
+}
+
+// A GLOO_SOCKET_IFNAME this machine lacks is named at once (Gloo said so only after the
+// store's rendezvous, at the timeout).
+func TestUnknownInterface(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Init(Config{Addr: "127.0.0.1", Port: port, Rank: 0, WorldSize: 2, Interface: "nosuch0", Timeout: time.Minute})
+	if err == nil || !strings.Contains(err.Error(), `GLOO_SOCKET_IFNAME="nosuch0" is not a network interface of this machine (it has: lo`) {
+		t.Errorf("got %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v", took)
+	}
+}
