@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
@@ -203,7 +203,7 @@ func TestTwoHostsOverVeth(t *testing.T) {
 		}
 		t.Logf("rank %d ended %v after the cut: %s", i, ranks[i].ended.Sub(cutAt).Round(time.Millisecond), msg)
 	}
-	if _, err := os.Stat(filepath.Join(cut, labeldistill.DistilledFile)); err == nil {
+	if _, err := os.Stat(filepath.Join(cut, artifact.DistilledFile)); err == nil {
 		t.Fatal("the cut run wrote an artifact")
 	}
 
@@ -215,8 +215,8 @@ func TestTwoHostsOverVeth(t *testing.T) {
 	if d := maxAbsDiff(a.Labels, b.Labels); len(a.Labels) == 0 || len(a.Labels) != len(b.Labels) || d > labelTolerance {
 		t.Errorf("labels of two hosts differ from one process's by %.3g (%d and %d values), tolerance %g", d, len(b.Labels), len(a.Labels), labelTolerance)
 	}
-	if ra, rb := a.Report, b.Report; ra.MetaSteps != rb.MetaSteps || ra.Steps != rb.Steps || !reflect.DeepEqual(ra.Resets, rb.Resets) {
-		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (one process / two hosts)", ra.MetaSteps, rb.MetaSteps, ra.Steps, rb.Steps, ra.Resets, rb.Resets)
+	if ra, rb := a.Report, b.Report; ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
+		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (one process / two hosts)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
 	}
 	phase("one process")
 
@@ -231,7 +231,7 @@ func TestTwoHostsOverVeth(t *testing.T) {
 	if !reflect.DeepEqual(b.Labels, c.Labels) {
 		t.Errorf("resumed labels differ from the uninterrupted two-host run's by up to %.3g", maxAbsDiff(b.Labels, c.Labels))
 	}
-	if !reflect.DeepEqual(b.Report.TestAccuracies, c.Report.TestAccuracies) || b.Report.Steps != c.Report.Steps {
-		t.Errorf("resumed: test accuracies %v, T %d; uninterrupted: %v, T %d", c.Report.TestAccuracies, c.Report.Steps, b.Report.TestAccuracies, b.Report.Steps)
+	if !reflect.DeepEqual(b.Report.TestAccuracies, c.Report.TestAccuracies) || b.Report.T != c.Report.T {
+		t.Errorf("resumed: test accuracies %v, T %d; uninterrupted: %v, T %d", c.Report.TestAccuracies, c.Report.T, b.Report.TestAccuracies, b.Report.T)
 	}
 }

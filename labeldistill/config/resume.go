@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // Diff lists, in declaration order, the json names of the fields whose values differ
@@ -75,11 +77,18 @@ func IsOperational(field string) bool { return operationalFields[field] }
 // a non-empty result means a checkpoint must not be resumed under current. (Device changes
 // can alter floating-point results; they are allowed deliberately.)
 func ResumeConflicts(checkpointed, current Config) []string {
-	// Checkpoints written before base_seed existed record none: theirs was the seed.
+	// Checkpoints written before base_seed existed record none: theirs was the seed. An
+	// image folder named by a relative path (before folders were recorded absolute) is
+	// the folder that path names from here.
 	for _, c := range []*Config{&checkpointed, &current} {
 		if c.BaseSeed == nil {
 			seed := c.Seed
 			c.BaseSeed = &seed
+		}
+		for _, name := range []*string{&c.Dataset, &c.Source} {
+			if abs, err := data.AbsImageFolderName(*name); err == nil {
+				*name = abs
+			}
 		}
 	}
 	var out []string

@@ -21,14 +21,15 @@ type Facts struct {
 }
 
 // LookupFacts returns the facts for a dataset name (canonical or alias), or for a
-// user's image folder "imagefolder:PATH" (see InspectImageFolder).
+// user's image folder "imagefolder:PATH" (see InspectImageFolder), whose canonical name
+// holds the folder's absolute path.
 func LookupFacts(name string) (Facts, bool) {
 	if path, ok := ImageFolderPath(name); ok {
 		info, err := InspectImageFolder(path)
 		if err != nil {
 			return Facts{}, false
 		}
-		return Facts{Name: name, Classes: len(info.ClassNames), Colour: info.Colour, Target: true,
+		return Facts{Name: ImageFolderPrefix + info.Path, Classes: len(info.ClassNames), Colour: info.Colour, Target: true,
 			ValidationSize: info.ValidationSize()}, true
 	}
 	s, err := Lookup(Canonical(name))

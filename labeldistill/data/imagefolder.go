@@ -26,7 +26,7 @@ import (
 
 	"golang.org/x/image/draw"
 
-	"github.com/ldtorch/ldtorch/internal/boundedread"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // ImageOptions control how image folders and archives are read.

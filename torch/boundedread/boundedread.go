@@ -3,11 +3,9 @@
 // file under a familiar name) ends in an error naming the file and the bound instead of the
 // Go runtime's out-of-memory crash.
 //
-// It lives in the module's top-level internal folder because every package of ldtorch that
-// reads user files needs it: torch, labeldistill/data, the labeldistill packages and
-// cmd/ldtorch may all import it, and it imports only the standard library, so it can never
-// form an import cycle with them (a package under labeldistill/internal would be out of
-// reach of cmd/ldtorch, and torch/atomicfile is about writing).
+// It sits beside torch/atomicfile and torch/npz, the file packages every layer can import
+// (torch, labeldistill and its packages, cmd/ldtorch), and imports only the standard
+// library.
 package boundedread
 
 import (
