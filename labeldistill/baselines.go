@@ -49,7 +49,7 @@ func (l *loop) baselines(ctx context.Context) (map[string]BaselineResult, error)
 // baselineTable builds the baseline's label table (N, classes) on the device.
 func (l *loop) baselineTable(ctx context.Context, name string) (*torch.Tensor, error) {
 	in := l.in
-	n, classes := in.ds.Base.N(), in.ds.Classes
+	n, classes := in.ds.Base.N, in.ds.Classes
 	switch name {
 	case config.BaselineTrue, config.BaselineSmooth:
 		eps := 0.0
@@ -95,7 +95,7 @@ func (l *loop) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 	}
 	defer m.close()
 	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "teacher-batches", 0), 0x7eac))
-	n := in.ds.TargetSet.N()
+	n := in.ds.TargetSet.N
 	for step := 1; step <= in.cfg.TeacherSteps; step++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -36,6 +36,7 @@ import (
 	"unsafe"
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
@@ -193,9 +194,9 @@ func (l *loop) arrayStates(pos position) []arrayState {
 	always := func(*checkpointMeta) bool { return true }
 	s := ds.Shape
 	return []arrayState{
-		keptArray("best_labels", &l.best.labels, []int{ds.Base.N(), ds.Classes}, pos.step,
+		keptArray("best_labels", &l.best.labels, []int{ds.Base.N, ds.Classes}, pos.step,
 			func(m *checkpointMeta) bool { return m.HasBest }),
-		keptArray("best_images", &l.best.images, []int{ds.Base.N(), int(s[0]), int(s[1]), int(s[2])}, pos.step,
+		keptArray("best_images", &l.best.images, []int{ds.Base.N, int(s[0]), int(s[1]), int(s[2])}, pos.step,
 			func(m *checkpointMeta) bool { return false }), // optional: loaded when present (see restore)
 		{
 			// The epoch's order of target examples, needed only mid-epoch.
@@ -213,8 +214,8 @@ func (l *loop) arrayStates(pos position) []arrayState {
 			needed: func(m *checkpointMeta) bool { return midEpoch(m.NextBatch) },
 			load: func(a *npz.Array) error {
 				v, ok := a.Data.([]int64)
-				if !ok || len(v) != ds.TargetSet.N() {
-					return fmt.Errorf("epoch_order: want int64 (%d), got %s %v", ds.TargetSet.N(), a.DType, a.Shape)
+				if !ok || len(v) != ds.TargetSet.N {
+					return fmt.Errorf("epoch_order: want int64 (%d), got %s %v", ds.TargetSet.N, a.DType, a.Shape)
 				}
 				seen := make([]bool, len(v))
 				order := make([]int, len(v))
@@ -388,7 +389,7 @@ func (c *checkpointer) write(l *loop, reason string, pos position) error {
 		Format: checkpoint.Format, Version: checkpoint.Version, Reason: reason,
 		Written: time.Now().UTC().Format(time.RFC3339),
 		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
-		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N(), WorldSize: l.par.size(),
+		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N, WorldSize: l.par.size(),
 		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.step, Resets: l.tracker.Resets(),
 			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version()},
 		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
@@ -449,10 +450,10 @@ func (c *checkpointer) write(l *loop, reason string, pos position) error {
 }
 
 // dataDigest is the SHA-256 of the data a run trains on.
-func dataDigest(ds *Dataset) string {
+func dataDigest(ds *Data) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%s|%d|%v|", ds.Target, ds.Source, ds.Classes, ds.Shape)
-	for _, s := range []*Split{&ds.TargetSet, &ds.Validation, &ds.Test, &ds.Base} {
+	for _, s := range []*data.Split{&ds.TargetSet, &ds.Validation, &ds.Test, &ds.Base} {
 		fmt.Fprintf(h, "%d|%d|", len(s.Images), len(s.Labels))
 		h.Write(rawBytes(s.Images))
 		h.Write(rawBytes(s.Labels))

@@ -32,11 +32,11 @@ import (
 
 var (
 	ckptDSOnce sync.Once
-	ckptDS     *Dataset
+	ckptDS     *Data
 )
 
 // ckptDataset: 2000 real MNIST target images, 20 balanced base examples.
-func ckptDataset(t testing.TB) *Dataset {
+func ckptDataset(t testing.TB) *Data {
 	t.Helper()
 	ckptDSOnce.Do(func() { ckptDS = testMNIST(t, 2000, 1000, 1000, 20) })
 	if ckptDS == nil {
@@ -147,7 +147,7 @@ func TestResumeBitIdentical(t *testing.T) {
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			cfg := ckptConfig(tc.method)
-			want, err := Distill(context.Background(), cfg, WithDataset(ds))
+			want, err := Distill(context.Background(), cfg, WithData(ds))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestResumeBitIdentical(t *testing.T) {
 				for _, k := range cuts {
 					var msgs []string
 					ctx, progress := cancelAt(k, &msgs)
-					opts := []RunOption{WithDataset(ds), progress, WithCheckpointDir(dir)}
+					opts := []RunOption{WithData(ds), progress, WithCheckpointDir(dir)}
 					if k != cuts[0] {
 						opts = append(opts, WithResume(dir))
 					}
@@ -171,7 +171,7 @@ func TestResumeBitIdentical(t *testing.T) {
 					}
 				}
 				var msgs []string
-				got, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir), WithProgress(func(p Progress) {
+				got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
 					if p.Phase == "resume" {
 						msgs = append(msgs, p.Message)
 					}
@@ -188,7 +188,7 @@ func TestResumeBitIdentical(t *testing.T) {
 					continue
 				}
 				// The finished run's final checkpoint resumes straight to the evaluation.
-				again, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir))
+				again, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -206,13 +206,13 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 	ds := ckptDataset(t)
 	cfg := ckptConfig(config.MethodLD)
 	cfg.CheckpointEvery = 2
-	want, err := Distill(context.Background(), cfg, WithDataset(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	ctx, progress := cancelAt(13, nil)
-	if _, err := Distill(ctx, cfg, WithDataset(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	if steps := ckptFiles(t, dir); !slices.Equal(steps, []int{13, 12, 10}) {
@@ -232,7 +232,7 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warnings []string
-	got, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir), WithProgress(func(p Progress) {
+	got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
 		if p.Phase == "resume" {
 			warnings = append(warnings, p.Message)
 		}
@@ -250,11 +250,11 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 }
 
 // ckptCancelled makes a checkpoint folder of a run cancelled after meta-step k.
-func ckptCancelled(t *testing.T, cfg config.Config, ds *Dataset, k int) string {
+func ckptCancelled(t *testing.T, cfg config.Config, ds *Data, k int) string {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, progress := cancelAt(k, nil)
-	if _, err := Distill(ctx, cfg, WithDataset(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	return dir
@@ -270,7 +270,7 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 
 	other := cfg
 	other.LabelLR, other.Epochs = 2e-3, 2 // fewer epochs: refused (more would extend the run)
-	_, err := Distill(context.Background(), other, WithDataset(ds), WithResume(dir))
+	_, err := Distill(context.Background(), other, WithData(ds), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "label_lr: 0.001 -> 0.002") || !strings.Contains(err.Error(), "epochs: 3 -> 2") ||
 		!strings.Contains(err.Error(), "different configuration") {
 		t.Fatalf("changed label_lr and epochs: got %v", err)
@@ -279,13 +279,13 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 	changed := *ds
 	changed.TargetSet.Images = slices.Clone(ds.TargetSet.Images)
 	changed.TargetSet.Images[12345] += 0.5
-	_, err = Distill(context.Background(), cfg, WithDataset(&changed), WithResume(dir))
+	_, err = Distill(context.Background(), cfg, WithData(&changed), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "different data") {
 		t.Fatalf("changed a pixel: got %v", err)
 	}
 	files := *ds
 	files.Files = map[string]string{"mnist/train-images-idx3-ubyte.gz": "00ff"}
-	_, err = Distill(context.Background(), cfg, WithDataset(&files), WithResume(dir))
+	_, err = Distill(context.Background(), cfg, WithData(&files), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "train-images-idx3-ubyte.gz: used by") && !strings.Contains(err.Error(), "train-images-idx3-ubyte.gz: not used") {
 		t.Fatalf("changed data files: got %v", err)
 	}
@@ -293,7 +293,7 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 	ops := cfg
 	ops.Out, ops.CheckpointEvery, ops.Epochs = "elsewhere", 7, cfg.Epochs
 	ops.Baselines = []string{}
-	res, err := Distill(context.Background(), ops, WithDataset(ds), WithResume(dir))
+	res, err := Distill(context.Background(), ops, WithData(ds), WithResume(dir))
 	if err != nil {
 		t.Fatalf("operational differences must be allowed: %v", err)
 	}
@@ -313,14 +313,14 @@ func TestCheckpointFolderProblems(t *testing.T) {
 	}
 	steps := 0
 	progress := WithProgress(func(p Progress) { steps += p.Step })
-	_, err := Distill(context.Background(), cfg, WithDataset(ds), progress, WithCheckpointDir(filepath.Join(file, "checkpoints")))
+	_, err := Distill(context.Background(), cfg, WithData(ds), progress, WithCheckpointDir(filepath.Join(file, "checkpoints")))
 	if err == nil || !strings.Contains(err.Error(), "not writable") || steps != 0 {
 		t.Fatalf("checkpoint folder under a file: err %v after %d steps", err, steps)
 	}
-	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(filepath.Join(t.TempDir(), "missing"))); err == nil || !strings.Contains(err.Error(), "not a folder") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(filepath.Join(t.TempDir(), "missing"))); err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Fatalf("missing resume folder: %v", err)
 	}
-	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(t.TempDir())); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(t.TempDir())); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
 		t.Fatalf("empty resume folder: %v", err)
 	}
 	// Only corrupt checkpoints: an error listing them.
@@ -328,7 +328,7 @@ func TestCheckpointFolderProblems(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, checkpoint.Name(5)), []byte("PK\x03\x04 not really"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir)); err == nil || !strings.Contains(err.Error(), "no valid checkpoint") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir)); err == nil || !strings.Contains(err.Error(), "no valid checkpoint") {
 		t.Fatalf("only a corrupt checkpoint: %v", err)
 	}
 }
@@ -410,13 +410,13 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	bad := *ds
 	bad.TargetSet.Images = slices.Clone(ds.TargetSet.Images)
 	// The first epoch's order is the first draw of the run's Go random stream (setup).
-	order := rand.New(newRunPCG(uint64(cfg.Seed))).Perm(ds.TargetSet.N())
+	order := rand.New(newRunPCG(uint64(cfg.Seed))).Perm(ds.TargetSet.N)
 	img := order[3*cfg.OuterBatch+17]
 	size := ds.imageSize()
 	bad.TargetSet.Images[img*size+300] = float32(math.NaN())
 
 	dir := t.TempDir()
-	res, err := Distill(context.Background(), cfg, WithDataset(&bad), WithCheckpointDir(dir), WithCheckpointKeep(0))
+	res, err := Distill(context.Background(), cfg, WithData(&bad), WithCheckpointDir(dir), WithCheckpointKeep(0))
 	var nf *NonFiniteError
 	if res != nil || !errors.As(err, &nf) || nf.Step != 4 || nf.Quantity != "label loss" || !strings.Contains(err.Error(), "meta-step 4") {
 		t.Fatalf("got result %v, error %v; want a NonFiniteError at meta-step 4 for the label loss", res != nil, err)
@@ -477,7 +477,7 @@ func TestCheckpointKill9(t *testing.T) {
 		ds := ckptDataset(t)
 		cfg := ckptConfig(config.MethodRR)
 		cfg.CheckpointEvery = 1
-		_, err := Distill(context.Background(), cfg, WithDataset(ds), WithCheckpointDir(dir), WithProgress(func(p Progress) {
+		_, err := Distill(context.Background(), cfg, WithData(ds), WithCheckpointDir(dir), WithProgress(func(p Progress) {
 			if p.Phase == "distill" {
 				time.Sleep(20 * time.Millisecond) // leave the parent time to kill mid-run
 			}
@@ -494,7 +494,7 @@ func TestCheckpointKill9(t *testing.T) {
 	ds := ckptDataset(t)
 	cfg := ckptConfig(config.MethodRR)
 	cfg.CheckpointEvery = 1
-	want, err := Distill(context.Background(), cfg, WithDataset(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,7 +521,7 @@ func TestCheckpointKill9(t *testing.T) {
 	werr := cmd.Wait()
 	steps := ckptFiles(t, dir)
 	t.Logf("child killed (%v) with checkpoints %v", werr, steps)
-	got, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(dir))
+	got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,28 +7,21 @@ package labeldistill
 import (
 	"fmt"
 
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// Split is a set of normalised images (N×C×H×W float32, row-major) and int64 labels.
-type Split struct {
-	Images []float32
-	Labels []int64
-}
-
-// N is the number of examples.
-func (s *Split) N() int { return len(s.Labels) }
-
-// Dataset is everything Distill needs: the target task's splits and the base examples.
-type Dataset struct {
+// Data is everything Distill needs: the target task's splits and the base examples, each a
+// data.Split of normalised images (N×C×H×W float32, row-major) and int64 labels.
+type Data struct {
 	Target, Source string
-	Classes        int      // of the target task (the label space)
-	Shape          [3]int64 // C, H, W
-	TargetSet      Split    // what the meta-loop's outer batches are drawn from
-	Validation     Split
-	Test           Split
-	Base           Split   // base examples; Labels are true labels (target space within-dataset; source labels cross-dataset)
-	BaseIndices    []int64 // indices of the base examples in the source's train split (file order)
+	Classes        int        // of the target task (the label space)
+	Shape          [3]int64   // C, H, W
+	TargetSet      data.Split // what the meta-loop's outer batches are drawn from
+	Validation     data.Split
+	Test           data.Split
+	Base           data.Split // base examples; Labels are true labels (target space within-dataset; source labels cross-dataset)
+	BaseIndices    []int64    // indices of the base examples in the source's train split (file order)
 	Files          map[string]string
 	// Warnings are the data package's notes on the data read (unknown checksums accepted,
 	// a subset layout, a JPEG copy, adapted split sizes).
@@ -38,23 +31,26 @@ type Dataset struct {
 	NormMean, NormStd []float64
 }
 
-func (d *Dataset) imageSize() int { return int(d.Shape[0] * d.Shape[1] * d.Shape[2]) }
+func (d *Data) imageSize() int { return int(d.Shape[0] * d.Shape[1] * d.Shape[2]) }
 
 // check verifies the buffers agree with the declared shape and label range.
-func (d *Dataset) check() error {
+func (d *Data) check() error {
 	if d.Classes < 2 {
 		return fmt.Errorf("dataset: need at least 2 classes, got %d", d.Classes)
 	}
 	for _, p := range []struct {
 		name string
-		s    *Split
+		s    *data.Split
 		lab  bool
 	}{{"target set", &d.TargetSet, true}, {"validation", &d.Validation, true}, {"test", &d.Test, true}, {"base", &d.Base, false}} {
-		if p.s.N() == 0 {
+		if p.s.N == 0 {
 			return fmt.Errorf("dataset: the %s split is empty", p.name)
 		}
-		if len(p.s.Images) != p.s.N()*d.imageSize() {
-			return fmt.Errorf("dataset: the %s split has %d floats for %d images of %v", p.name, len(p.s.Images), p.s.N(), d.Shape)
+		if p.s.N != len(p.s.Labels) || [3]int64{int64(p.s.C), int64(p.s.H), int64(p.s.W)} != d.Shape {
+			return fmt.Errorf("dataset: the %s split says %d images of %d×%d×%d with %d labels, the dataset's images are %v", p.name, p.s.N, p.s.C, p.s.H, p.s.W, len(p.s.Labels), d.Shape)
+		}
+		if len(p.s.Images) != p.s.N*d.imageSize() {
+			return fmt.Errorf("dataset: the %s split has %d floats for %d images of %v", p.name, len(p.s.Images), p.s.N, d.Shape)
 		}
 		if p.lab {
 			for i, y := range p.s.Labels {
@@ -75,8 +71,8 @@ func (s deviceSplit) free() {
 	s.y.Free()
 }
 
-func upload(s *Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
-	x, y, err := s.Tensors(shape, dev)
+func upload(s *data.Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
+	x, y, err := SplitTensors(s, shape, dev)
 	if err != nil {
 		return deviceSplit{}, err
 	}
@@ -84,10 +80,10 @@ func upload(s *Split, shape [3]int64, dev torch.Device) (deviceSplit, error) {
 	return deviceSplit{x: x, y: y}, nil
 }
 
-// Tensors are the split's images (N, C, H, W for shape C, H, W) and labels (N) as tensors on
-// dev, in the caller's scope.
-func (s *Split) Tensors(shape [3]int64, dev torch.Device) (x, y *torch.Tensor, err error) {
-	n := int64(s.N())
+// SplitTensors are the split's images (N, C, H, W for shape C, H, W) and labels (N) as
+// tensors on dev, in the caller's scope.
+func SplitTensors(s *data.Split, shape [3]int64, dev torch.Device) (x, y *torch.Tensor, err error) {
+	n := int64(s.N)
 	if x, err = torch.FromFloat32(s.Images, n, shape[0], shape[1], shape[2]); err != nil {
 		return nil, nil, err
 	}

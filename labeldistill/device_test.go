@@ -27,12 +27,12 @@ func TestDeviceDistill(t *testing.T) {
 		t.Run(method, func(t *testing.T) {
 			cfg := ckptConfig(method)
 			cfg.CheckpointEvery, cfg.Epochs = -1, 2
-			want, err := Distill(context.Background(), cfg, WithDataset(ds))
+			want, err := Distill(context.Background(), cfg, WithData(ds))
 			if err != nil {
 				t.Fatal(err)
 			}
 			cfg.Device = dev.String()
-			got, err := Distill(context.Background(), cfg, WithDataset(ds))
+			got, err := Distill(context.Background(), cfg, WithData(ds))
 			if err != nil {
 				t.Fatalf("on %s: %v", dev, err)
 			}

@@ -43,7 +43,7 @@ type Progress struct {
 
 type runOptions struct {
 	progress      func(Progress)
-	dataset       *Dataset
+	dataset       *Data
 	checkpointDir string
 	resumeDir     string
 	keep          int
@@ -60,7 +60,7 @@ type RunOption func(*runOptions)
 func WithProgress(f func(Progress)) RunOption { return func(o *runOptions) { o.progress = f } }
 
 // WithDataset runs on preloaded data instead of loading cfg's dataset from disk.
-func WithDataset(d *Dataset) RunOption { return func(o *runOptions) { o.dataset = d } }
+func WithData(d *Data) RunOption { return func(o *runOptions) { o.dataset = d } }
 
 // WithCheckpointDir writes checkpoints of the run's complete state into dir (created if
 // needed; conventionally <out>/checkpoints): every Config.CheckpointEvery meta-steps (0:
@@ -133,7 +133,7 @@ type Record struct {
 	DataSHA256      map[string]string         `json:"data_sha256"`
 	// ResumeChanges are the settings changed when the run was last resumed ("epochs: 6 -> 8").
 	ResumeChanges []string `json:"resume_changes,omitempty"`
-	DataWarnings  []string `json:"data_warnings,omitempty"` // the dataset's warnings (Dataset.Warnings)
+	DataWarnings  []string `json:"data_warnings,omitempty"` // the dataset's warnings (Data.Warnings)
 }
 
 // Result is what a distillation run produced: its record and the distilled data.
@@ -224,7 +224,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 			return nil, err
 		}
 	}
-	if err := par.checkShards(in.cfg, in.ds.TargetSet.N()); err != nil {
+	if err := par.checkShards(in.cfg, in.ds.TargetSet.N); err != nil {
 		return nil, err
 	}
 	if err := l.run(ctx); err != nil {
@@ -272,7 +272,7 @@ func (l *loop) result() *Result {
 			DataWarnings:    ds.Warnings,
 		},
 		Classes:     ds.Classes,
-		BaseShape:   [4]int64{int64(ds.Base.N()), s[0], s[1], s[2]},
+		BaseShape:   [4]int64{int64(ds.Base.N), s[0], s[1], s[2]},
 		BaseImages:  images,
 		BaseIndices: ds.BaseIndices,
 		BaseClasses: ds.Base.Labels,

@@ -22,7 +22,7 @@ func BenchmarkDistillOneEpoch(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				cfg := config.Default()
 				cfg.Method, cfg.Epochs, cfg.EvalModels, cfg.Baselines = m, 1, 2, []string{}
-				res, err := Distill(context.Background(), cfg, WithDataset(ds))
+				res, err := Distill(context.Background(), cfg, WithData(ds))
 				if err != nil {
 					b.Fatal(err)
 				}

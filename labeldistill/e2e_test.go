@@ -64,7 +64,7 @@ func TestDistillEndToEnd(t *testing.T) {
 			tScope(t)
 			cfg := e2eConfig(method)
 			start := time.Now()
-			res, err := Distill(context.Background(), cfg, WithDataset(ds))
+			res, err := Distill(context.Background(), cfg, WithData(ds))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +147,7 @@ func TestDistillCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
-	res, err := Distill(ctx, e2eConfig(config.MethodLD), WithDataset(ds))
+	res, err := Distill(ctx, e2eConfig(config.MethodLD), WithData(ds))
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("Distill with a cancelled context: %v, want context.Canceled", err)
 	}
@@ -164,7 +164,7 @@ func TestDistillBaseMismatch(t *testing.T) {
 	for _, n := range []int{10, 30} {
 		cfg := e2eConfig(config.MethodLD)
 		cfg.BaseExamples = n
-		res, err := Distill(context.Background(), cfg, WithDataset(ds))
+		res, err := Distill(context.Background(), cfg, WithData(ds))
 		if err == nil || res != nil {
 			t.Fatalf("base_examples %d with a 20-example dataset: err %v", n, err)
 		}
@@ -185,7 +185,7 @@ func TestDistillDeterministic(t *testing.T) {
 		run := func(seed int64) *Result {
 			c := cfg
 			c.Seed = seed
-			res, err := Distill(context.Background(), c, WithDataset(ds))
+			res, err := Distill(context.Background(), c, WithData(ds))
 			if err != nil {
 				t.Fatalf("%s: %v", method, err)
 			}
@@ -216,7 +216,7 @@ func TestBaselines(t *testing.T) {
 		cfg.Epochs, cfg.EvalModels = 1, 2
 		cfg.Baselines = []string{config.BaselineTrue, config.BaselineSmooth}
 		cfg.BaselineSteps = grid
-		res, err := Distill(context.Background(), cfg, WithDataset(ds))
+		res, err := Distill(context.Background(), cfg, WithData(ds))
 		if err != nil {
 			t.Fatalf("%s: %v", method, err)
 		}

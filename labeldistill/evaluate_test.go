@@ -100,12 +100,12 @@ func TestAccuracyChunked(t *testing.T) {
 }
 
 // trueTable is the one-hot table of the base examples' classes.
-func trueTable(t *testing.T, ds *Dataset) *torch.Tensor {
-	v := make([]float32, ds.Base.N()*ds.Classes)
+func trueTable(t *testing.T, ds *Data) *torch.Tensor {
+	v := make([]float32, ds.Base.N*ds.Classes)
 	for i, y := range ds.Base.Labels {
 		v[i*ds.Classes+int(y)] = 1
 	}
-	return tT(t)(torch.FromFloat32(v, int64(ds.Base.N()), int64(ds.Classes)))
+	return tT(t)(torch.FromFloat32(v, int64(ds.Base.N), int64(ds.Classes)))
 }
 
 func TestTrainer(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -42,14 +43,14 @@ func benchTrainer(b *testing.B, rr bool) (tr *train.Trainer, x, y *torch.Tensor)
 	b.Helper()
 	s := torch.NewScope()
 	b.Cleanup(s.Close)
-	var base, test Split
+	var base, test data.Split
 	if _, err := os.Stat(filepath.Join("..", "..", "shared", "datasets", "mnist")); err == nil {
 		ds := cachedMNIST(b, 5000, 0, benchTest, benchBase)
 		base, test = ds.Base, ds.Test
 	} else {
 		rng := tRNG(11)
-		random := func(n int) Split {
-			sp := Split{Images: make([]float32, n*784), Labels: make([]int64, n)}
+		random := func(n int) data.Split {
+			sp := data.Split{Images: make([]float32, n*784), Labels: make([]int64, n), N: n, C: 1, H: 28, W: 28, Classes: 10}
 			for i := range sp.Images {
 				sp.Images[i] = float32(rng.NormFloat64())
 			}

@@ -197,7 +197,7 @@ func measureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 	}
 	defer in.close()
 	ds := in.ds
-	n, classes := ds.Base.N(), ds.Classes
+	n, classes := ds.Base.N, ds.Classes
 	if labels != nil && len(labels) != n*classes {
 		return nil, fmt.Errorf("gradvar: %d label values for %d base examples × %d classes", len(labels), n, classes)
 	}
@@ -216,7 +216,7 @@ func measureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 	}
 	defer table.Free()
 	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "gradvar-batches", 0), 0x9a7))
-	outer := min(in.cfg.OuterBatch, ds.TargetSet.N())
+	outer := min(in.cfg.OuterBatch, ds.TargetSet.N)
 	for _, m := range methods {
 		name := "LD"
 		if m == config.MethodRR {
@@ -227,7 +227,7 @@ func measureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 		out = append(out, MethodGradVariance{Name: name, Method: m})
 	}
 	for b := 0; b < batches; b++ {
-		targetIdx := rng.Perm(ds.TargetSet.N())[:outer]
+		targetIdx := rng.Perm(ds.TargetSet.N)[:outer]
 		baseIdx := rng.Perm(n)[:in.cfg.InnerBatch]
 		for k := range out {
 			v, err := in.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
@@ -275,7 +275,7 @@ func (in *runData) gradVarianceAt(ctx context.Context, method string, table *tor
 	if c.Err() != nil {
 		return GradVariance{}, c.Err()
 	}
-	acc, err := newGradAccumulator([]int64{int64(in.ds.Base.N()), int64(in.ds.Classes)}, in.dev)
+	acc, err := newGradAccumulator([]int64{int64(in.ds.Base.N), int64(in.ds.Classes)}, in.dev)
 	if err != nil {
 		return GradVariance{}, err
 	}
@@ -313,7 +313,7 @@ func (in *runData) oneGradient(ctx context.Context, cfg config.Config, table, bI
 	if err != nil {
 		return err
 	}
-	y, err := newLabels(in.ds.Base.N(), in.ds.Classes, cfg, in.dev)
+	y, err := newLabels(in.ds.Base.N, in.ds.Classes, cfg, in.dev)
 	if err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func TestHistoryMatchesRun(t *testing.T) {
 	cfg.CheckpointEvery = -1
 	cfg.Baselines = []string{config.BaselineTrue}
 	path := filepath.Join(t.TempDir(), HistoryFile)
-	res, err := Distill(context.Background(), cfg, WithDataset(ds), WithHistory(path))
+	res, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(path))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestHistoryMatchesRun(t *testing.T) {
 
 	// Every k steps: lines at multiples of k, plus the windows' ends.
 	cfg.HistoryEvery, cfg.GradVarWindow, cfg.Baselines = 5, 12, []string{}
-	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithHistory(path)); err != nil {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(path)); err != nil {
 		t.Fatal(err)
 	}
 	var got []int
@@ -131,7 +131,7 @@ func TestHistoryAfterResume(t *testing.T) {
 	cfg.GradVarWindow = 4
 	dir := t.TempDir()
 	wholePath := filepath.Join(dir, "whole.jsonl")
-	if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithHistory(wholePath)); err != nil {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(wholePath)); err != nil {
 		t.Fatal(err)
 	}
 	want := comparableHistory(readHistoryT(t, wholePath))
@@ -143,7 +143,7 @@ func TestHistoryAfterResume(t *testing.T) {
 		}
 		ckpt := filepath.Join(out, "checkpoints")
 		ctx, opt := cancelAt(cut, nil)
-		_, err := Distill(ctx, cfg, WithDataset(ds), opt, WithCheckpointDir(ckpt), WithHistory(path))
+		_, err := Distill(ctx, cfg, WithData(ds), opt, WithCheckpointDir(ckpt), WithHistory(path))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cut %d: %v", cut, err)
 		}
@@ -160,7 +160,7 @@ func TestHistoryAfterResume(t *testing.T) {
 			t.Fatalf("cut %d: a partial last line must read: %v", cut, err)
 		}
 
-		if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithResume(ckpt), WithHistory(path)); err != nil {
+		if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt), WithHistory(path)); err != nil {
 			t.Fatalf("cut %d: resume: %v", cut, err)
 		}
 		recs := readHistoryT(t, path)
@@ -194,11 +194,11 @@ func TestMeasureGradVariance(t *testing.T) {
 	ds := ckptDataset(t)
 	cfg := ckptConfig(config.MethodLD)
 	g := GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR}, Models: 4, Batches: 2, Warmup: 5}
-	a, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithDataset(ds))
+	a, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithDataset(ds))
+	b, err := MeasureGradVariance(context.Background(), cfg, nil, g, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestMeasureGradVariance(t *testing.T) {
 		}
 	}
 	t.Logf("uniform labels, 4 models warmed up 5 steps, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
-	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), g, WithDataset(ds)); err == nil {
+	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), g, WithData(ds)); err == nil {
 		t.Fatal("a 7-value label table was accepted")
 	}
 }

@@ -178,7 +178,7 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	y := r.learnt[0].(*labels)
 	labelAdam := y.opt
 	modelAdam := r.model.adam()
-	order := r.rand.rng.Perm(ds.TargetSet.N())
+	order := r.rand.rng.Perm(ds.TargetSet.N)
 	resets := 0
 	for step := 1; step <= 300 && resets < 2; step++ {
 		lo := (step - 1) * 64 % (len(order) - 64)

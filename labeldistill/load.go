@@ -27,7 +27,7 @@ import (
 // of a seeded shuffle of the source's target-set part across datasets, or exactly
 // cfg.BaseIndices when given. The base examples are chosen from the whole target set
 // before cfg.TargetSetSize keeps a prefix of it, so the target-set size never changes them.
-func LoadDataset(cfg config.Config) (*Dataset, error) {
+func LoadData(cfg config.Config) (*Data, error) {
 	target, err := loadOne(cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
@@ -59,13 +59,14 @@ func LoadDataset(cfg config.Config) (*Dataset, error) {
 		return nil, fmt.Errorf("source: %s images are %d×%d×%d but %s images are %d×%d×%d", cfg.Source,
 			src.TargetSet.C, src.TargetSet.H, src.TargetSet.W, cfg.Dataset, ts.C, ts.H, ts.W)
 	}
-	ds := &Dataset{
+	ds := &Data{
 		Target: cfg.Dataset, Source: cfg.Source, Classes: ts.Classes,
 		Shape:      [3]int64{int64(ts.C), int64(ts.H), int64(ts.W)},
-		TargetSet:  Split{Images: ts.Images, Labels: ts.Labels},
-		Validation: Split{Images: target.Validation.Images, Labels: target.Validation.Labels},
-		Test:       Split{Images: target.Test.Images, Labels: target.Test.Labels},
-		Base:       Split{Images: base.Images, Labels: base.Labels},
+		TargetSet:  *ts,
+		Validation: *target.Validation,
+		Test:       *target.Test,
+		Base: data.Split{Images: base.Images, Labels: base.Labels, N: len(base.Labels), C: ts.C, H: ts.H, W: ts.W,
+			Classes: src.TargetSet.Classes},
 		Files:      map[string]string{},
 	}
 	ds.NormMean, ds.NormStd = target.Spec.Mean, target.Spec.Std
@@ -91,12 +92,12 @@ func LoadDataset(cfg config.Config) (*Dataset, error) {
 }
 
 // LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
-func LoadTestSplit(cfg config.Config) (*Split, error) {
+func LoadTestSplit(cfg config.Config) (*data.Split, error) {
 	ds, err := loadOne(cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
 	}
-	return &Split{Images: ds.Test.Images, Labels: ds.Test.Labels}, nil
+	return ds.Test, nil
 }
 
 // loadOne reads and splits one dataset with the base seed. The target set is kept whole

@@ -94,7 +94,7 @@ func newLoop(in *runData, par *parallel, learn func(*runData) ([]learnable, erro
 	}
 	if learn == nil {
 		learn = func(in *runData) ([]learnable, error) {
-			y, err := newLabels(in.ds.Base.N(), in.ds.Classes, in.cfg, in.dev)
+			y, err := newLabels(in.ds.Base.N, in.ds.Classes, in.cfg, in.dev)
 			return []learnable{y}, err
 		}
 	}
@@ -129,7 +129,7 @@ func (l *loop) fixLabels() error {
 		return err
 	}
 	ds := l.in.ds
-	n, classes := ds.Base.N(), ds.Classes
+	n, classes := ds.Base.N, ds.Classes
 	table := make([]float32, n*classes)
 	for i, c := range ds.Base.Labels {
 		if c < 0 || int(c) >= classes {
@@ -173,12 +173,12 @@ func (l *loop) wallSeconds() float64 { return l.clock.priorWall + time.Since(l.c
 func (l *loop) T() int { return max(1, l.tracker.T()) }
 
 // stepsPerEpoch is the number of meta-steps (outer batches) of an epoch.
-func (l *loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N(), l.in.cfg.OuterBatch) }
+func (l *loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N, l.in.cfg.OuterBatch) }
 
 // run runs the meta-loop from its position to the end of the last epoch.
 func (l *loop) run(ctx context.Context) error {
 	cfg := l.in.cfg
-	nTarget := l.in.ds.TargetSet.N()
+	nTarget := l.in.ds.TargetSet.N
 	perEpoch := l.stepsPerEpoch()
 	if err := l.onStart(); err != nil {
 		return err
@@ -367,7 +367,7 @@ func (l *loop) queueStep(targetIdx []int) error {
 	b := metaBatch{params: l.params(), total: total}
 	b.xt = c.T(l.in.target.x.IndexSelect(0, ti))
 	b.yt = c.T(l.in.target.y.IndexSelect(0, ti))
-	b.idx = c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N(), l.in.cfg.InnerBatch, l.in.dev))
+	b.idx = c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N, l.in.cfg.InnerBatch, l.in.dev))
 	if c.Err() != nil {
 		return c.Err()
 	}
@@ -550,7 +550,7 @@ func (l *loop) note(p Progress) {
 func (l *loop) keptTables() (x, y *torch.Tensor, err error) {
 	in := l.in
 	s := in.ds.Shape
-	n := int64(in.ds.Base.N())
+	n := int64(in.ds.Base.N)
 	x = in.base.x
 	if l.best.images != nil {
 		if x, err = torch.FromFloat32(l.best.images, n, s[0], s[1], s[2]); err != nil {

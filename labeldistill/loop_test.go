@@ -84,7 +84,7 @@ func TestLoopLearnsAToyLearnable(t *testing.T) {
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
 	cfg := toyConfig()
-	full, err := Distill(context.Background(), cfg, WithDataset(ds), withLearn(newBiasImage))
+	full, err := Distill(context.Background(), cfg, WithData(ds), withLearn(newBiasImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestLoopLearnsAToyLearnable(t *testing.T) {
 		bias = append(bias, float64(full.BaseImages[j]-ds.Base.Images[j]))
 	}
 	moved := 0.0
-	for i := 0; i < ds.Base.N(); i++ {
+	for i := 0; i < ds.Base.N; i++ {
 		for j := 0; j < size; j++ {
 			d := float64(full.BaseImages[i*size+j] - ds.Base.Images[i*size+j])
 			if math.Abs(d-bias[j]) > 1e-5 {
@@ -126,14 +126,14 @@ func TestLoopLearnsAToyLearnable(t *testing.T) {
 
 	dir := t.TempDir()
 	ctx, progress := cancelAt(10, nil)
-	if _, err := Distill(ctx, cfg, WithDataset(ds), withLearn(newBiasImage), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), withLearn(newBiasImage), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	_, meta, err := readCheckpoint(filepath.Join(dir, "ckpt-000000010.npz"))
 	if err != nil || meta.OptimizerSteps["bias"] != 10 {
 		t.Fatalf("cancelled at 10: checkpoint meta %+v, %v", meta, err)
 	}
-	resumed, err := Distill(context.Background(), cfg, WithDataset(ds), withLearn(newBiasImage), WithResume(dir))
+	resumed, err := Distill(context.Background(), cfg, WithData(ds), withLearn(newBiasImage), WithResume(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestLoopReducesAToyLearnableOverTwoRanks(t *testing.T) {
 	}
 	ckptRestoreThreads(t)
 	ds := ckptDataset(t)
-	one, err := Distill(context.Background(), toyConfig(), WithDataset(ds), withLearn(newBiasImage))
+	one, err := Distill(context.Background(), toyConfig(), WithData(ds), withLearn(newBiasImage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func toyRankChild(t *testing.T, out string) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	res, err := Distill(context.Background(), toyConfig(), WithDataset(ckptDataset(t)), withLearn(newBiasImage), WithGroup(g))
+	res, err := Distill(context.Background(), toyConfig(), WithData(ckptDataset(t)), withLearn(newBiasImage), WithGroup(g))
 	if err != nil {
 		g.Abort(err)
 		t.Fatal(err)

@@ -76,12 +76,12 @@ func oneThread(tb testing.TB) {
 
 var (
 	mnistMu    sync.Mutex
-	mnistCache = map[[4]int]*Dataset{}
+	mnistCache = map[[4]int]*Data{}
 )
 
 // cachedMNIST is testMNIST, built once per size for the whole test binary (the datasets
 // are only read).
-func cachedMNIST(tb testing.TB, nTarget, nVal, nTest, nBase int) *Dataset {
+func cachedMNIST(tb testing.TB, nTarget, nVal, nTest, nBase int) *Data {
 	tb.Helper()
 	mnistMu.Lock()
 	defer mnistMu.Unlock()

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // TestDistillRejectsBadInputs: malformed datasets, configurations and options return errors
@@ -18,7 +19,7 @@ import (
 func TestDistillRejectsBadInputs(t *testing.T) {
 	ds := ckptDataset(t)
 	cfg := ckptConfig(config.MethodLD)
-	clone := func(edit func(d *Dataset)) *Dataset {
+	clone := func(edit func(d *Data)) *Data {
 		d := *ds
 		edit(&d)
 		return &d
@@ -26,22 +27,22 @@ func TestDistillRejectsBadInputs(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		cfg  config.Config
-		ds   *Dataset
+		ds   *Data
 		want string
 	}{
-		{"label out of range", cfg, clone(func(d *Dataset) {
+		{"label out of range", cfg, clone(func(d *Data) {
 			d.TargetSet.Labels = slices.Clone(d.TargetSet.Labels)
 			d.TargetSet.Labels[5] = 10
 		}), "outside 0..9"},
-		{"images too short", cfg, clone(func(d *Dataset) { d.Validation.Images = d.Validation.Images[:100] }), "validation split has"},
-		{"empty test split", cfg, clone(func(d *Dataset) { d.Test = Split{} }), "test split is empty"},
+		{"images too short", cfg, clone(func(d *Data) { d.Validation.Images = d.Validation.Images[:100] }), "validation split has"},
+		{"empty test split", cfg, clone(func(d *Data) { d.Test = data.Split{} }), "test split is empty"},
 		{"base count differs", func() config.Config { c := cfg; c.BaseExamples = 30; return c }(), ds, "base_examples"},
 		{"bad config", func() config.Config { c := cfg; c.LabelLR = math.NaN(); return c }(), ds, "label_lr"},
-		{"one class", cfg, clone(func(d *Dataset) { d.Classes = 1 }), "at least 2 classes"},
+		{"one class", cfg, clone(func(d *Data) { d.Classes = 1 }), "at least 2 classes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			steps := 0
-			res, err := Distill(context.Background(), tc.cfg, WithDataset(tc.ds), WithProgress(func(Progress) { steps++ }))
+			res, err := Distill(context.Background(), tc.cfg, WithData(tc.ds), WithProgress(func(Progress) { steps++ }))
 			if res != nil || err == nil || !strings.Contains(err.Error(), tc.want) || steps != 0 {
 				t.Fatalf("got %v (result %v, %d progress reports), want an error containing %q", err, res != nil, steps, tc.want)
 			}

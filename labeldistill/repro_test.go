@@ -25,7 +25,7 @@ func sharedDataDir(t testing.TB) string {
 	return dir
 }
 
-func loadForTest(t *testing.T, mutate func(*config.Config)) *Dataset {
+func loadForTest(t *testing.T, mutate func(*config.Config)) *Data {
 	t.Helper()
 	cfg := config.Default()
 	cfg.DataDir = sharedDataDir(t)
@@ -34,7 +34,7 @@ func loadForTest(t *testing.T, mutate func(*config.Config)) *Dataset {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ds, err := LoadDataset(cfg)
+	ds, err := LoadData(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,8 +48,8 @@ func TestTargetSetSizeKeepsBaseExamples(t *testing.T) {
 		if !slices.Equal(full.BaseIndices, small.BaseIndices) {
 			t.Errorf("source %s: target_set_size 1000 changed the base indices:\n%v\n%v", src, full.BaseIndices[:10], small.BaseIndices[:10])
 		}
-		if small.TargetSet.N() != 1000 || full.TargetSet.N() != 50000 {
-			t.Errorf("source %s: target sets of %d and %d examples, want 50000 and 1000", src, full.TargetSet.N(), small.TargetSet.N())
+		if small.TargetSet.N != 1000 || full.TargetSet.N != 50000 {
+			t.Errorf("source %s: target sets of %d and %d examples, want 50000 and 1000", src, full.TargetSet.N, small.TargetSet.N)
 		}
 		// The small target set is the prefix of the full one (nested subsets).
 		if !slices.Equal(small.TargetSet.Labels, full.TargetSet.Labels[:1000]) {
@@ -111,7 +111,7 @@ func TestBaseIndicesReproduceRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadDataset(cfg); err == nil || !strings.Contains(err.Error(), "base_indices") || !strings.Contains(err.Error(), strconv.FormatInt(valIdx, 10)) {
+	if _, err := LoadData(cfg); err == nil || !strings.Contains(err.Error(), "base_indices") || !strings.Contains(err.Error(), strconv.FormatInt(valIdx, 10)) {
 		t.Errorf("a validation index: got %v", err)
 	}
 	// Duplicates and a wrong count are configuration errors.

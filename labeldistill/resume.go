@@ -194,7 +194,7 @@ func (l *loop) compatible(path string, m *checkpointMeta) error {
 func (l *loop) restore(f *checkpoint.File, m *checkpointMeta) error {
 	cfg := l.in.cfg
 	perEpoch := l.stepsPerEpoch()
-	nTarget := l.in.ds.TargetSet.N()
+	nTarget := l.in.ds.TargetSet.N
 	switch {
 	case m.StepsPerEpoch != perEpoch || m.TargetSize != nTarget:
 		return fmt.Errorf("checkpoint has %d steps per epoch over %d target examples, the run %d over %d", m.StepsPerEpoch, m.TargetSize, perEpoch, nTarget)

@@ -6,6 +6,7 @@ package labeldistill
 
 import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -14,7 +15,7 @@ import (
 // runData is a run's inputs on its device.
 type runData struct {
 	cfg                            config.Config
-	ds                             *Dataset
+	ds                             *Data
 	dev                            torch.Device
 	seed                           uint64
 	net, evalNet                   *nets.Net // distillation and test architectures
@@ -59,15 +60,15 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	}
 	ds := o.dataset
 	if ds == nil {
-		if ds, err = LoadDataset(cfg); err != nil {
+		if ds, err = LoadData(cfg); err != nil {
 			return nil, err
 		}
 	}
 	if err := ds.check(); err != nil {
 		return nil, err
 	}
-	if ds.Base.N() != cfg.BaseExamples {
-		return nil, config.FieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N())
+	if ds.Base.N != cfg.BaseExamples {
+		return nil, config.FieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N)
 	}
 	if len(cfg.NormMean) == 0 { // an image folder's, computed from its images: recorded
 		cfg.NormMean, cfg.NormStd = ds.NormMean, ds.NormStd
@@ -92,7 +93,7 @@ func (d *runData) upload() error {
 	}
 	for _, s := range []struct {
 		dst *deviceSplit
-		src *Split
+		src *data.Split
 	}{{&d.base, &d.ds.Base}, {&d.target, &d.ds.TargetSet}, {&d.validation, &d.ds.Validation}, {&d.test, &d.ds.Test}} {
 		if *s.dst, err = upload(s.src, shape, d.dev); err != nil {
 			return err

@@ -56,8 +56,8 @@ func soakConfig(method string, steps int) config.Config {
 // rssDuring runs one Distill and returns RSS after meta-step warm and after the last one.
 func rssDuring(tb testing.TB, cfg config.Config, warm int, opts ...RunOption) (start, end int64, res *Result) {
 	tb.Helper()
-	total := cfg.Epochs * StepsPerEpoch(ckptDataset(tb).TargetSet.N(), cfg.OuterBatch)
-	opts = append(opts, WithDataset(ckptDataset(tb)), WithProgress(func(p Progress) {
+	total := cfg.Epochs * StepsPerEpoch(ckptDataset(tb).TargetSet.N, cfg.OuterBatch)
+	opts = append(opts, WithData(ckptDataset(tb)), WithProgress(func(p Progress) {
 		if p.Phase != "distill" {
 			return
 		}
@@ -121,7 +121,7 @@ func TestRSSFlatOverDistillCalls(t *testing.T) {
 			method := []string{config.MethodLD, config.MethodRR}[i%2]
 			cfg := soakConfig(method, 8)
 			cfg.CheckpointEvery = 4
-			if _, err := Distill(context.Background(), cfg, WithDataset(ds), WithCheckpointDir(t.TempDir())); err != nil {
+			if _, err := Distill(context.Background(), cfg, WithData(ds), WithCheckpointDir(t.TempDir())); err != nil {
 				t.Fatal(err)
 			}
 			if i == after {

@@ -28,9 +28,9 @@ func sharedMNIST(t testing.TB) (train, test *data.RawSet) {
 	return train, test
 }
 
-func normalise(r *data.RawSet, idx []int) Split {
+func normalise(r *data.RawSet, idx []int) data.Split {
 	size := r.ImageSize()
-	s := Split{Images: make([]float32, len(idx)*size), Labels: make([]int64, len(idx))}
+	s := data.Split{Images: make([]float32, len(idx)*size), Labels: make([]int64, len(idx)), N: len(idx), C: 1, H: 28, W: 28, Classes: 10}
 	for i, j := range idx {
 		for p := 0; p < size; p++ {
 			s.Images[i*size+p] = float32((float64(r.Pixels[j*size+p])/255 - 0.1307) / 0.3081)
@@ -42,7 +42,7 @@ func normalise(r *data.RawSet, idx []int) Split {
 
 // testMNIST: a seeded split of real MNIST with nTarget target images, nVal validation,
 // nTest test images and nBase balanced base examples from the target part.
-func testMNIST(t testing.TB, nTarget, nVal, nTest, nBase int) *Dataset {
+func testMNIST(t testing.TB, nTarget, nVal, nTest, nBase int) *Data {
 	train, test := sharedMNIST(t)
 	rng := rand.New(rand.NewPCG(1, 2))
 	perm := rng.Perm(train.N)
@@ -63,7 +63,7 @@ func testMNIST(t testing.TB, nTarget, nVal, nTest, nBase int) *Dataset {
 	for i, j := range baseIdx {
 		bi[i] = int64(j)
 	}
-	return &Dataset{Target: "mnist", Source: "mnist", Classes: 10, Shape: [3]int64{1, 28, 28},
+	return &Data{Target: "mnist", Source: "mnist", Classes: 10, Shape: [3]int64{1, 28, 28},
 		TargetSet: normalise(train, targetIdx), Validation: normalise(train, valIdx), Test: normalise(test, testIdx),
 		Base: normalise(train, baseIdx), BaseIndices: bi, Files: map[string]string{}}
 }

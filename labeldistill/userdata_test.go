@@ -66,12 +66,12 @@ func TestAllowUnknownData(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := LoadDataset(cfg); err == nil || !strings.Contains(err.Error(), "unknown sha256 "+sum) ||
+	if _, err := LoadData(cfg); err == nil || !strings.Contains(err.Error(), "unknown sha256 "+sum) ||
 		!strings.Contains(err.Error(), "--allow-unknown-data") || strings.Contains(err.Error(), "set AllowUnknown") {
 		t.Fatalf("unknown file without --allow-unknown-data: got %v", err)
 	}
 	cfg.AllowUnknownData = true
-	ds, err := LoadDataset(cfg)
+	ds, err := LoadData(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestImageFolderDistils(t *testing.T) {
 	// Given normalisation is used as given.
 	cfg.NormMean, cfg.NormStd = []float64{0.5}, []float64{0.5}
 	r, _ = cfg.Resolved()
-	ds, err := LoadDataset(r)
+	ds, err := LoadData(r)
 	if err != nil {
 		t.Fatal(err)
 	}

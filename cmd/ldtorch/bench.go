@@ -87,7 +87,7 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	if err != nil {
 		return fail(err)
 	}
-	ds, err := labeldistill.LoadDataset(resolved)
+	ds, err := labeldistill.LoadData(resolved)
 	if err != nil {
 		return fail(err)
 	}

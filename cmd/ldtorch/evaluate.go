@@ -169,7 +169,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
 	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
-		ec.Models, arch, ec.Optimizer, map[bool]string{true: ", RR head"}[*ec.RR], steps, art.Shape[0], test.N(), cfg.Dataset)
+		ec.Models, arch, ec.Optimizer, map[bool]string{true: ", RR head"}[*ec.RR], steps, art.Shape[0], test.N, cfg.Dataset)
 	res, err := artifact.Evaluate(c.Context, art, test, ec)
 	if err == nil && c.Context.Err() != nil {
 		err = c.Context.Err()

@@ -145,7 +145,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	default:
 		return usageErrorf("--labels: want distilled or uniform, got %q", c.String("labels"))
 	}
-	ds, err := labeldistill.LoadDataset(cfg)
+	ds, err := labeldistill.LoadData(cfg)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
@@ -159,7 +159,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	}
 	g := labeldistill.GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR},
 		Models: c.Int("models"), Batches: c.Int("batches"), Warmup: c.Int("warmup")}
-	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, g, labeldistill.WithDataset(ds))
+	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, g, labeldistill.WithData(ds))
 	if err != nil {
 		return failuref("%v", err)
 	}

@@ -160,16 +160,16 @@ type EvalResult struct {
 
 // Evaluate trains ec.Models fresh models on the artifact's images and labels and scores
 // them on test (images normalised like the artifact's, labels in its label space).
-func Evaluate(ctx context.Context, art *Artifact, test *labeldistill.Split, ec EvalConfig) (*EvalResult, error) {
+func Evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfig) (*EvalResult, error) {
 	return torch.Guard("labeldistill", func() (*EvalResult, error) { return evaluate(ctx, art, test, ec) })
 }
 
-func evaluate(ctx context.Context, art *Artifact, test *labeldistill.Split, ec EvalConfig) (*EvalResult, error) {
+func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfig) (*EvalResult, error) {
 	ec, err := ec.Resolved(art)
 	if err != nil {
 		return nil, err
 	}
-	if test == nil || test.N() == 0 {
+	if test == nil || test.N == 0 {
 		return nil, fmt.Errorf("evaluate: no test data")
 	}
 	cfg, err := EvalDataConfig(art, ec.Dataset)
@@ -198,7 +198,7 @@ func evaluate(ctx context.Context, art *Artifact, test *labeldistill.Split, ec E
 	if err != nil {
 		return nil, err
 	}
-	x, y, err := test.Tensors([3]int64{s[1], s[2], s[3]}, dev)
+	x, y, err := labeldistill.SplitTensors(test, [3]int64{s[1], s[2], s[3]}, dev)
 	if err != nil {
 		return nil, fmt.Errorf("test data: %w", err)
 	}

@@ -58,7 +58,7 @@ type Result struct {
 // (one model, 20 steps after 3 warm-up steps). The meta-steps are a distillation's first
 // ones: Distill is started with validation and baselines out of reach and stopped (through
 // its context) after the last timed step.
-func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldistill.Dataset, g *dist.Group) (*Result, error) {
+func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldistill.Data, g *dist.Group) (*Result, error) {
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench: steps must be ≥ 1 and warmup ≥ 0, got %d and %d", steps, warmup)
 	}
@@ -67,7 +67,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		return nil, err
 	}
 	if ds == nil {
-		if ds, err = labeldistill.LoadDataset(cfg); err != nil {
+		if ds, err = labeldistill.LoadData(cfg); err != nil {
 			return nil, err
 		}
 	}
@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		}
 	}
 	last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
-	opts := []labeldistill.RunOption{labeldistill.WithDataset(ds), labeldistill.WithProgress(progress)}
+	opts := []labeldistill.RunOption{labeldistill.WithData(ds), labeldistill.WithProgress(progress)}
 	if g != nil {
 		opts = append(opts, labeldistill.WithGroup(g))
 	}
@@ -149,7 +149,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 
 // evalSteps times single training steps of one fresh model of cfg's evaluation recipe on
 // ds's base images with uniform labels.
-func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Dataset, dev torch.Device, warmup, steps int) (wall, cpu []float64, err error) {
+func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, dev torch.Device, warmup, steps int) (wall, cpu []float64, err error) {
 	type timings struct{ wall, cpu []float64 }
 	t, err := torch.Guard("bench", func() (timings, error) {
 		var out timings
@@ -165,7 +165,7 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Dataset,
 			return out, err
 		}
 		defer m.Close()
-		n := ds.Base.N()
+		n := ds.Base.N
 		batch := min(cfg.EvalBatch, n)
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xbe7c4))
 		for i := 0; i < warmup+steps; i++ {
@@ -208,24 +208,24 @@ type evalInputs struct {
 }
 
 // inputs puts ds's base images, uniform labels and test split on dev, in the caller's scope.
-func inputs(cfg config.Config, ds *labeldistill.Dataset, dev torch.Device) (*evalInputs, error) {
+func inputs(cfg config.Config, ds *labeldistill.Data, dev torch.Device) (*evalInputs, error) {
 	s := ds.Shape
 	net, err := nets.New(cfg.EvalArch, s[0], s[1], s[2], int64(ds.Classes))
 	if err != nil {
 		return nil, err
 	}
 	in := &evalInputs{net: net}
-	if in.images, _, err = ds.Base.Tensors(s, dev); err != nil {
+	if in.images, _, err = labeldistill.SplitTensors(&ds.Base, s, dev); err != nil {
 		return nil, err
 	}
-	if in.testImages, in.testLabs, err = ds.Test.Tensors(s, dev); err != nil {
+	if in.testImages, in.testLabs, err = labeldistill.SplitTensors(&ds.Test, s, dev); err != nil {
 		return nil, err
 	}
-	uniform := make([]float32, ds.Base.N()*ds.Classes)
+	uniform := make([]float32, ds.Base.N*ds.Classes)
 	for i := range uniform {
 		uniform[i] = 1 / float32(ds.Classes)
 	}
-	if in.labels, err = torch.FromFloat32(uniform, int64(ds.Base.N()), int64(ds.Classes)); err != nil {
+	if in.labels, err = torch.FromFloat32(uniform, int64(ds.Base.N), int64(ds.Classes)); err != nil {
 		return nil, err
 	}
 	if dev != torch.CPU {
@@ -259,7 +259,7 @@ type EvaluationResult struct {
 // uniform labels on ds's base images, scored on its test split) with the models trained one
 // after another and together (in groups of train.MaxTogether), after one untimed warm-up
 // with two models.
-func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldistill.Dataset) (*EvaluationResult, error) {
+func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldistill.Data) (*EvaluationResult, error) {
 	if steps < 1 {
 		return nil, fmt.Errorf("bench: evaluation steps must be ≥ 1, got %d", steps)
 	}
@@ -268,7 +268,7 @@ func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldist
 		return nil, err
 	}
 	if ds == nil {
-		if ds, err = labeldistill.LoadDataset(cfg); err != nil {
+		if ds, err = labeldistill.LoadData(cfg); err != nil {
 			return nil, err
 		}
 	}

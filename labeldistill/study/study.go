@@ -15,6 +15,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -96,13 +97,13 @@ type Study struct {
 // Data is the data a study scores on: the target's test split, and its validation
 // split for rr-standard's early stopping.
 type Data struct {
-	Test, Validation *labeldistill.Split
+	Test, Validation *data.Split
 }
 
 // LoadData reads the test and validation splits of an artifact's configuration (the
 // same split as the distillation: same base seed).
 func LoadData(cfg config.Config) (*Data, error) {
-	ds, err := labeldistill.LoadDataset(cfg)
+	ds, err := labeldistill.LoadData(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -284,8 +285,8 @@ func withTrueLabels(art *artifact.Artifact) *artifact.Artifact {
 // searchSteps trains one standard (non-RR) model on the artifact along the baseline step
 // grid, measuring validation error at each grid point, and returns the best step count
 // (earliest on ties), as the baselines' search does.
-func searchSteps(ctx context.Context, art *artifact.Artifact, val *labeldistill.Split, cfg config.Config, device string, seed uint64) (int, map[int]float64, error) {
-	if val == nil || val.N() == 0 {
+func searchSteps(ctx context.Context, art *artifact.Artifact, val *data.Split, cfg config.Config, device string, seed uint64) (int, map[int]float64, error) {
+	if val == nil || val.N == 0 {
 		return 0, nil, errors.New("study rr-standard: no validation data")
 	}
 	if device == "" {
@@ -311,7 +312,7 @@ func searchSteps(ctx context.Context, art *artifact.Artifact, val *labeldistill.
 		if err != nil {
 			return found{}, err
 		}
-		vx, vy, err := val.Tensors([3]int64{s[1], s[2], s[3]}, dev)
+		vx, vy, err := labeldistill.SplitTensors(val, [3]int64{s[1], s[2], s[3]}, dev)
 		if err != nil {
 			return found{}, err
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // tinyArtifact distils a tiny LD RR run on real MNIST and returns it read back, with test
@@ -36,9 +37,9 @@ func tinyArtifact(t *testing.T) (*artifact.Artifact, *Data) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cut := func(s *labeldistill.Split, n int) *labeldistill.Split {
-		size := len(s.Images) / s.N()
-		return &labeldistill.Split{Images: s.Images[:n*size], Labels: s.Labels[:n]}
+	cut := func(s *data.Split, n int) *data.Split {
+		size := len(s.Images) / s.N
+		return &data.Split{Images: s.Images[:n*size], Labels: s.Labels[:n], N: n, C: s.C, H: s.H, W: s.W, Classes: s.Classes}
 	}
 	return art, &Data{Test: cut(d.Test, 1000), Validation: cut(d.Validation, 500)}
 }
