@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 6
+#define LDT_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -230,6 +230,24 @@ LDT_API ldt_error ldt_dist_store_get(ldt_process_group pg, const char *key, uint
 LDT_API void ldt_dist_close_collectives(ldt_process_group pg);
 /* Never fails; safe after any error (NULL is a no-op). */
 LDT_API void ldt_dist_destroy(ldt_process_group pg);
+
+/* ---- libtorch's pickle format (pickle.cc) ----------------------------------------------------
+ * ldt_pickle_save: the container torch::pickle_save writes (torch.save's zip archive) for a
+ * dict {str: Tensor} in list order, pickled without TorchScript's type tags so that Python's
+ * torch.load, with weights_only=True too, reads it as a plain dict of tensors. names holds
+ * the n names back to back, name_lens their byte lengths (non-empty, unique, no NUL). Each
+ * tensor is saved detached, on the CPU, holding only its own elements. *buf (malloc'd, *len
+ * bytes) is freed with ldt_free_buffer.
+ * ldt_pickle_load: what torch::pickle_load reads (also torch.save's files), onto the CPU;
+ * the value must be a dict with string keys and tensor values, each storage no longer than
+ * its record and each tensor within its storage. The zip's CRCs are not checked here (the
+ * caller checks them). *ts: n new handles (malloc'd array), *names: the n names, each
+ * NUL-terminated, back to back (malloc'd); free both arrays with ldt_free_buffer, each
+ * handle with ldt_tensor_free. */
+LDT_API ldt_error ldt_pickle_save(const char *names, const int64_t *name_lens, const ldt_tensor *ts, int n,
+                                  void **buf, int64_t *len);
+LDT_API ldt_error ldt_pickle_load(const void *data, int64_t len, int *n, ldt_tensor **ts, char **names);
+LDT_API void ldt_free_buffer(void *p);
 
 #ifdef __cplusplus
 }
