@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 7
+#define LDT_ABI_VERSION 8
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -230,6 +230,25 @@ LDT_API ldt_error ldt_dist_store_get(ldt_process_group pg, const char *key, uint
 LDT_API void ldt_dist_close_collectives(ldt_process_group pg);
 /* Never fails; safe after any error (NULL is a no-op). */
 LDT_API void ldt_dist_destroy(ldt_process_group pg);
+
+/* ---- tensors shared with other bindings of the same libtorch (aten.cc) ---------------------
+ * p is an at::Tensor * to a heap at::Tensor (the `Tensor` of gotorch's cgotorch and of
+ * similar cgo bindings: a pointer from `new at::Tensor(...)`, freed with delete).
+ * ldt_aten_from makes a new handle of ours on the same tensor: one more reference to its
+ * TensorImpl (same storage, same autograd identity), no copy; *p stays the caller's. It
+ * checks what can be checked without trusting p: p non-NULL and aligned; one libc10 loaded
+ * in the process; a non-NULL TensorImpl whose vtable lies in one of libtorch's libraries
+ * (libc10*, libtorch*) in the folder of this shim's libtorch (anything else is not a tensor
+ * of this libtorch); defined; strided; on the CPU or a CUDA device. p and the TensorImpl it points to must be readable memory:
+ * a wild pointer cannot be detected and crashes, as in C.
+ * ldt_aten_to returns, in *out, a new heap at::Tensor on t's tensor (same storage and
+ * autograd identity) that the caller owns and frees with delete (its binding's free); it
+ * refuses an undefined tensor and a process with two libc10s loaded. */
+LDT_API ldt_error ldt_aten_from(ldt_tensor *out, const void *p);
+LDT_API ldt_error ldt_aten_to(void **out, ldt_tensor t);
+/* The folder (realpath) of the libtorch libraries in use (where libc10 was loaded from);
+ * "" if unknown. Never fails. */
+LDT_API const char *ldt_libtorch_dir(void);
 
 /* ---- libtorch's pickle format (pickle.cc) ----------------------------------------------------
  * ldt_pickle_save: the container torch::pickle_save writes (torch.save's zip archive) for a
