@@ -21,3 +21,6 @@ export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_
 # spend much of their time waiting on timeouts and child processes.
 # go vet ran above with every check: -vet=off spares go test repeating its subset.
 go test -count=1 -timeout 25m -p 3 -vet=off ./... "$@"
+# The tensors shared with another binding (torch/internal/atentest), again under the race
+# detector and cgo's pointer checks.
+GODEBUG=cgocheck=1 go test -count=1 -race -vet=off ./torch/internal/atentest/

@@ -13,12 +13,13 @@ import (
 )
 
 // ABIVersion is the shim C API version this package was written for (shim.h).
-const ABIVersion = 7
+const ABIVersion = 9
 
 // Info describes the libtorch runtime in use.
 type Info struct {
 	ABIVersion   int    // reported by the loaded shim
 	TorchVersion string // libtorch's version, e.g. "1.13.0"
+	LibtorchDir  string // the folder the libtorch libraries were loaded from ("" if unknown)
 	Build        string // compiler, CUDA support, build tag of the shim
 	CUDA         bool
 	CUDADevices  int
@@ -42,6 +43,7 @@ func RuntimeInfo() (Info, error) {
 	info := Info{
 		ABIVersion:   int(C.ldt_abi_version()),
 		TorchVersion: C.GoString(C.ldt_torch_version()),
+		LibtorchDir:  C.GoString(C.ldt_libtorch_dir()),
 		Build:        C.GoString(C.ldt_build_info()),
 		CUDA:         CUDAIsAvailable(),
 		CUDADevices:  CUDADeviceCount(),
@@ -50,5 +52,6 @@ func RuntimeInfo() (Info, error) {
 	return info, runtimeErr
 }
 
-// Version returns libtorch's version string.
+// Version returns libtorch's version string, from the headers the loaded shim was compiled
+// against (libtorch has no run-time version call); Info.LibtorchDir says which files it runs on.
 func Version() string { return C.GoString(C.ldt_torch_version()) }

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 7
+#define LDT_ABI_VERSION 9
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -243,6 +243,43 @@ LDT_API ldt_error ldt_dist_store_get(ldt_process_group pg, const char *key, uint
 LDT_API void ldt_dist_close_collectives(ldt_process_group pg);
 /* Never fails; safe after any error (NULL is a no-op). */
 LDT_API void ldt_dist_destroy(ldt_process_group pg);
+
+/* ---- tensors shared with other bindings of the same libtorch (aten.cc) ---------------------
+ * p is an at::Tensor * to a heap at::Tensor (the `Tensor` of gotorch's cgotorch and of
+ * similar cgo bindings: a pointer from `new at::Tensor(...)`, freed with delete).
+ * ldt_aten_from makes a new handle of ours on the same tensor: one more reference to its
+ * TensorImpl (same storage, same autograd identity), no copy; *p stays the caller's. It
+ * checks what can be checked without trusting p: p non-NULL and aligned; one libc10 loaded
+ * in the process; a non-NULL TensorImpl whose vtable lies in one of libtorch's libraries
+ * (libc10*, libtorch*) in the folder of this shim's libtorch (anything else is not a tensor
+ * of this libtorch); defined; strided; on the CPU or a CUDA device. p and the TensorImpl it points to must be readable memory:
+ * a wild pointer cannot be detected and crashes, as in C.
+ * ldt_aten_to returns, in *out, a new heap at::Tensor on t's tensor (same storage and
+ * autograd identity) that the caller owns and frees with delete (its binding's free); it
+ * refuses an undefined tensor and a process with two libc10s loaded. */
+LDT_API ldt_error ldt_aten_from(ldt_tensor *out, const void *p);
+LDT_API ldt_error ldt_aten_to(void **out, ldt_tensor t);
+/* The folder (realpath) of the libtorch libraries in use (where libc10 was loaded from);
+ * "" if unknown. Never fails. */
+LDT_API const char *ldt_libtorch_dir(void);
+
+/* ---- libtorch's pickle format (pickle.cc) ----------------------------------------------------
+ * ldt_pickle_save: the container torch::pickle_save writes (torch.save's zip archive) for a
+ * dict {str: Tensor} in list order, pickled without TorchScript's type tags so that Python's
+ * torch.load, with weights_only=True too, reads it as a plain dict of tensors. names holds
+ * the n names back to back, name_lens their byte lengths (non-empty, unique, no NUL). Each
+ * tensor is saved detached, on the CPU, holding only its own elements. *buf (malloc'd, *len
+ * bytes) is freed with ldt_free_buffer.
+ * ldt_pickle_load: what torch::pickle_load reads (also torch.save's files), onto the CPU;
+ * the value must be a dict with string keys and tensor values, each storage no longer than
+ * its record and each tensor within its storage. The zip's CRCs are not checked here (the
+ * caller checks them). *ts: n new handles (malloc'd array), *names: the n names, each
+ * NUL-terminated, back to back (malloc'd); free both arrays with ldt_free_buffer, each
+ * handle with ldt_tensor_free. */
+LDT_API ldt_error ldt_pickle_save(const char *names, const int64_t *name_lens, const ldt_tensor *ts, int n,
+                                  void **buf, int64_t *len);
+LDT_API ldt_error ldt_pickle_load(const void *data, int64_t len, int *n, ldt_tensor **ts, char **names);
+LDT_API void ldt_free_buffer(void *p);
 
 #ifdef __cplusplus
 }
