@@ -67,7 +67,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 		Test:       *target.Test,
 		Base: data.Split{Images: base.Images, Labels: base.Labels, N: len(base.Labels), C: ts.C, H: ts.H, W: ts.W,
 			Classes: src.TargetSet.Classes},
-		Files:      map[string]string{},
+		Files: map[string]string{},
 	}
 	ds.NormMean, ds.NormStd = target.Spec.Mean, target.Spec.Std
 	ds.Warnings = append(ds.Warnings, target.Warnings...)

