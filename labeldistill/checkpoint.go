@@ -66,7 +66,7 @@ type checkpointMeta struct {
 
 	Record
 	// DataDigest is the SHA-256 of the data as trained on (every split's images and labels
-	// and the base indices), so that data given through WithDataset is checked too.
+	// and the base indices), so that data given through WithData is checked too.
 	DataDigest string          `json:"data_digest"`
 	Tracker    json.RawMessage `json:"reset_tracker"`
 	HasBest    bool            `json:"has_best"`

@@ -59,7 +59,7 @@ type RunOption func(*runOptions)
 // WithProgress receives progress reports (called on Distill's goroutine; keep it quick).
 func WithProgress(f func(Progress)) RunOption { return func(o *runOptions) { o.progress = f } }
 
-// WithDataset runs on preloaded data instead of loading cfg's dataset from disk.
+// WithData runs on preloaded data instead of loading cfg's dataset from disk.
 func WithData(d *Data) RunOption { return func(o *runOptions) { o.dataset = d } }
 
 // WithCheckpointDir writes checkpoints of the run's complete state into dir (created if

@@ -2,7 +2,7 @@ package labeldistill
 
 // evaluate_test.go: training and scoring fresh models (docs/ALGORITHM.md §7): chunked accuracy
 // against a direct count, the trainer's probes, determinism and cancellation, that models
-// trained on true one-hot labels fit them (LD and RR), and evaluateModels' seeding.
+// trained on true one-hot labels fit them (LD and RR), and Trainer.Test's seeding.
 
 import (
 	"context"
@@ -196,7 +196,7 @@ func TestTrainer(t *testing.T) {
 		if _, err := tr.TrainOne(cctx, 60, 5, nil); !errors.Is(err, context.Canceled) {
 			t.Errorf("rr=%v: training under a cancelled context: %v", rr, err)
 		}
-		// evaluateModels: model i is a training from subSeed(seed, purpose, i).
+		// Trainer.Test: model i is a training from train.Seed(seed, purpose, i).
 		accs, err := tr.Test(ctx, 30, 3, 9, "check", test.x, test.y)
 		if err != nil {
 			t.Fatal(err)

@@ -2,7 +2,7 @@ package labeldistill
 
 // fresh_bench_test.go: the final evaluation (§7: 20 fresh models, N = 100 base
 // examples, batch 50) trained one after another by the sequential oracle
-// (evaluateModelsSequential) and together (evaluateModels). Each iteration trains benchModels models for benchSteps steps
+// (evaluateModelsSequential) and together (train.Trainer.Test). Each iteration trains benchModels models for benchSteps steps
 // and scores them on benchTest test images (BenchmarkTrain*: training only). Metrics:
 // model-steps/s (models × steps per wall-clock second, scoring included) and
 // cpu-ms/model-step (process CPU time, steadier than wall time on a loaded machine). Real

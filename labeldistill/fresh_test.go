@@ -1,6 +1,6 @@
 package labeldistill
 
-// fresh_test.go: fresh models trained together (fresh.go) against the sequential oracle
+// fresh_test.go: fresh models trained together (labeldistill/train) against the sequential oracle
 // (sequential_test.go, trainSequential per model): same initial parameters, same minibatches, and
 // after training the same parameters (float tolerance), W and s for RR, BatchNorm running
 // statistics for ResNet, and the same accuracies.
@@ -286,7 +286,7 @@ func TestBatchedAgreement(t *testing.T) {
 	}
 }
 
-// TestBatchedEvaluateModels: evaluateModels returns what evaluateModels returns,
+// TestBatchedEvaluateModels: Trainer.Test returns what the sequential oracle returns,
 // model by model, in both body modes, with the test set scored in two blocks (2000 + 500
 // images, as accuracy scores them) and the models trained in two groups (3 + 1).
 func TestBatchedEvaluateModels(t *testing.T) {

@@ -1,6 +1,6 @@
 package labeldistill
 
-// load.go: LoadDataset, the bridge from a Config to the data package: read and verify the
+// load.go: LoadData, the bridge from a Config to the data package: read and verify the
 // target (and source) dataset, split it, select the base examples, record checksums.
 
 import (
@@ -20,7 +20,7 @@ import (
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
-// LoadDataset reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their
+// LoadData reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their
 // checksums against the registry, splits the target's train set into target set and
 // validation with the base seed (cfg.BaseSeed, default cfg.Seed), and selects the base
 // examples with the same seed: balanced from the target set within a dataset, the first N
@@ -101,7 +101,7 @@ func LoadTestSplit(cfg config.Config) (*data.Split, error) {
 }
 
 // loadOne reads and splits one dataset with the base seed. The target set is kept whole
-// (LoadDataset applies cfg.TargetSetSize after choosing the base examples); the size is
+// (LoadData applies cfg.TargetSetSize after choosing the base examples); the size is
 // only checked here, against the target dataset.
 func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
 	var raw *data.RawData

@@ -60,7 +60,7 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 
 // rrFeatureStep is §5 step 5 of the meta-step: soft-CE of s·Z·W against the (updated)
 // labels, Adam on θ and s, and W kept (detached) for the next step. (Evaluation models take
-// the same step in batchedLearner.step.)
+// the same step in train.Models.Step.)
 func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, c *torch.Chain) error {
 	featLoss := c.T(torch.SoftCrossEntropy(c.T(train.RRLogits(zb, w, l.scale)), yb))
 	if c.Err() != nil {

@@ -140,7 +140,7 @@ func accuracySequential(l *learner, x, y *torch.Tensor) (float64, error) {
 }
 
 // evaluateModelsSequential trains `models` fresh models one after another for steps each
-// and returns their accuracies (%) on (x, y). Model i starts from seed subSeed(seed,
+// and returns their accuracies (%) on (x, y). Model i starts from seed train.Seed(seed,
 // purpose, i); a diverged model gets NaN.
 func evaluateModelsSequential(ctx context.Context, tr *train.Trainer, steps, models int, seed uint64, purpose string, x, y *torch.Tensor) ([]float64, error) {
 	accs := make([]float64, 0, models)

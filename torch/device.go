@@ -83,7 +83,7 @@ func Synchronize(d Device) error {
 
 // SetAllowTF32 lets float32 matrix products (cuBLAS) and convolutions (cuDNN) use TF32
 // tensor cores on Ampere and later GPUs: faster, with about 10 bits of mantissa instead of
-// 23 in their inputs. Process-wide. ldtorch keeps it off (labeldistill.Config.AllowTF32) so
+// 23 in their inputs. Process-wide. ldtorch keeps it off (config.Config.AllowTF32) so
 // that GPU results agree with the CPU's to float32 rounding; libtorch's own defaults are
 // off for cuBLAS and on for cuDNN, and this sets both. On the CPU it is only a flag.
 func SetAllowTF32(allow bool) error {

@@ -1,6 +1,6 @@
 package config
 
-// config_check.go: Config.check, the validation of a resolved config, by group of settings.
+// check.go: Config.check, the validation of a resolved config, by group of settings.
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
 // Config: every setting of docs/ALGORITHM.md as a named, overridable field, its defaults, and
-// the resolution of "auto" values from dataset / N / method. Its checks are config_check.go,
-// JSON files config_file.go, what a resume may change config_resume.go.
+// the resolution of "auto" values from dataset / N / method. Its checks are check.go, JSON
+// files file.go, what a resume may change resume.go.
 
 package config
 

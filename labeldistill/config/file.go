@@ -1,6 +1,6 @@
 package config
 
-// config_file.go: a Config as a JSON file: writing it (MarshalIndent) and loading it
+// file.go: a Config as a JSON file: writing it (MarshalIndent) and loading it
 // (ReadFile), with unknown keys and syntax errors named by line and column.
 
 import (

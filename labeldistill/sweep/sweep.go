@@ -42,7 +42,7 @@ const (
 //	  "paper":   {"LD": {"10": "60.89 ± 3.20"}, "Baseline": {"10": "48.35 ± 3.03"}}
 //	}
 //
-// A cell's config is DefaultConfig, then "config", then its row's "set", then its
+// A cell's config is config.Default, then "config", then its row's "set", then its
 // column's "set" (keys are Config's json names, as in a --config file). Rows and columns
 // are each a list of {"label", "set"} or the shorthand {"key", "values"} (labels are the
 // values). "paper" holds the published numbers by printed row label and column label;
