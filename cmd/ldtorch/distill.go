@@ -61,7 +61,8 @@ func (e *env) distillCommand() *cli.Command {
 			"ldtorch distill --config run.json --out DIR",
 		Description: "Distils labels (docs/ALGORITHM.md), validates them every --validate-every epochs keeping the best, " +
 			"trains --eval-models fresh models on them for the test accuracy, runs the --baselines, and writes " +
-			"DIR/distilled.npz and DIR/report.json. Flag values win over LDTORCH_<FLAG> variables, which win over " +
+			"DIR/distilled.npz, DIR/distilled.pt (the same arrays for PyTorch's torch.load) and DIR/report.json. " +
+			"Flag values win over LDTORCH_<FLAG> variables, which win over " +
 			"--config, which wins over the defaults; 0 / empty values documented as auto are derived from the " +
 			"dataset and N.",
 		Flags:  flags,
@@ -501,7 +502,7 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	}
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)
-	fmt.Fprintf(w, "artifact %s (%s, %s, history %s)\n", out, artifact.DistilledFile, artifact.ReportFile, labeldistill.HistoryFile)
+	fmt.Fprintf(w, "artifact %s (%s, %s, %s, history %s)\n", out, artifact.DistilledFile, artifact.TorchFile, artifact.ReportFile, labeldistill.HistoryFile)
 }
 
 func elapsedSeconds(s float64) string {

@@ -65,10 +65,8 @@ func TestArtifactDescribesItself(t *testing.T) {
 // TestRetrainSnippetRuns runs docs/ARTIFACT.md's PyTorch snippet on an artifact (skipped
 // where python3 lacks numpy or torch).
 func TestRetrainSnippetRuns(t *testing.T) {
-	if err := exec.Command("python3", "-c", "import numpy, torch").Run(); err != nil {
-		t.Skip("python3 with numpy and torch not available (scripts/setup.sh --bench installs them)")
-	}
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "ARTIFACT.md"))
+	py := pythonTorch(t)
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ARTIFACT.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +83,7 @@ func TestRetrainSnippetRuns(t *testing.T) {
 	if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("python3", script, dir).CombinedOutput()
+	out, err := exec.Command(py, script, dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snippet failed: %v\n%s", err, out)
 	}
