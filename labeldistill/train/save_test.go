@@ -27,22 +27,27 @@ type saveCase struct {
 	arch    string
 	c, size int64
 	rr      bool
-	entries int // tensors in a state dict: parameters, buffers, num_batches_tracked, RR head
+	entries int  // tensors in a state dict: parameters, buffers, num_batches_tracked, RR head
+	grouped bool // trained in nets.BodyGrouped (a GPU's mode) instead of BodyPerModel
 }
 
-func (c saveCase) String() string { return fmt.Sprintf("%s-%dx%d-rr%v", c.arch, c.c, c.size, c.rr) }
+func (c saveCase) String() string {
+	return fmt.Sprintf("%s-%dx%d-rr%v-grouped%v", c.arch, c.c, c.size, c.rr, c.grouped)
+}
 
 func saveCases() []saveCase {
 	var cases []saveCase
 	for _, rr := range []bool{false, true} {
 		cases = append(cases,
-			saveCase{"lenet", 1, 28, rr, 10},
-			saveCase{"alexnet", 3, 32, rr, 10},
-			saveCase{"resnet", 3, 32, rr, 92}, // 47 parameters, 15 BatchNorms × 3 buffers
-			saveCase{"convnet", 1, 28, rr, 14})
+			saveCase{"lenet", 1, 28, rr, 10, false},
+			saveCase{"alexnet", 3, 32, rr, 10, false},
+			saveCase{"resnet", 3, 32, rr, 92, false}, // 47 parameters, 15 BatchNorms × 3 buffers
+			saveCase{"convnet", 1, 28, rr, 14, false})
 	}
-	// the other input shapes (padding, feature width) once
-	return append(cases, saveCase{"lenet", 3, 32, false, 10}, saveCase{"convnet", 3, 32, true, 14})
+	// the other input shapes (padding, feature width) once; models trained grouped (their
+	// parameters, BatchNorm statistics and RR heads are still each model's own)
+	return append(cases, saveCase{"lenet", 3, 32, false, 10, false}, saveCase{"convnet", 3, 32, true, 14, false},
+		saveCase{"resnet", 3, 32, false, 92, true}, saveCase{"lenet", 1, 28, true, 10, true})
 }
 
 // trainSmall trains 2 models of c for 3 steps on 6 random images of 3 classes and returns
@@ -80,6 +85,10 @@ func trainSmall(t *testing.T, c saveCase, dir string) []float64 {
 	probe := randn(10, 8, c.c, c.size, c.size)
 	probeY := must(t)(torch.FromInt64([]int64{0, 1, 2, 0, 1, 2, 0, 1}, 8))
 	tr := &Trainer{Net: net, RR: c.rr, Cfg: cfg, Images: images, Labels: labels, Batch: 4, Opt: AdamSpec(1e-3), Device: torch.CPU, Together: 1}
+	mode := nets.BodyPerModel
+	if c.grouped {
+		mode, tr.Together = nets.BodyGrouped, 2
+	}
 	var saver *ModelSaver
 	var names []string
 	var logits []*torch.Tensor
@@ -101,7 +110,7 @@ func trainSmall(t *testing.T, c saveCase, dir string) []float64 {
 			})
 		}
 	}
-	accs, err := tr.TestRange(context.Background(), 3, 0, 2, 7, "save-test", probe, probeY, nets.BodyPerModel)
+	accs, err := tr.TestRange(context.Background(), 3, 0, 2, 7, "save-test", probe, probeY, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +154,7 @@ func must(t *testing.T) func(*torch.Tensor, error) *torch.Tensor {
 // written into again.
 func TestSaveModelsKeepsResults(t *testing.T) {
 	torch.SetNumThreads(1)
-	for _, c := range []saveCase{{"lenet", 1, 28, false, 10}, {"resnet", 3, 32, true, 92}} {
+	for _, c := range []saveCase{{"lenet", 1, 28, false, 10, false}, {"resnet", 3, 32, true, 92, false}} {
 		dir := t.TempDir()
 		plain, saved := trainSmall(t, c, ""), trainSmall(t, c, dir)
 		if !slices.Equal(plain, saved) {
