@@ -51,6 +51,7 @@ type runOptions struct {
 	historyPath   string
 	group         *dist.Group
 	learn         func(*runData) ([]learnable, error) // nil: the labels (tests give others)
+	saveModels    string
 }
 
 // RunOption configures one Distill call.
@@ -82,6 +83,13 @@ func WithResume(dir string) RunOption { return func(o *runOptions) { o.resumeDir
 func WithCheckpointKeep(n int) RunOption {
 	return func(o *runOptions) { o.keep, o.keepSet = n, true }
 }
+
+// WithSaveModels keeps the final test's fresh models in dir (created if needed; it must not
+// already hold saved models): model-K.pt for each model K this process trains, PyTorch state
+// dicts of the modules in docs/ARTIFACT.md (train.ModelSaver), and models.json with every
+// model's test accuracy (written by rank 0 in a data-parallel run, whose ranks each save
+// the models they train). The models and the results are those of a run without it.
+func WithSaveModels(dir string) RunOption { return func(o *runOptions) { o.saveModels = dir } }
 
 // ValidationRecord is one early-stopping check.
 type ValidationRecord struct {
@@ -189,6 +197,12 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 			return nil, err
 		}
 	}
+	var saver *train.ModelSaver
+	if o.saveModels != "" {
+		if saver, err = train.NewModelSaver(o.saveModels); err != nil {
+			return nil, fmt.Errorf("save models: %w", err)
+		}
+	}
 	in, err := prepareRun(cfg, o)
 	if err != nil {
 		return nil, err
@@ -235,7 +249,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	}
 	res := l.result()
 	testStart := time.Now()
-	if err := l.finalTest(ctx, res); err != nil {
+	if err := l.finalTest(ctx, res, saver); err != nil {
 		return nil, err
 	}
 	if err := l.onPhase(phaseRecord{name: "test", mean: res.TestMean, std: res.TestStd, took: time.Since(testStart)}); err != nil {
@@ -280,8 +294,9 @@ func (l *loop) result() *Result {
 	}
 }
 
-// finalTest trains M fresh models (eval_arch) for the kept T on the kept values.
-func (l *loop) finalTest(ctx context.Context, res *Result) error {
+// finalTest trains M fresh models (eval_arch) for the kept T on the kept values, saving
+// them through saver when it is not nil.
+func (l *loop) finalTest(ctx context.Context, res *Result, saver *train.ModelSaver) error {
 	in := l.in
 	l.note(Progress{Phase: "test", Message: fmt.Sprintf("training %d models for %d steps", in.cfg.EvalModels, res.T)})
 	s := torch.NewScope()
@@ -292,11 +307,19 @@ func (l *loop) finalTest(ctx context.Context, res *Result) error {
 	}
 	tr := in.evalTrainer(in.evalNet, x, y)
 	tr.Progress = func(done, total int) { l.note(Progress{Phase: "test", Done: done, Total: total}) }
+	if saver != nil {
+		tr.Trained = saver.Save
+	}
 	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
 		return tr.TestRange(ctx, res.T, lo, hi, in.seed, "test", in.test.x, in.test.y, train.Mode(in.dev))
 	}, in.cfg.EvalModels)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
+	}
+	if saver != nil && l.par.rank() == 0 {
+		if err := saver.WriteManifest(in.evalNet, in.rr(), res.T, accs); err != nil {
+			return err
+		}
 	}
 	accs, res.TestDiverged = train.KeepFinite(accs)
 	if len(accs) == 0 {

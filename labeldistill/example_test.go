@@ -16,9 +16,9 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
-// bars is an MNIST-shaped task held in memory: class c is a bright horizontal bar at row
+// tenBars is an MNIST-shaped task held in memory: class c is a bright horizontal bar at row
 // 4+2c of a 28×28 image, over noise.
-func bars(n int, rng *rand.Rand) data.Split {
+func tenBars(n int, rng *rand.Rand) data.Split {
 	s := data.Split{N: n, C: 1, H: 28, W: 28, Classes: 10, Images: make([]float32, n*28*28), Labels: make([]int64, n)}
 	for i := range n {
 		c := i % 10
@@ -40,7 +40,7 @@ func bars(n int, rng *rand.Rand) data.Split {
 func ExampleDistill() {
 	rng := rand.New(rand.NewPCG(1, 2))
 	d := &labeldistill.Data{Target: "mnist", Source: "mnist", Classes: 10, Shape: [3]int64{1, 28, 28},
-		TargetSet: bars(1024, rng), Validation: bars(200, rng), Test: bars(200, rng), Base: bars(20, rng),
+		TargetSet: tenBars(1024, rng), Validation: tenBars(200, rng), Test: tenBars(200, rng), Base: tenBars(20, rng),
 		Files: map[string]string{}}
 	cfg := config.Default()
 	cfg.Method, cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch = config.MethodRR, 20, 10, 256

@@ -8,30 +8,27 @@
 // The architecture "convnet" is ConvNet-3, the default network of the dataset-distillation
 // benchmarks DC-BENCH and DD-Ranking (the ConvNet of Zhao et al.'s dataset condensation
 // code with net_width=128, net_depth=3, net_act='relu', net_norm='instancenorm',
-// net_pooling='avgpooling'). As PyTorch code, with nets' parameter names:
+// net_pooling='avgpooling'). As PyTorch code, in the reference's module layout (a features
+// Sequential of conv, norm, ReLU and pool per block, then classifier; docs/ARTIFACT.md has it
+// with the other networks, and Net.TorchNames maps nets' names to these):
 //
 //	import torch.nn as nn
-//	import torch.nn.functional as F
 //
 //	class ConvNet3(nn.Module):
 //	    def __init__(self, channels, classes, size):  # size: 28 or 32
 //	        super().__init__()
-//	        width, convs, norms, c, s = 128, [], [], channels, size
+//	        layers, c, s = [], channels, size
 //	        for d in range(3):
 //	            pad = 3 if channels == 1 and d == 0 else 1  # 1×28×28 → 32×32
-//	            convs.append(nn.Conv2d(c, width, 3, padding=pad))             # conv{d+1}
-//	            norms.append(nn.GroupNorm(width, width, affine=True))         # norm{d+1}
-//	            c, s = width, (s + 2 * pad - 2) // 2
-//	        self.convs, self.norms = nn.ModuleList(convs), nn.ModuleList(norms)
-//	        self.fc = nn.Linear(width * s * s, classes)  # 2048 inputs for 1×28×28 and 3×32×32
-//
-//	    def features(self, x):
-//	        for conv, norm in zip(self.convs, self.norms):
-//	            x = F.avg_pool2d(F.relu(norm(conv(x))), 2)
-//	        return x.flatten(1)
+//	            layers += [nn.Conv2d(c, 128, 3, padding=pad),       # conv{d+1} = features.{4d}
+//	                       nn.GroupNorm(128, 128, affine=True),     # norm{d+1} = features.{4d+1}
+//	                       nn.ReLU(), nn.AvgPool2d(2)]
+//	            c, s = 128, (s + 2 * pad - 2) // 2
+//	        self.features = nn.Sequential(*layers)
+//	        self.classifier = nn.Linear(128 * s * s, classes)  # fc; 2048 inputs for 1×28×28 and 3×32×32
 //
 //	    def forward(self, x):
-//	        return self.fc(self.features(x))
+//	        return self.classifier(self.features(x).flatten(1))
 //
 // Instance normalisation is GroupNorm with one group per channel (eps 1e-5, γ = 1 and β = 0
 // at start): each sample's channel is normalised by its own mean and biased variance over

@@ -40,15 +40,33 @@ import (
 // of NUL bytes; every tensor must be live. The values are copied to the CPU and detached.
 func SavePickle(path string, names []string, tensors []*Tensor) error {
 	const op = "save_pickle"
+	data, err := encodePickle(op, path+": ", names, tensors)
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(path, data); err != nil {
+		return &Error{Op: op, Msg: path + ": " + err.Error(), err: err}
+	}
+	return nil
+}
+
+// EncodePickle returns the bytes SavePickle would write (for a caller that writes them
+// itself, or needs their checksum).
+func EncodePickle(names []string, tensors []*Tensor) ([]byte, error) {
+	return encodePickle("encode_pickle", "", names, tensors)
+}
+
+// encodePickle is EncodePickle with op and a prefix for its error messages (the file's name).
+func encodePickle(op, where string, names []string, tensors []*Tensor) ([]byte, error) {
 	if len(names) != len(tensors) {
-		return errorf(op, fmt.Sprintf("%s: %d names for %d tensors", path, len(names), len(tensors)))
+		return nil, errorf(op, fmt.Sprintf("%s%d names for %d tensors", where, len(names), len(tensors)))
 	}
 	seen := make(map[string]bool, len(names))
 	lens := make([]int64, len(names))
 	var joined strings.Builder
 	for i, n := range names {
 		if n == "" || seen[n] || strings.IndexByte(n, 0) >= 0 {
-			return errorf(op, fmt.Sprintf("%s: names must be non-empty, unique and without NUL bytes, got %q", path, n))
+			return nil, errorf(op, fmt.Sprintf("%snames must be non-empty, unique and without NUL bytes, got %q", where, n))
 		}
 		seen[n] = true
 		lens[i] = int64(len(n))
@@ -57,7 +75,7 @@ func SavePickle(path string, names []string, tensors []*Tensor) error {
 	hs, err := handles(op, tensors)
 	if err != nil {
 		e := err.(*Error)
-		return &Error{Op: op, Msg: path + ": " + e.Msg, freed: e.freed}
+		return nil, &Error{Op: op, Msg: where + e.Msg, freed: e.freed}
 	}
 	var cnames *C.char
 	if joined.Len() > 0 {
@@ -67,14 +85,11 @@ func SavePickle(path string, names []string, tensors []*Tensor) error {
 	var n C.int64_t
 	e := C.ldt_pickle_save(cnames, int64Ptr(lens), handlePtr(hs), C.int(len(hs)), &buf, &n)
 	if err := cerr(op, e); err != nil {
-		err.(*Error).Msg = path + ": " + err.(*Error).Msg
-		return err
+		err.(*Error).Msg = where + err.(*Error).Msg
+		return nil, err
 	}
 	defer C.ldt_free_buffer(buf)
-	if err := atomicfile.WriteFile(path, unsafe.Slice((*byte)(buf), int(n))); err != nil {
-		return &Error{Op: op, Msg: path + ": " + err.Error(), err: err}
-	}
-	return nil
+	return bytes.Clone(unsafe.Slice((*byte)(buf), int(n))), nil
 }
 
 // LoadPickle reads a file of libtorch's pickle format holding a dict of tensors (SavePickle's,

@@ -27,6 +27,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
@@ -50,6 +51,7 @@ func (e *env) distillCommand() *cli.Command {
 		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder) with its own settings; " +
 			"flags given beside it must agree, except more --epochs (extends the run, also a finished one), --threads, --device, --data-dir, --out, --checkpoint-every and --quiet", Category: catRun},
 		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed", Category: catRun},
+		&cli.StringFlag{Name: "save-models", Usage: "keep the final test's trained models in `DIR` as model-K.pt (PyTorch state dicts of docs/ARTIFACT.md's modules) with models.json", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "run as `N` data-parallel processes on this machine (c10d Gloo over 127.0.0.1; each rank gets OMP_NUM_THREADS=1 unless set). " +
 			"Under torchrun --no_python (or with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set) this process is one rank and --nproc may be left out", Category: catSystem},
@@ -61,7 +63,8 @@ func (e *env) distillCommand() *cli.Command {
 			"ldtorch distill --config run.json --out DIR",
 		Description: "Distils labels (docs/ALGORITHM.md), validates them every --validate-every epochs keeping the best, " +
 			"trains --eval-models fresh models on them for the test accuracy, runs the --baselines, and writes " +
-			"DIR/distilled.npz and DIR/report.json. Flag values win over LDTORCH_<FLAG> variables, which win over " +
+			"DIR/distilled.npz, DIR/distilled.pt (the same arrays for PyTorch's torch.load) and DIR/report.json. " +
+			"Flag values win over LDTORCH_<FLAG> variables, which win over " +
 			"--config, which wins over the defaults; 0 / empty values documented as auto are derived from the " +
 			"dataset and N.",
 		Flags:  flags,
@@ -280,6 +283,10 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 			os.Remove(p)
 		}
 	}
+	saveModels, err := saveModelsFlag(c)
+	if err != nil {
+		return err
+	}
 	if overwrite && cfg.CheckpointEvery >= 0 {
 		removeOldCkpts() // the new run's checkpoints must not mix with them
 	}
@@ -306,6 +313,9 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	opts = append(opts, labeldistill.WithHistory(filepath.Join(cfg.Out, labeldistill.HistoryFile)))
 	if resuming {
 		opts = append(opts, labeldistill.WithResume(c.String("resume")))
+	}
+	if saveModels != "" {
+		opts = append(opts, labeldistill.WithSaveModels(saveModels))
 	}
 	if rank.group != nil {
 		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
@@ -342,10 +352,29 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		removeOldCkpts() // they belong to the run the new artifact replaced
 	}
 	printSummary(e.stdout, res, cfg.Out)
+	if saveModels != "" {
+		fmt.Fprintf(e.stdout, "final test models saved in %s (model-K.pt, %s)\n", saveModels, train.ManifestFile)
+	}
 	if c.Bool("report") {
 		return writeReport(e.stdout, cfg.Out, "")
 	}
 	return nil
+}
+
+// saveModelsFlag is --save-models DIR, checked (train.NewModelSaver: created, writable, not
+// holding saved models) before the run starts; "" when not given.
+func saveModelsFlag(c *cli.Context) (string, error) {
+	dir := c.String("save-models")
+	if !c.IsSet("save-models") {
+		return "", nil
+	}
+	if dir == "" {
+		return "", usageErrorf("--save-models needs a folder")
+	}
+	if _, err := train.NewModelSaver(dir); err != nil {
+		return "", usageErrorf("--save-models %s: %v", dir, err)
+	}
+	return dir, nil
 }
 
 // divergedMessage names the flag of a DivergedError's setting.
@@ -501,7 +530,7 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	}
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)
-	fmt.Fprintf(w, "artifact %s (%s, %s, history %s)\n", out, artifact.DistilledFile, artifact.ReportFile, labeldistill.HistoryFile)
+	fmt.Fprintf(w, "artifact %s (%s, %s, %s, history %s)\n", out, artifact.DistilledFile, artifact.TorchFile, artifact.ReportFile, labeldistill.HistoryFile)
 }
 
 func elapsedSeconds(s float64) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -27,7 +28,7 @@ func (e *env) evaluateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "evaluate",
 		Usage:     "train fresh models on distilled labels and report their test accuracy",
-		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--json]",
+		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--save-models DIR] [--json]",
 		Description: "Reads DIR/distilled.npz and DIR/report.json (written by ldtorch distill), trains --models fresh " +
 			"models on the distilled images and labels and scores them on the target dataset's test split. " +
 			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder.",
@@ -47,6 +48,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the artifact's data_dir)", EnvVars: ev("data-dir")},
 			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, only for artifacts without report.json", EnvVars: ev("dataset")},
 			&cli.Int64Flag{Name: "seed", Usage: "`SEED` of the models' initialisation and batches (default: the artifact's seed)", EnvVars: ev("seed")},
+			&cli.StringFlag{Name: "save-models", Usage: "keep the trained models in `DIR` as model-K.pt (PyTorch state dicts of docs/ARTIFACT.md's modules) with models.json", EnvVars: ev("save-models")},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: ev("quiet")},
 		},
@@ -73,7 +75,10 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	ec := artifact.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
 		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), Seed: c.Int64("seed"),
-		Device: c.String("device"), Dataset: c.String("dataset"), AllowTF32: c.Bool("allow-tf32")}
+		Device: c.String("device"), Dataset: c.String("dataset"), AllowTF32: c.Bool("allow-tf32"), SaveModels: c.String("save-models")}
+	if c.IsSet("save-models") && ec.SaveModels == "" {
+		return usageErrorf("--save-models needs a folder")
+	}
 	if c.IsSet("rr") {
 		rr := c.Bool("rr")
 		ec.RR = &rr
@@ -202,6 +207,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: %s%s, %s lr %g, %d steps, %d models\n", dir, res.Arch, rr, res.Optimizer, res.LR, res.Steps, len(res.Accuracies))
 	fmt.Fprintf(e.stdout, "test accuracy %.2f%% ± %.2f (population std over %d models)\n", res.Mean, res.Std, len(res.Accuracies))
+	if ec.SaveModels != "" {
+		fmt.Fprintf(e.stdout, "models saved in %s (model-K.pt, %s)\n", ec.SaveModels, train.ManifestFile)
+	}
 	if res.Diverged > 0 {
 		fmt.Fprintf(e.stdout, "warning: %d of %d models diverged (non-finite parameters; --lr %g) and are left out of the accuracy above\n", res.Diverged, res.Diverged+len(res.Accuracies), res.LR)
 	}

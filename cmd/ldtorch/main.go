@@ -196,13 +196,14 @@ func (e *env) newApp() *cli.App {
 		OnUsageError:         onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q (commands: distill, evaluate, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
+				return usageErrorf("unknown command %q (commands: distill, evaluate, export, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
 		Commands: []*cli.Command{
 			e.distillCommand(),
 			e.evaluateCommand(),
+			e.exportCommand(),
 			e.dataCommand(),
 			e.versionCommand(),
 			e.benchCommand(),

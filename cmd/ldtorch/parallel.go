@@ -213,7 +213,14 @@ func (e *env) distillRank(c *cli.Context, cfg config.Config, rank rankInfo) erro
 		}
 		opts = append(opts, labeldistill.WithResume(c.String("resume")))
 	}
-	_, err := labeldistill.Distill(c.Context, cfg, opts...)
+	saveModels, err := saveModelsFlag(c)
+	if err != nil {
+		return err
+	}
+	if saveModels != "" {
+		opts = append(opts, labeldistill.WithSaveModels(saveModels))
+	}
+	_, err = labeldistill.Distill(c.Context, cfg, opts...)
 	if err != nil {
 		g.Abort(err)
 		if c.Context.Err() != nil {

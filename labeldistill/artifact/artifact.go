@@ -1,6 +1,7 @@
 // Package artifact is what a distillation leaves in its output folder, written atomically
 // (temp file, fsync, rename): distilled.npz (images, labels, base_indices, base_classes;
-// numpy.load reads it) and report.json (the run's record, labeldistill.Record, with what a
+// numpy.load reads it), distilled.pt (the same arrays as a dict of tensors; torch.load
+// reads it) and report.json (the run's record, labeldistill.Record, with what a
 // reader needs to use the data: class names, normalisation, the training recipe). Read
 // validates both before anything trains on them; Evaluate trains fresh models on an
 // artifact (`ldtorch evaluate`, the studies).
@@ -93,11 +94,15 @@ type Report struct {
 	Distilled *DistilledFacts `json:"distilled,omitempty"`
 }
 
-// DistilledFacts identify a distilled.npz: its SHA-256 and its arrays' shapes.
+// DistilledFacts identify a distilled.npz: its SHA-256 and its arrays' shapes, and the
+// distilled.pt written with it.
 type DistilledFacts struct {
 	SHA256  string `json:"sha256"`
 	Images  []int  `json:"images_shape"` // N, C, H, W
 	Classes int    `json:"classes"`
+	// TorchSHA256 is the SHA-256 of distilled.pt (TorchFile); absent in reports written
+	// before it was added.
+	TorchSHA256 string `json:"pt_sha256,omitempty"`
 }
 
 // recipe is the fresh-model training of cfg for T steps.
@@ -156,8 +161,10 @@ func NewReport(res *labeldistill.Result) *Report {
 	}
 }
 
-// Write writes res's distilled.npz and report.json into dir (created if needed). Each file
-// is replaced atomically, so an earlier artifact survives any failure intact. Labels that
+// Write writes res's distilled.npz, distilled.pt and report.json into dir (created if
+// needed). Each file is replaced atomically, and the report, which names the other two by
+// their SHA-256, comes last: an earlier artifact survives any failure intact or is refused
+// by Read, never mixed. Labels that
 // are not finite are refused.
 func Write(dir string, res *labeldistill.Result) error {
 	n, classes := int(res.BaseShape[0]), res.Classes
@@ -204,12 +211,21 @@ func Write(dir string, res *labeldistill.Result) error {
 	if err := npz.Write(&npzBytes, members); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
+	// distilled.npz, distilled.pt, then the report naming both: a run stopped in between
+	// leaves files that the earlier report refuses.
 	if err := writeFile(filepath.Join(dir, DistilledFile), npzBytes.Bytes()); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
+	pt, err := encodeTorch(members)
+	if err != nil {
+		return fmt.Errorf("artifact: %s: %w", TorchFile, err)
+	}
+	if err := writeFile(filepath.Join(dir, TorchFile), pt); err != nil {
+		return fmt.Errorf("artifact: %w", err)
+	}
 	rep := NewReport(res)
-	sum := sha256.Sum256(npzBytes.Bytes())
-	rep.Distilled = &DistilledFacts{SHA256: hex.EncodeToString(sum[:]), Images: shape, Classes: classes}
+	sum, ptSum := sha256.Sum256(npzBytes.Bytes()), sha256.Sum256(pt)
+	rep.Distilled = &DistilledFacts{SHA256: hex.EncodeToString(sum[:]), Images: shape, Classes: classes, TorchSHA256: hex.EncodeToString(ptSum[:])}
 	js, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
 		return fmt.Errorf("artifact: report: %w", err)
@@ -235,6 +251,10 @@ type Artifact struct {
 	BaseIndices []int64
 	BaseClasses []int64 // nil in artifacts before schema 2
 	Report      *Report // nil when report.json is absent
+	// HasTorchFile: dir holds distilled.pt (TorchFile), verified against the report or,
+	// where the report does not name it, against distilled.npz.
+	HasTorchFile bool
+	arrays       []*npz.Array // distilled.npz's members, in file order
 }
 
 // Read reads and validates an output folder: shapes must agree, labels must be
@@ -317,6 +337,12 @@ func Read(dir string) (*Artifact, error) {
 			return nil, err
 		}
 		a.Report = &rep
+	}
+	for _, name := range arc.Names() {
+		a.arrays = append(a.arrays, arc.Get(name))
+	}
+	if a.HasTorchFile, err = checkTorchFile(dir, len(raw), a.arrays, a.Report); err != nil {
+		return nil, err
 	}
 	return a, nil
 }

@@ -65,16 +65,7 @@ func TestArtifactDescribesItself(t *testing.T) {
 // TestRetrainSnippetRuns runs docs/ARTIFACT.md's PyTorch snippet on an artifact (skipped
 // where python3 lacks numpy or torch).
 func TestRetrainSnippetRuns(t *testing.T) {
-	python := ""
-	for _, py := range []string{"python3", "/usr/bin/python3"} { // the system's, when another comes first
-		if exec.Command(py, "-c", "import numpy, torch").Run() == nil {
-			python = py
-			break
-		}
-	}
-	if python == "" {
-		t.Skip("python3 with numpy and torch not available (scripts/setup.sh --bench installs them)")
-	}
+	py := pythonTorch(t)
 	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "ARTIFACT.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +83,7 @@ func TestRetrainSnippetRuns(t *testing.T) {
 	if err := os.WriteFile(script, []byte(code), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(python, script, dir).CombinedOutput()
+	out, err := exec.Command(py, script, dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("snippet failed: %v\n%s", err, out)
 	}

@@ -41,6 +41,11 @@ type EvalConfig struct {
 	// Progress, when set, hears how much of the work is done (training steps and scoring
 	// blocks of all the models, in arbitrary units: done of total).
 	Progress func(done, total int)
+	// SaveModels, when set, is a folder (created if needed) that keeps the trained models:
+	// model-K.pt, PyTorch state dicts of the modules in docs/ARTIFACT.md, and models.json
+	// (train.SavedModels, with each model's test accuracy). A folder already holding saved
+	// models is refused (a *FieldError naming "save-models").
+	SaveModels string
 }
 
 // EvalDataConfig returns the configuration art's fresh models are trained and tested under
@@ -204,9 +209,21 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	}
 	tr := &train.Trainer{Net: net, RR: *ec.RR, Cfg: cfg, Images: images, Labels: table, Batch: ec.Batch,
 		Opt: train.OptSpec{Kind: ec.Optimizer, LR: ec.LR, Momentum: ec.Momentum}, Device: dev, Progress: ec.Progress}
+	var saver *train.ModelSaver
+	if ec.SaveModels != "" {
+		if saver, err = train.NewModelSaver(ec.SaveModels); err != nil {
+			return nil, config.NewFieldError("save-models", err)
+		}
+		tr.Trained = saver.Save
+	}
 	accs, err := tr.Test(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", x, y)
 	if err != nil {
 		return nil, err
+	}
+	if saver != nil {
+		if err := saver.WriteManifest(net, *ec.RR, ec.Steps, accs); err != nil {
+			return nil, err
+		}
 	}
 	accs, diverged := train.KeepFinite(accs)
 	if len(accs) == 0 {

@@ -38,6 +38,7 @@ type Models struct {
 	SOpt    *torch.Adam       // RR only, over scale
 	Cfg     config.Config
 	OnBlock func(block int) // when set, told of each scored block (progress)
+	steps   int             // training steps taken (Step calls): BatchNorm's num_batches_tracked
 }
 
 // NewModels initialises len(seeds) models, model i from torch.NewGenerator(seeds[i])
@@ -148,6 +149,7 @@ func (l *Models) Close() {
 // Step is one training step of every model on fixed labels (soft-CE for LD; §5 steps 1–3
 // and 5 for RR): idx holds M·batch base indices, model m's at [m·batch, (m+1)·batch).
 func (l *Models) Step(baseX, table, idx *torch.Tensor, batch int64) error {
+	l.steps++
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain

@@ -51,6 +51,10 @@ type Trainer struct {
 	// Together is how many models TestRange trains together (0: MaxTogether); 1 trains
 	// them one after another (the bench's comparison).
 	Together int
+	// Trained, when set, is called by TestRange with each group of models it has trained
+	// and scored, before they are freed: l's model j is model first+j (seeded
+	// Seed(seed, purpose, first+j)). It must not change them (ModelSaver.Save saves them).
+	Trained func(first int, l *Models) error
 }
 
 // reportSteps sets onStep to report progress over total steps (when progress is set) and
@@ -178,6 +182,9 @@ func (tr *Trainer) TestRange(ctx context.Context, steps, lo, hi int, seed uint64
 		var diverged []bool
 		if err == nil {
 			diverged, err = l.Diverged()
+		}
+		if err == nil && tr.Trained != nil {
+			err = tr.Trained(first, l)
 		}
 		l.Close()
 		if err != nil {
