@@ -543,6 +543,22 @@ func (c Config) LearnsImages() bool {
 	return c.Method == MethodDD || c.Learn == LearnImages || c.Learn == LearnBoth
 }
 
+// MethodName is how summaries and figures name what a run of the (resolved) configuration
+// distils: "LD", "LD RR", the paper's "Our DD" and "Our DD RR" (learnt images), "LD + images"
+// and "LD RR + images" (both), "DD" (method dd).
+func (c Config) MethodName() string {
+	name := pick(c.Method == MethodRR, "LD RR", "LD")
+	switch {
+	case c.Method == MethodDD:
+		return "DD"
+	case c.Learn == LearnImages:
+		return pick(c.Method == MethodRR, "Our DD RR", "Our DD")
+	case c.Learn == LearnBoth:
+		return name + " + images"
+	}
+	return name
+}
+
 // DDUnrolledSteps is the number of unrolled inner steps of method dd, each with its own
 // learnt step size: dd_steps × dd_epochs (0 for other methods).
 func (c Config) DDUnrolledSteps() int { return c.DDSteps * c.DDEpochs }
