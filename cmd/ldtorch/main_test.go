@@ -19,7 +19,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
 )
 
 // Most tests call the CLI in-process (runContext, the binary's own entry point, with
