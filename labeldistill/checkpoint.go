@@ -8,7 +8,8 @@ package labeldistill
 //
 // Members (after meta, in this order):
 //
-//	<learnable>                float32  each learnt value ("labels": N×C, the current table)
+//	<learnable>                float32  each learnt value ("labels": N×C, the current table;
+//	                                    "images": N×C×H×W pixels; "dd.images", "dd.step_raw")
 //	<learnable>.exp_avg, .exp_avg_sq    its Adam moments
 //	param.<name>               float32  model parameters (the RR body under rr)
 //	param.<name>.exp_avg, .exp_avg_sq   their Adam moments
@@ -16,6 +17,7 @@ package labeldistill
 //	rr.w, rr.scale, rr.scale.exp_avg, rr.scale.exp_avg_sq   (rr only)
 //	best_labels                float32  N×C, the labels kept by validation (when one ran)
 //	best_images                float32  N×C×H×W, the images kept, when a learnable changes them
+//	best_step_lrs              float32  T, method dd's kept step sizes
 //	epoch_order                int64    the epoch's permutation of the target set (mid-epoch only)
 //	rng.go_pcg                 uint8    math/rand/v2 PCG state (MarshalBinary)
 //	rng.torch                  uint8    the torch generator's state (model re-initialisation)
@@ -198,6 +200,8 @@ func (l *loop) arrayStates(pos position) []arrayState {
 			func(m *checkpointMeta) bool { return m.HasBest }),
 		keptArray("best_images", &l.best.images, []int{ds.Base.N, int(s[0]), int(s[1]), int(s[2])}, pos.step,
 			func(m *checkpointMeta) bool { return false }), // optional: loaded when present (see restore)
+		keptArray("best_step_lrs", &l.best.lrs, []int{l.T()}, pos.step,
+			func(m *checkpointMeta) bool { return m.HasBest && l.dd != nil }),
 		{
 			// The epoch's order of target examples, needed only mid-epoch.
 			name: "epoch_order",

@@ -155,6 +155,9 @@ type Result struct {
 	// target's within a dataset).
 	BaseClasses []int64
 	Labels      []float32 // the kept (best-validation) labels, N×classes
+	// StepLRs are method dd's kept step sizes, one per unrolled step (nil otherwise): fresh
+	// models train on the images in their fixed order with these steps.
+	StepLRs []float32
 }
 
 // Distill learns labels for the base examples of cfg and evaluates them. It returns an
@@ -266,9 +269,12 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 func (l *loop) result() *Result {
 	ds := l.in.ds
 	s := ds.Shape
-	images := ds.Base.Images
+	images, indices, classes := ds.Base.Images, ds.BaseIndices, ds.Base.Labels
 	if l.best.images != nil {
 		images = l.best.images
+	}
+	if l.dd != nil { // its images are laid out class by class, and come from no base example
+		indices, classes = nil, l.dd.classes
 	}
 	return &Result{
 		Record: Record{
@@ -288,9 +294,10 @@ func (l *loop) result() *Result {
 		Classes:     ds.Classes,
 		BaseShape:   [4]int64{int64(ds.Base.N), s[0], s[1], s[2]},
 		BaseImages:  images,
-		BaseIndices: ds.BaseIndices,
-		BaseClasses: ds.Base.Labels,
+		BaseIndices: indices,
+		BaseClasses: classes,
 		Labels:      l.best.labels,
+		StepLRs:     l.best.lrs,
 	}
 }
 
@@ -305,7 +312,7 @@ func (l *loop) finalTest(ctx context.Context, res *Result, saver *train.ModelSav
 	if err != nil {
 		return err
 	}
-	tr := in.evalTrainer(in.evalNet, x, y)
+	tr := l.freshTrainer(in.evalNet, x, y, l.best.lrs)
 	tr.Progress = func(done, total int) { l.note(Progress{Phase: "test", Done: done, Total: total}) }
 	if saver != nil {
 		tr.Trained = saver.Save

@@ -192,6 +192,9 @@ func ReadBaseIndices(path string) ([]int64, error) {
 		if len(arr.Shape) != 1 {
 			return nil, fmt.Errorf("%s: base indices must be a 1-d array, got shape %v", path, arr.Shape)
 		}
+		if arr.Shape[0] == 0 {
+			return nil, fmt.Errorf("%s: its base_indices are empty: an artifact of learnt images (method dd) names no real base examples", path)
+		}
 		switch v := arr.Data.(type) {
 		case []int64:
 			return v, nil

@@ -16,7 +16,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -27,6 +29,7 @@ type loop struct {
 	fixed     *torch.Tensor // the base examples' one-hot true labels where nothing learns labels
 	model     *learner
 	method    metaMethod
+	dd        *ddData // method dd's learnable (its step sizes train fresh models); nil otherwise
 	rand      randomState
 	tracker   *ResetTracker
 	pos       position
@@ -62,6 +65,7 @@ type randomState struct {
 type kept struct {
 	images []float32 // nil: the base images themselves (no learnable changes them)
 	labels []float32 // nil before the first kept validation
+	lrs    []float32 // method dd's step sizes; nil otherwise
 	record ValidationRecord
 }
 
@@ -93,10 +97,7 @@ func newLoop(in *runData, par *parallel, learn func(*runData) ([]learnable, erro
 		l.method = rrStep
 	}
 	if learn == nil {
-		learn = func(in *runData) ([]learnable, error) {
-			y, err := newLabels(in.ds.Base.N, in.ds.Classes, in.cfg, in.dev)
-			return []learnable{y}, err
-		}
+		learn = configLearnables
 	}
 	var err error
 	if l.learnt, err = learn(in); err != nil {
@@ -110,13 +111,58 @@ func newLoop(in *runData, par *parallel, learn func(*runData) ([]learnable, erro
 		l.close()
 		return nil, err
 	}
-	if l.model, err = newLearner(in.net, in.rr(), in.cfg, train.AdamSpec(in.cfg.ModelLR), l.rand.gen, in.dev); err != nil {
+	net := in.net
+	if in.cfg.Method == config.MethodDD {
+		net = net.XavierInit() // Wang et al.'s initialisation (§12)
+	}
+	if l.model, err = newLearner(net, in.rr(), in.cfg, train.AdamSpec(in.cfg.ModelLR), l.rand.gen, in.dev); err != nil {
 		l.close()
 		return nil, err
+	}
+	for _, v := range l.learnt {
+		if dd, ok := v.(*ddData); ok {
+			l.dd = dd
+			l.method = ddMethod(dd, func() *torch.Generator { return l.rand.gen }, in.cfg.DDBackward)
+		}
 	}
 	l.rand.pcg = newRunPCG(in.seed)
 	l.rand.rng = rand.New(l.rand.pcg)
 	return l, nil
+}
+
+// configLearnables are what the run's configuration learns (Config.Learn): the labels, the
+// images, or both (the labels first, so that the history's gradient statistics stay the
+// labels').
+func configLearnables(in *runData) ([]learnable, error) {
+	if in.cfg.Method == config.MethodDD {
+		v, err := newRunDD(in)
+		if err != nil {
+			return nil, err
+		}
+		return []learnable{v}, nil
+	}
+	var out []learnable
+	if in.cfg.Learn == config.LearnLabels || in.cfg.Learn == config.LearnBoth {
+		y, err := newLabels(in.ds.Base.N, in.ds.Classes, in.cfg, in.dev)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, y)
+	}
+	if in.cfg.Learn == config.LearnImages || in.cfg.Learn == config.LearnBoth {
+		x, err := newRunImages(in)
+		if err != nil {
+			for _, v := range out {
+				v.close()
+			}
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	if len(out) == 0 {
+		return nil, config.FieldErrorf("learn", "unknown value %q (want labels, images or both)", in.cfg.Learn)
+	}
+	return out, nil
 }
 
 // fixLabels gives the base batch the base examples' one-hot true labels when no learnable
@@ -169,8 +215,14 @@ func (l *loop) close() {
 // wallSeconds is the run's wall time so far, including the runs it resumes.
 func (l *loop) wallSeconds() float64 { return l.clock.priorWall + time.Since(l.clock.start).Seconds() }
 
-// T is the number of steps fresh models train for (§6); at least 1.
-func (l *loop) T() int { return max(1, l.tracker.T()) }
+// T is the number of steps fresh models train for (§6; method dd: its unrolled steps, §12);
+// at least 1.
+func (l *loop) T() int {
+	if l.dd != nil {
+		return l.dd.unrolled()
+	}
+	return max(1, l.tracker.T())
+}
 
 // stepsPerEpoch is the number of meta-steps (outer batches) of an epoch.
 func (l *loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N, l.in.cfg.OuterBatch) }
@@ -446,7 +498,8 @@ func (l *loop) read() error {
 		}
 		latest := i == len(pending)-1
 		l.last.loss, l.last.err = st.LabelLoss, st.Error
-		if l.tracker.Observe(st.Error) {
+		// Method dd's network is initialised afresh at every meta-step: no reset rule.
+		if l.dd == nil && l.tracker.Observe(st.Error) {
 			if !latest {
 				return fmt.Errorf("labeldistill: internal error: a model reset at meta-step %d, before the latest unread step %d", p.step, l.pos.step)
 			}
@@ -499,7 +552,13 @@ func (l *loop) validate(ctx context.Context, epoch int) error {
 		return err
 	}
 	T := l.T()
-	m, err := l.in.evalTrainer(l.in.net, x, y).TrainOne(ctx, T, train.Seed(l.in.seed, "validation", epoch), nil)
+	var lrs []float32
+	if l.dd != nil {
+		if lrs, err = l.dd.stepSizes(); err != nil {
+			return err
+		}
+	}
+	m, err := l.freshTrainer(l.in.net, x, y, lrs).TrainOne(ctx, T, train.Seed(l.in.seed, "validation", epoch), nil)
 	if err != nil {
 		return fmt.Errorf("validation after epoch %d: %w", epoch, err)
 	}
@@ -525,7 +584,7 @@ func (l *loop) validate(ctx context.Context, epoch int) error {
 		if l.best.labels, err = y.Float32s(); err != nil {
 			return err
 		}
-		l.best.images = nil
+		l.best.images, l.best.lrs = nil, lrs
 		if x != l.in.base.x {
 			if l.best.images, err = x.Float32s(); err != nil {
 				return err
@@ -534,6 +593,18 @@ func (l *loop) validate(ctx context.Context, epoch int) error {
 		l.best.record = rec
 	}
 	return nil
+}
+
+// freshTrainer trains fresh models of net on (x, y) with the run's recipe: Adam on random
+// minibatches, or method dd's: Wang et al.'s initialisation and the schedule with the step
+// sizes lrs.
+func (l *loop) freshTrainer(net *nets.Net, x, y *torch.Tensor, lrs []float32) *train.Trainer {
+	if l.dd == nil {
+		return l.in.evalTrainer(net, x, y)
+	}
+	tr := l.in.evalTrainer(net.XavierInit(), x, y)
+	tr.Schedule = l.dd.schedule(lrs)
+	return tr
 }
 
 // note tells the observers a message (warnings, checkpoints written, resumes).

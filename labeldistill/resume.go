@@ -56,6 +56,9 @@ func readCheckpoint(path string) (*checkpoint.File, *checkpointMeta, error) {
 	if err := f.Meta(&m); err != nil {
 		return nil, nil, err
 	}
+	if m.Config.Learn == "" { // written before learn existed: its run learnt labels
+		m.Config.Learn = config.LearnLabels
+	}
 	return f, &m, nil
 }
 
@@ -206,9 +209,13 @@ func (l *loop) restore(f *checkpoint.File, m *checkpointMeta) error {
 	if err := json.Unmarshal(m.Tracker, &tr); err != nil {
 		return err
 	}
-	if tr.Window() != cfg.ResetWindow || tr.MeanOfLast() != cfg.ResetMeanOfLast || tr.TotalSteps() != m.Step {
+	observed := m.Step
+	if l.dd != nil {
+		observed = 0 // method dd has no reset rule
+	}
+	if tr.Window() != cfg.ResetWindow || tr.MeanOfLast() != cfg.ResetMeanOfLast || tr.TotalSteps() != observed {
 		return fmt.Errorf("reset tracker (window %d, mean of last %d, %d steps) does not match the run (%d, %d, %d steps)",
-			tr.Window(), tr.MeanOfLast(), tr.TotalSteps(), cfg.ResetWindow, cfg.ResetMeanOfLast, m.Step)
+			tr.Window(), tr.MeanOfLast(), tr.TotalSteps(), cfg.ResetWindow, cfg.ResetMeanOfLast, observed)
 	}
 	model := l.model
 	if len(m.Params) != len(model.specs) || len(m.Buffers) != len(l.in.net.Buffers) {
@@ -233,7 +240,7 @@ func (l *loop) restore(f *checkpoint.File, m *checkpointMeta) error {
 			return err
 		}
 	}
-	l.best.labels, l.best.images, l.order = nil, nil, nil
+	l.best.labels, l.best.images, l.best.lrs, l.order = nil, nil, nil, nil
 	for _, st := range l.arrayStates(position{m.Step, m.Epoch, m.NextBatch}) {
 		a, err := f.Array(st.name)
 		if !st.needed(m) && err != nil {

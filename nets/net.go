@@ -20,6 +20,16 @@ type Net struct {
 	Body       []ParamSpec  // feature-extractor parameters, in order
 	Buffers    []BufferSpec // BatchNorm running statistics (resnet only)
 	body       body         // written once over layers (layers.go)
+	xavier     bool         // Head's weights Xavier-normal, bias zero (XavierInit)
+}
+
+// XavierInit is a copy of n whose conv and linear weights start Xavier-normal and biases
+// at zero (XavierSpecs): the initialisation of Wang et al.'s dataset distillation.
+func (n *Net) XavierInit() *Net {
+	x := *n
+	x.Body = XavierSpecs(n.Body)
+	x.xavier = true
+	return &x
 }
 
 // Archs lists the architecture names New accepts.
@@ -44,7 +54,13 @@ func New(arch string, c, h, w, classes int64) (*Net, error) {
 }
 
 // Head is the final linear layer's parameters (FeatureDim → Classes).
-func (n *Net) Head() []ParamSpec { return linearSpecs("fc", n.Classes, n.FeatureDim) }
+func (n *Net) Head() []ParamSpec {
+	h := linearSpecs("fc", n.Classes, n.FeatureDim)
+	if n.xavier {
+		h = XavierSpecs(h)
+	}
+	return h
+}
 
 // Params is Body followed by Head: the full classifier's parameters.
 func (n *Net) Params() []ParamSpec {

@@ -674,3 +674,43 @@ func TestInitDistribution(t *testing.T) {
 	torch.FreeAll(params)
 	torch.FreeAll(bufs)
 }
+
+// TestXavierInit: XavierInit's LeNet starts with Xavier-normal weights, std
+// √(2/(fan_in + fan_out)) from the shape (conv: in·k·k and out·k·k), and zero biases; the
+// network it came from keeps PyTorch's default.
+func TestXavierInit(t *testing.T) {
+	scoped(t)
+	n := need[*Net](t)(New("lenet", 1, 28, 28, 10))
+	x := n.XavierInit()
+	if n.Params()[0].Init != InitUniformFanIn || n.Head()[0].Init != InitUniformFanIn {
+		t.Fatal("XavierInit changed the original network's specs")
+	}
+	specs := x.Params()
+	gen := need[*torch.Generator](t)(torch.NewGenerator(33))
+	params := need[[]*torch.Tensor](t)(InitParams(specs, gen, torch.CPU, torch.Float))
+	gen.Close()
+	defer torch.FreeAll(params)
+	wantStd := map[string]float64{
+		"conv1.weight": math.Sqrt(2.0 / (25 + 150)), "conv2.weight": math.Sqrt(2.0 / (150 + 400)),
+		"fc1.weight": math.Sqrt(2.0 / (400 + 120)), "fc2.weight": math.Sqrt(2.0 / (120 + 84)), "fc.weight": math.Sqrt(2.0 / (84 + 10)),
+	}
+	for i, s := range specs {
+		v := values(t, params[i])
+		if strings.HasSuffix(s.Name, ".bias") {
+			if s.Init != InitZeros || slices.Max(v) != 0 || slices.Min(v) != 0 {
+				t.Errorf("%s: init %d, values in [%v, %v]; want zeros", s.Name, s.Init, slices.Min(v), slices.Max(v))
+			}
+			continue
+		}
+		want, ok := wantStd[s.Name]
+		if !ok || s.Init != InitXavierNormal {
+			t.Errorf("%s: init %d", s.Name, s.Init)
+			continue
+		}
+		mean, std := meanStd(v)
+		tol := 4 / math.Sqrt(2*float64(len(v))) // ±4 standard errors of a sample std
+		if math.Abs(std/want-1) > tol || math.Abs(mean) > 4*want/math.Sqrt(float64(len(v))) {
+			t.Errorf("%s: mean %.3g, std %.5g; want 0 and %.5g (±%.1f%%)", s.Name, mean, std, want, 100*tol)
+		}
+	}
+}

@@ -21,7 +21,28 @@ const (
 	// InitOnes and InitZeros: BatchNorm γ and β.
 	InitOnes
 	InitZeros
+	// InitXavierNormal draws N(0, 2/(fanIn + fanOut)) with the fans taken from the shape
+	// (out, in, k…): fanIn = in·Πk, fanOut = out·Πk (torch.nn.init.xavier_normal_, gain 1).
+	InitXavierNormal
 )
+
+// XavierSpecs is specs with Wang et al.'s initialisation (their dataset distillation's
+// default): conv and linear weights Xavier-normal, their biases zero; other parameters
+// (BatchNorm's) unchanged.
+func XavierSpecs(specs []ParamSpec) []ParamSpec {
+	out := append([]ParamSpec{}, specs...)
+	for i, s := range out {
+		if s.Init != InitUniformFanIn {
+			continue
+		}
+		if len(s.Shape) >= 2 {
+			out[i].Init = InitXavierNormal
+		} else {
+			out[i].Init = InitZeros
+		}
+	}
+	return out
+}
 
 // ParamSpec describes one parameter tensor.
 type ParamSpec struct {
@@ -117,6 +138,18 @@ func initOne(s ParamSpec, g *torch.Generator, dev torch.Device, dtype torch.DTyp
 	case InitNormalConv:
 		n := c.T(torch.Randn(s.Shape, g, torch.WithDType(dtype)))
 		t = c.T(n.MulScalar(math.Sqrt(2 / float64(s.FanIn))))
+		n.Free()
+	case InitXavierNormal:
+		if len(s.Shape) < 2 {
+			return nil, fmt.Errorf("xavier initialisation of a %d-d tensor", len(s.Shape))
+		}
+		field := int64(1)
+		for _, d := range s.Shape[2:] {
+			field *= d
+		}
+		fanIn, fanOut := s.Shape[1]*field, s.Shape[0]*field
+		n := c.T(torch.Randn(s.Shape, g, torch.WithDType(dtype)))
+		t = c.T(n.MulScalar(math.Sqrt(2 / float64(fanIn+fanOut))))
 		n.Free()
 	default:
 		return nil, fmt.Errorf("unknown init %d", s.Init)

@@ -447,14 +447,6 @@ func distillError(err error, src *valueSource) error {
 	return err
 }
 
-// methodName is how the summary names the distilled labels.
-func methodName(m string) string {
-	if m == config.MethodRR {
-		return "LD RR"
-	}
-	return "LD"
-}
-
 // baselineName is how the summary names a baseline key of Result.Baselines.
 func baselineName(key string) string {
 	base, rr := strings.CutSuffix(key, "_rr")
@@ -500,14 +492,18 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 		from = ", base examples from " + cfg.Source
 	}
 	fmt.Fprintf(w, "%s on %s%s: %d base examples, seed %d, %s, %s, %s\n",
-		methodName(cfg.Method), cfg.Dataset, from, cfg.BaseExamples, cfg.Seed, plural(cfg.Epochs, "epoch"),
+		cfg.MethodName(), cfg.Dataset, from, cfg.BaseExamples, cfg.Seed, plural(cfg.Epochs, "epoch"),
 		plural(res.MetaSteps, "meta-step"), plural(len(res.Resets), "model reset"))
 	fmt.Fprintf(w, "best validation %.2f%% after epoch %d; fresh %s models train T = %d steps\n\n",
 		res.BestValidation.Accuracy, res.BestValidation.Epoch, cfg.EvalArch, res.T)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
-	fmt.Fprintf(tw, "labels\ttest accuracy (mean ± std)\tmodels\tsteps\n")
-	fmt.Fprintf(tw, "distilled (%s)\t%6.2f%% ± %.2f\t%d\t%d\n", methodName(cfg.Method), res.TestMean, res.TestStd, len(res.TestAccuracies), res.T)
+	column := "labels"
+	if cfg.LearnsImages() {
+		column = "data" // learnt images, or real ones with baseline labels
+	}
+	fmt.Fprintf(tw, "%s\ttest accuracy (mean ± std)\tmodels\tsteps\n", column)
+	fmt.Fprintf(tw, "distilled (%s)\t%6.2f%% ± %.2f\t%d\t%d\n", cfg.MethodName(), res.TestMean, res.TestStd, len(res.TestAccuracies), res.T)
 	keys := baselineKeys(res)
 	for _, k := range keys {
 		b := res.Baselines[k]
@@ -526,7 +522,7 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	fmt.Fprintln(w)
 	for _, k := range keys {
 		b := res.Baselines[k]
-		fmt.Fprintf(w, "%s vs %s: %+.2f points\n", methodName(cfg.Method), baselineName(k), res.TestMean-b.Mean)
+		fmt.Fprintf(w, "%s vs %s: %+.2f points\n", cfg.MethodName(), baselineName(k), res.TestMean-b.Mean)
 	}
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)

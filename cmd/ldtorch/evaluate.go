@@ -35,6 +35,7 @@ func (e *env) evaluateCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
 			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet or resnet (default: the artifact's eval arch)", EnvVars: ev("arch")},
+			&cli.StringFlag{Name: "recipe", Value: "auto", Usage: "`RECIPE`: standard (the optimizer on random minibatches) or dd (method dd's learnt step sizes in its fixed order); auto: dd for a method dd artifact unless --optimizer, --lr, --momentum, --steps, --batch or --rr is given", EnvVars: ev("recipe")},
 			&cli.StringFlag{Name: "optimizer", Value: "adam", Usage: "`OPT`: adam or sgd", EnvVars: ev("optimizer")},
 			&cli.Float64Flag{Name: "lr", Usage: "learning `RATE` (default: 0.001 for adam, 0.01 for sgd)", EnvVars: ev("lr")},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD `MOMENTUM` in [0, 1) (sgd only)", EnvVars: ev("momentum")},
@@ -79,6 +80,13 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if c.IsSet("save-models") && ec.SaveModels == "" {
 		return usageErrorf("--save-models needs a folder")
 	}
+	switch r := strings.ToLower(c.String("recipe")); r {
+	case "auto":
+	case artifact.RecipeStandard, artifact.RecipeDD:
+		ec.Recipe = r
+	default:
+		return usageErrorf("--recipe: unknown recipe %q (want auto, standard or dd)", r)
+	}
 	if c.IsSet("rr") {
 		rr := c.Bool("rr")
 		ec.RR = &rr
@@ -110,6 +118,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 			return usageErrorf("--steps: want a positive number of steps or auto, got %q", s)
 		}
 		ec.Steps = n
+	}
+	if !c.IsSet("optimizer") {
+		ec.Optimizer = "" // the recipe's (adam for the standard one)
 	}
 	var err error
 	if ec.Models, err = positiveIntFlag(c, "models"); err != nil {
@@ -173,8 +184,12 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
-	pr.note("training %d %s models (%s%s) for %s steps on %d distilled examples; testing on %d %s test images",
-		ec.Models, arch, ec.Optimizer, map[bool]string{true: ", RR head"}[*ec.RR], steps, art.Shape[0], test.N, cfg.Dataset)
+	how := ec.Optimizer + map[bool]string{true: ", RR head"}[*ec.RR]
+	if ec.Recipe == artifact.RecipeDD {
+		how = "method dd's learnt step sizes, fixed order"
+	}
+	pr.note("training %d %s models (%s) for %s steps on %d distilled examples; testing on %d %s test images",
+		ec.Models, arch, how, steps, art.Shape[0], test.N, cfg.Dataset)
 	res, err := artifact.Evaluate(c.Context, art, test, ec)
 	if err == nil && c.Context.Err() != nil {
 		err = c.Context.Err()
@@ -205,7 +220,11 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if res.RR {
 		rr = ", RR head"
 	}
-	fmt.Fprintf(e.stdout, "%s: %s%s, %s lr %g, %d steps, %d models\n", dir, res.Arch, rr, res.Optimizer, res.LR, res.Steps, len(res.Accuracies))
+	if res.Recipe == artifact.RecipeDD {
+		fmt.Fprintf(e.stdout, "%s: %s, method dd's %d learnt step sizes in its fixed order, %d models\n", dir, res.Arch, res.Steps, len(res.Accuracies))
+	} else {
+		fmt.Fprintf(e.stdout, "%s: %s%s, %s lr %g, %d steps, %d models\n", dir, res.Arch, rr, res.Optimizer, res.LR, res.Steps, len(res.Accuracies))
+	}
 	fmt.Fprintf(e.stdout, "test accuracy %.2f%% ± %.2f (population std over %d models)\n", res.Mean, res.Std, len(res.Accuracies))
 	if ec.SaveModels != "" {
 		fmt.Fprintf(e.stdout, "models saved in %s (model-K.pt, %s)\n", ec.SaveModels, train.ManifestFile)
@@ -213,7 +232,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if res.Diverged > 0 {
 		fmt.Fprintf(e.stdout, "warning: %d of %d models diverged (non-finite parameters; --lr %g) and are left out of the accuracy above\n", res.Diverged, res.Diverged+len(res.Accuracies), res.LR)
 	}
-	if r := art.Report; r != nil && r.T == res.Steps && res.Arch == r.Config.EvalArch && res.Optimizer == "adam" && res.LR == r.Config.EvalLR {
+	if r := art.Report; r != nil && r.T == res.Steps && res.Arch == r.Config.EvalArch &&
+		((res.Optimizer == "adam" && res.LR == r.Config.EvalLR && r.Config.Method != config.MethodDD) || res.Recipe == artifact.RecipeDD) {
 		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestMean, r.TestStd, len(r.TestAccuracies))
 	}
 	return nil

@@ -39,7 +39,13 @@ const (
 
 // configHelp is each Config field's flag help and category, keyed by json name.
 var configHelp = map[string][2]string{
-	"method":              {"`METHOD`: \"ld\" (second-order) or \"rr\" (ridge regression)", catRun},
+	"method":              {"`METHOD`: \"ld\" (second-order), \"rr\" (ridge regression) or \"dd\" (Wang et al.'s dataset distillation: images and step sizes through unrolled steps)", catRun},
+	"learn":               {"what is learnt: labels (for real base images), images (synthetic, for fixed one-hot labels) or both (auto: labels; images under --method dd)", catRun},
+	"dd_steps":            {"method dd: distinct inner `STEPS`, each on its own N/STEPS images (auto: 10)", catOptimizer},
+	"dd_epochs":           {"method dd: passes over the --dd-steps steps, each step with its own learnt step size (auto: 3)", catOptimizer},
+	"dd_step_lr_init":     {"method dd: initial learnt step `SIZE` (auto: 0.02 greyscale, 0.001 colour)", catOptimizer},
+	"dd_lr":               {"method dd: Adam learning `RATE` of the images and step sizes, halved every 40 epochs (auto: 0.01)", catOptimizer},
+	"dd_backward":         {"method dd: recompute (each unrolled step rebuilt in the backward pass; memory of one step) or graph (every step's graph kept; memory grows with the steps) (auto: recompute)", catOptimizer},
 	"dataset":             {"target `DATASET`: mnist, kmnist, fashion-mnist, emnist-letters, k49, cifar10, cifar100, or imagefolder:PATH (PATH/train/<class>/*.png|jpg and PATH/test/<class>/...)", catRun},
 	"source":              {"`DATASET` the base examples come from (cross-dataset distillation; default: the target; imagefolder:PATH too)", catRun},
 	"base_examples":       {"`N`, the number of base examples whose labels are learnt", catRun},

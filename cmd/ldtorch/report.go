@@ -127,6 +127,10 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	if art.Report == nil {
 		return usageErrorf("%s holds no %s", dir, artifact.ReportFile)
 	}
+	if art.Report.LearntImages() {
+		return usageErrorf("%s holds learnt images (%s): gradvar measures the label meta-gradient for real base images, so it needs an artifact of learnt labels (learn labels)",
+			dir, art.Report.Config.MethodName())
+	}
 	cfg := art.Report.Config
 	if c.IsSet("data-dir") {
 		cfg.DataDir = c.String("data-dir")

@@ -24,7 +24,6 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/labeldistill/study"
-	"github.com/ldtorch/ldtorch/labeldistill/sweep"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
@@ -236,7 +235,7 @@ func (e *env) studyAction(c *cli.Context) error {
 		return failuref("%v", err)
 	}
 	fmt.Fprintf(e.stdout, "%s study of %s (%s on %s, %d base examples, T = %d, %d models per setting, seed %d)\n\n",
-		kind, dir, sweep.MethodNameOf(st.Method), st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
+		kind, dir, st.MethodName, st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 3, ' ', 0)
 	for _, row := range study.Table(st) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))

@@ -163,7 +163,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 					verb = "resuming"
 				}
 				fmt.Fprintf(e.stderr, "[cell %d/%d] %s %s / %s: %s on %s, N=%d, seed %d, %d epochs -> %s\n", i, n, verb,
-					cell.Row, cell.Column, sweep.MethodNameOf(cfg.Method), cfg.Dataset, cfg.BaseExamples, cfg.Seed, cfg.Epochs, cfg.Out)
+					cell.Row, cell.Column, cfg.MethodName(), cfg.Dataset, cfg.BaseExamples, cfg.Seed, cfg.Epochs, cfg.Out)
 				pr = newProgress(e.stderr, e.stderrTTY, quiet)
 			}
 		},

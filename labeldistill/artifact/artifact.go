@@ -1,7 +1,7 @@
 // Package artifact is what a distillation leaves in its output folder, written atomically
-// (temp file, fsync, rename): distilled.npz (images, labels, base_indices, base_classes;
-// numpy.load reads it), distilled.pt (the same arrays as a dict of tensors; torch.load
-// reads it) and report.json (the run's record, labeldistill.Record, with what a
+// (temp file, fsync, rename): distilled.npz (images, labels, base_indices, base_classes,
+// and method dd's step_lrs; numpy.load reads it), distilled.pt (the same arrays as a dict
+// of tensors; torch.load reads it) and report.json (the run's record, labeldistill.Record, with what a
 // reader needs to use the data: class names, normalisation, the training recipe). Read
 // validates both before anything trains on them; Evaluate trains fresh models on an
 // artifact (`ldtorch evaluate`, the studies).
@@ -65,6 +65,32 @@ type TrainingRecipe struct {
 	RidgePseudoStep float64 `json:"ridge_pseudo_step,omitempty"`
 	ScaleInit       float64 `json:"scale_init,omitempty"`
 	ScaleLR         float64 `json:"scale_lr,omitempty"`
+	// Init is the fresh models' initialisation when it is not PyTorch's default (method
+	// dd: Wang et al.'s Xavier-normal weights and zero biases).
+	Init string `json:"init,omitempty"`
+}
+
+// What an artifact's values are (Report.Learnt).
+const (
+	LearntLabels  = "labels"   // labels learnt for the base images
+	LearntImages  = "images"   // images learnt (synthetic) for their labels
+	LearntStepLRs = "step_lrs" // method dd's step sizes
+)
+
+// StepLRsMember is distilled.npz's member of method dd's step sizes (float32, T).
+const StepLRsMember = "step_lrs"
+
+// Learnt lists what a run of cfg learns, in the names of Report.Learnt.
+func Learnt(c config.Config) []string {
+	switch {
+	case c.Method == config.MethodDD:
+		return []string{LearntImages, LearntStepLRs}
+	case c.Learn == config.LearnImages:
+		return []string{LearntImages}
+	case c.Learn == config.LearnBoth:
+		return []string{LearntImages, LearntLabels}
+	}
+	return []string{LearntLabels}
 }
 
 // Report is report.json.
@@ -92,7 +118,15 @@ type Report struct {
 	// Distilled describes the distilled.npz written with this report: a reader refuses a
 	// distilled.npz that is not this file (absent in reports before it was added).
 	Distilled *DistilledFacts `json:"distilled,omitempty"`
+	// Learnt says what the run learnt (Learnt): "labels" for real base images; "images"
+	// (synthetic, normalised like the real ones: x = (p − mean)/std of learnt pixels p);
+	// "step_lrs" (method dd). Absent in reports before it was added: labels.
+	Learnt []string `json:"learnt,omitempty"`
 }
+
+// LearntImages reports whether the artifact's images are learnt (synthetic), not real
+// base images.
+func (r *Report) LearntImages() bool { return r != nil && slices.Contains(r.Learnt, LearntImages) }
 
 // DistilledFacts identify a distilled.npz: its SHA-256 and its arrays' shapes, and the
 // distilled.pt written with it.
@@ -112,6 +146,14 @@ func recipe(c config.Config, T int) TrainingRecipe {
 		Optimizer: "adam", LR: c.EvalLR, Betas: c.ModelBetas, Eps: c.ModelEps, Batch: c.EvalBatch,
 		Sampling: "every step draws batch examples without replacement (a fresh random permutation's prefix)",
 		Steps:    T}
+	if c.Method == config.MethodDD {
+		k := c.BaseExamples / max(1, c.DDSteps)
+		r.Loss = "cross-entropy with the one-hot labels"
+		r.Optimizer, r.LR, r.Betas, r.Eps, r.Batch = "plain gradient steps with the learnt step sizes (step_lrs)", 0, [2]float64{}, 0, k
+		r.Sampling = fmt.Sprintf("fixed order: step t (1-based) trains on the %d images [%d·b, %d·(b+1)), b = (t−1) mod %d, with step size step_lrs[t−1]", k, k, k, c.DDSteps)
+		r.Init = "Xavier-normal conv and linear weights (gain 1), zero biases"
+		return r
+	}
 	if c.Method == config.MethodRR {
 		r.Head = "ridge regression: W ← (1−α)W + α·Zᵀ(ZZᵀ+λI)⁻¹Y on the batch's features Z = [f(x), 1] (W starts at 0); " +
 			"the loss is computed on logits s·Z·W, Adam on the network and the scale s; prediction argmax Z·W"
@@ -157,7 +199,7 @@ func NewReport(res *labeldistill.Result) *Report {
 		Method: c.Method, Source: c.Source, Target: c.Dataset, BaseExamples: c.BaseExamples, Seed: c.Seed, Epochs: c.Epochs,
 		StdConvention: "population (divide by M)", Record: rec,
 		BaseClasses: baseClasses, ClassNames: names, SourceClassNames: sourceNames, Normalisation: norm,
-		TrainingRecipe: recipe(c, res.T),
+		TrainingRecipe: recipe(c, res.T), Learnt: Learnt(c),
 	}
 }
 
@@ -197,6 +239,21 @@ func Write(dir string, res *labeldistill.Result) error {
 		return fmt.Errorf("artifact: base_indices: %w", err)
 	}
 	members := []*npz.Array{images, labels, indices}
+	if res.Config.Method == config.MethodDD {
+		if want := res.Config.DDUnrolledSteps(); len(res.StepLRs) != want {
+			return fmt.Errorf("artifact: %d step sizes for method dd's %d unrolled steps", len(res.StepLRs), want)
+		}
+		for i, v := range res.StepLRs {
+			if !isFinite(float64(v)) || v < 0 {
+				return fmt.Errorf("artifact: step size %d is %v: refusing to write it", i+1, v)
+			}
+		}
+		lrs, err := npz.New(StepLRsMember, []int{len(res.StepLRs)}, res.StepLRs)
+		if err != nil {
+			return fmt.Errorf("artifact: %s: %w", StepLRsMember, err)
+		}
+		members = append(members, lrs)
+	}
 	if len(res.BaseClasses) > 0 {
 		if len(res.BaseClasses) != n {
 			return fmt.Errorf("artifact: %d base classes for %d base examples", len(res.BaseClasses), n)
@@ -250,7 +307,9 @@ type Artifact struct {
 	Classes     int
 	BaseIndices []int64
 	BaseClasses []int64 // nil in artifacts before schema 2
-	Report      *Report // nil when report.json is absent
+	// StepLRs are method dd's learnt step sizes, one per unrolled step (nil otherwise).
+	StepLRs []float32
+	Report  *Report // nil when report.json is absent
 	// HasTorchFile: dir holds distilled.pt (TorchFile), verified against the report or,
 	// where the report does not name it, against distilled.npz.
 	HasTorchFile bool
@@ -279,8 +338,8 @@ func Read(dir string) (*Artifact, error) {
 	// An unknown member is refused rather than ignored: a corrupted member name (not
 	// covered by the members' CRCs) would otherwise silently drop base_indices.
 	for _, name := range arc.Names() {
-		if name != "images" && name != "labels" && name != "base_indices" && name != "base_classes" {
-			return nil, bad("unexpected array %q (an artifact holds images, labels, base_indices and base_classes)", name)
+		if name != "images" && name != "labels" && name != "base_indices" && name != "base_classes" && name != StepLRsMember {
+			return nil, bad("unexpected array %q (an artifact holds images, labels, base_indices, base_classes and, for method dd, %s)", name, StepLRsMember)
 		}
 	}
 	img, ok := images.Data.([]float32)
@@ -316,6 +375,16 @@ func Read(dir string) (*Artifact, error) {
 	if bi := arc.Get("base_indices"); bi != nil {
 		if a.BaseIndices, ok = bi.Data.([]int64); !ok {
 			return nil, bad("'base_indices' must be int64, got %s", bi.DType)
+		}
+	}
+	if sl := arc.Get(StepLRsMember); sl != nil {
+		if a.StepLRs, ok = sl.Data.([]float32); !ok || len(sl.Shape) != 1 || len(a.StepLRs) == 0 {
+			return nil, bad("'%s' must be a non-empty float32 vector, got %s %v", StepLRsMember, sl.DType, sl.Shape)
+		}
+		for i, v := range a.StepLRs {
+			if !isFinite(float64(v)) || v < 0 {
+				return nil, bad("step size %d is %v: not a step size", i+1, v)
+			}
 		}
 	}
 	if bc := arc.Get("base_classes"); bc != nil {
@@ -393,6 +462,15 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		if strings.Contains(k, "/") && !strings.HasPrefix(k, c.Dataset+"/") && !strings.HasPrefix(k, c.Source+"/") {
 			return bad("data_sha256 lists %s, a file of neither the dataset %s nor the source %s", k, c.Dataset, c.Source)
 		}
+	}
+	if c.Method == config.MethodDD {
+		if len(a.StepLRs) != c.DDUnrolledSteps() || rep.T != len(a.StepLRs) {
+			return bad("method dd with %d unrolled steps and T %d, but %s holds %d step sizes", c.DDUnrolledSteps(), rep.T, DistilledFile, len(a.StepLRs))
+		}
+		return nil
+	}
+	if a.StepLRs != nil {
+		return bad("method %s, but %s holds step sizes (%s), which only method dd learns", c.Method, DistilledFile, StepLRsMember)
 	}
 	// T is the kept validation's T; a validation's T never exceeds its meta-step.
 	if rep.T < 1 || rep.T > max(rep.MetaSteps, 1) {

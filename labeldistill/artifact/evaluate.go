@@ -38,6 +38,12 @@ type EvalConfig struct {
 	// be left empty, or must be the report's).
 	Dataset   string
 	AllowTF32 bool // TF32 on Ampere-or-later GPUs (config.Config.AllowTF32); default off
+	// Recipe is how the models train: "standard" (the optimizer on random minibatches of
+	// Batch, soft cross-entropy) or "dd" (method dd's: its learnt step sizes in the fixed
+	// order, T of them, from Wang et al.'s initialisation). "" = "dd" for an artifact with
+	// step sizes when none of Optimizer, LR, Momentum, Steps, Batch and RR is set,
+	// "standard" otherwise.
+	Recipe string
 	// Progress, when set, hears how much of the work is done (training steps and scoring
 	// blocks of all the models, in arbitrary units: done of total).
 	Progress func(done, total int)
@@ -47,6 +53,12 @@ type EvalConfig struct {
 	// models is refused (a *FieldError naming "save-models").
 	SaveModels string
 }
+
+// Recipes of EvalConfig.Recipe.
+const (
+	RecipeStandard = "standard"
+	RecipeDD       = "dd"
+)
 
 // EvalDataConfig returns the configuration art's fresh models are trained and tested under
 // (what LoadTestSplit takes): its report's, or for an artifact without report.json the
@@ -96,6 +108,9 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	ec.Dataset = cfg.Dataset
 	if ec.Arch == "" {
 		ec.Arch = cfg.EvalArch
+	}
+	if ec, err = ec.resolveRecipe(art, cfg); err != nil || ec.Recipe == RecipeDD {
+		return ec, err
 	}
 	if ec.Optimizer == "" {
 		ec.Optimizer = "adam"
@@ -148,8 +163,65 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	return ec, nil
 }
 
+// resolveRecipe chooses the recipe and, for method dd's, fills and checks its settings.
+func (ec EvalConfig) resolveRecipe(art *Artifact, cfg config.Config) (EvalConfig, error) {
+	overridden := ec.Optimizer != "" || ec.LR != 0 || ec.Momentum != 0 || ec.Steps != 0 || ec.Batch != 0 || ec.RR != nil
+	if ec.Recipe == RecipeDD && art.StepLRs != nil && cfg.DDSteps > 0 {
+		// The values dd fixes itself (a resolved EvalConfig) are no override.
+		overridden = (ec.Optimizer != "" && ec.Optimizer != "sgd") || ec.LR != 0 || ec.Momentum != 0 ||
+			(ec.Steps != 0 && ec.Steps != len(art.StepLRs)) || (ec.Batch != 0 && ec.Batch != int(art.Shape[0])/cfg.DDSteps) ||
+			(ec.RR != nil && *ec.RR)
+	}
+	switch ec.Recipe {
+	case "":
+		ec.Recipe = RecipeStandard
+		if art.StepLRs != nil && !overridden {
+			ec.Recipe = RecipeDD
+		}
+	case RecipeStandard:
+	case RecipeDD:
+		if art.StepLRs == nil {
+			return ec, config.FieldErrorf("recipe", "dd trains with learnt step sizes, and %s has none (not written by method dd)", art.Dir)
+		}
+		if overridden {
+			return ec, config.FieldErrorf("recipe", "dd trains with the artifact's step sizes, order and step count: optimizer, lr, momentum, steps, batch and rr do not apply")
+		}
+	default:
+		return ec, config.FieldErrorf("recipe", "unknown recipe %q (want standard or dd)", ec.Recipe)
+	}
+	if ec.Recipe != RecipeDD {
+		return ec, nil
+	}
+	if art.Report == nil || cfg.Method != config.MethodDD || cfg.DDSteps < 1 || int(art.Shape[0])%cfg.DDSteps != 0 {
+		return ec, config.FieldErrorf("recipe", "dd needs the report.json of a method dd run (its dd_steps lay out the images)")
+	}
+	rr := false
+	ec.Optimizer, ec.LR, ec.Steps, ec.Batch, ec.RR = "sgd", 0, len(art.StepLRs), int(art.Shape[0])/cfg.DDSteps, &rr
+	if ec.Models == 0 {
+		ec.Models = cfg.EvalModels
+	}
+	if ec.Seed == 0 {
+		ec.Seed = cfg.Seed
+	}
+	if ec.Device == "" {
+		ec.Device = "cpu"
+	}
+	if ec.Models < 1 || ec.Models > config.MaxEvalModels {
+		return ec, config.FieldErrorf("models", "must be between 1 and %d, got %d", config.MaxEvalModels, ec.Models)
+	}
+	if _, err := torch.ParseDevice(ec.Device); err != nil {
+		return ec, config.NewFieldError("device", err)
+	}
+	s := art.Shape
+	if _, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
+		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+	}
+	return ec, nil
+}
+
 // EvalResult is Evaluate's outcome.
 type EvalResult struct {
+	Recipe     string    `json:"recipe"` // standard or dd (EvalConfig.Recipe)
 	Arch       string    `json:"arch"`
 	Optimizer  string    `json:"optimizer"`
 	LR         float64   `json:"lr"`
@@ -216,6 +288,10 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 		}
 		tr.Trained = saver.Save
 	}
+	if ec.Recipe == RecipeDD {
+		tr.Net = net.XavierInit()
+		tr.Schedule = labeldistill.DDSchedule(int(s[0]), cfg.DDSteps, art.StepLRs)
+	}
 	accs, err := tr.Test(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", x, y)
 	if err != nil {
 		return nil, err
@@ -229,7 +305,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	if len(accs) == 0 {
 		return nil, &labeldistill.DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
 	}
-	res := &EvalResult{Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
+	res := &EvalResult{Recipe: ec.Recipe, Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
 	res.Mean, res.Std = train.MeanStd(accs)
 	return res, nil
 }

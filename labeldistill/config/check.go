@@ -24,6 +24,7 @@ func (c Config) check() error {
 	k.checkNormalisation()
 	k.checkArchitectures()
 	k.checkBaseExamples()
+	k.checkLearn()
 	k.checkBaselines()
 	k.checkRuntime()
 	return errors.Join(k.errs...)
@@ -80,9 +81,9 @@ func (k *configCheck) betas(field string, b [2]float64) {
 func (k *configCheck) checkData() {
 	c := k.c
 	switch c.Method {
-	case MethodLD, MethodRR:
+	case MethodLD, MethodRR, MethodDD:
 	default:
-		k.bad("method", "unknown method %q (want %q or %q)", c.Method, MethodLD, MethodRR)
+		k.bad("method", "unknown method %q (want %q, %q or %q)", c.Method, MethodLD, MethodRR, MethodDD)
 	}
 
 	known := strings.Join(data.Names(), ", ")
@@ -277,6 +278,57 @@ func (k *configCheck) checkBaseExamples() {
 				break
 			}
 			dup[v] = true
+		}
+	}
+}
+
+// checkLearn: what is learnt, and method dd's settings.
+func (k *configCheck) checkLearn() {
+	c := k.c
+	switch c.Learn {
+	case LearnLabels, LearnImages, LearnBoth:
+		if c.Method == MethodDD && c.Learn != LearnImages {
+			k.bad("learn", "method dd learns images (and their step sizes), not %s", c.Learn)
+		}
+	default:
+		k.bad("learn", "unknown value %q (want labels, images or both)", c.Learn)
+	}
+	if c.LearnsImages() && k.cross {
+		// Learnt images start from noise, not from base images: a source dataset would only
+		// lend its label space, which is the target's anyway.
+		k.bad("source", "%s: learnt images (learn %s, method %s) use no base images, so there is no cross-dataset distillation (leave source unset or learn labels)", c.Source, c.Learn, c.Method)
+	}
+	if c.LearnsImages() && !k.cross && c.BaseSelection == SelectUnbalanced && c.BaseIndices == nil {
+		k.bad("base_selection", "learnt images take the classes of balanced base examples as their fixed labels: want balanced, got unbalanced")
+	}
+	if c.Method != MethodDD {
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"dd_steps", c.DDSteps != 0}, {"dd_epochs", c.DDEpochs != 0}, {"dd_step_lr_init", c.DDStepLRInit != 0},
+			{"dd_lr", c.DDLR != 0}, {"dd_backward", c.DDBackward != ""}} {
+			if f.set {
+				k.bad(f.name, "applies to method dd only (method is %s)", c.Method)
+			}
+		}
+		return
+	}
+	k.positiveInt("dd_steps", c.DDSteps)
+	k.positiveInt("dd_epochs", c.DDEpochs)
+	k.positive("dd_lr", c.DDLR)
+	if c.DDStepLRInit != 0 || k.targetOK { // auto from an unknown dataset: dataset is reported
+		k.positive("dd_step_lr_init", c.DDStepLRInit)
+	}
+	if c.DDBackward != DDRecompute && c.DDBackward != DDGraph {
+		k.bad("dd_backward", "unknown value %q (want recompute or graph)", c.DDBackward)
+	}
+	// Each step trains on the same number of images of every class (Wang et al.'s layout):
+	// N/C images per class, split evenly over the steps.
+	if k.targetOK && k.n > 0 && c.DDSteps > 0 && k.target.Classes > 0 {
+		classes := k.target.Classes
+		if k.n%classes != 0 || (k.n/classes)%c.DDSteps != 0 {
+			k.bad("base_examples", "method dd trains each of its %d steps (dd_steps) on as many images of each of the %d classes of %s: base_examples must be a multiple of %d, got %d",
+				c.DDSteps, classes, c.Dataset, classes*c.DDSteps, k.n)
 		}
 	}
 }

@@ -16,6 +16,27 @@ import (
 const (
 	MethodLD = "ld" // second-order label distillation, docs/ALGORITHM.md §4
 	MethodRR = "rr" // ridge-regression label distillation ("LD RR"), docs/ALGORITHM.md §5
+	MethodDD = "dd" // Wang et al.'s dataset distillation (images and step sizes), docs/ALGORITHM.md §12
+)
+
+// What a run learns (Config.Learn), docs/ALGORITHM.md §3 and §12.
+const (
+	LearnLabels = "labels" // labels for the real base images (label distillation)
+	LearnImages = "images" // synthetic images for fixed one-hot labels (image distillation)
+	LearnBoth   = "both"   // synthetic images and their labels together
+)
+
+// Defaults of method dd (Wang et al.'s code), docs/ALGORITHM.md §12.
+const (
+	DDBeta1, DDBeta2 = 0.5, 0.999 // Adam betas of the images and step sizes
+	DDDecayEpochs    = 40         // the Adam learning rate is halved every this many epochs
+	DDDecayFactor    = 0.5
+)
+
+// Backward passes of method dd's unrolled steps (Config.DDBackward).
+const (
+	DDRecompute = "recompute" // recompute each step's graph in the backward pass: memory of one step
+	DDGraph     = "graph"     // keep every step's graph, as Wang et al.'s code: memory grows with the steps
 )
 
 // Architecture names (Config.Arch, Config.EvalArch).
@@ -44,8 +65,14 @@ const (
 // Resolved from the dataset, N and the method; json names are the names used in config
 // files, in errors and (by convention) for command-line flags.
 type Config struct {
-	// Method: "ld" (second-order, §4) or "rr" (ridge regression, §5). Default "ld".
+	// Method: "ld" (second-order, §4), "rr" (ridge regression, §5) or "dd" (Wang et al.'s
+	// dataset distillation, §12). Default "ld".
 	Method string `json:"method"`
+	// Learn: what the meta-loop learns (§3, §12): "labels" for the real base images,
+	// "images" (synthetic images for the base examples' fixed one-hot classes; the paper's
+	// "Our DD"), or "both". "" (auto) = "labels"; "images" under method dd, which learns
+	// nothing else.
+	Learn string `json:"learn"`
 	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
 	// (alias emnist), k49, cifar10, cifar100. Default "mnist".
 	Dataset string `json:"dataset"`
@@ -76,6 +103,24 @@ type Config struct {
 	LabelBetas [2]float64 `json:"label_betas"`
 	// LabelEps: Adam epsilon of the labels (§3). Default 1e-8.
 	LabelEps float64 `json:"label_eps"`
+
+	// DDSteps: method dd's distinct inner steps, each on its own N/dd_steps synthetic images
+	// (§12). 0 = auto: 10 under dd; 0 otherwise.
+	DDSteps int `json:"dd_steps"`
+	// DDEpochs: passes over the dd_steps steps in the unrolled training (§12), each step
+	// with its own learnt step size. 0 = auto: 3 under dd.
+	DDEpochs int `json:"dd_epochs"`
+	// DDStepLRInit: the initial value of every learnt step size (§12). 0 = auto under dd:
+	// 0.02 for greyscale datasets, 0.001 for colour ones.
+	DDStepLRInit float64 `json:"dd_step_lr_init"`
+	// DDLR: Adam learning rate of the images and step sizes of method dd (§12), halved every
+	// 40 epochs. 0 = auto: 0.01 under dd.
+	DDLR float64 `json:"dd_lr"`
+	// DDBackward: how method dd differentiates through its unrolled steps (§12): "recompute"
+	// (each step's graph rebuilt in the backward pass; memory of one step) or "graph" (every
+	// step's graph kept, as Wang et al.'s code; memory grows with the steps). "" = auto:
+	// recompute under dd.
+	DDBackward string `json:"dd_backward"`
 
 	// RidgeLambda: λ of the ridge solve (§5 step 2). Default 1.0.
 	RidgeLambda float64 `json:"ridge_lambda"`
@@ -469,8 +514,54 @@ func (c Config) withDefaults() Config {
 	if r.EvalArch == "" {
 		r.EvalArch = r.Arch
 	}
+	if r.Learn == "" {
+		r.Learn = pick(r.Method == MethodDD, LearnImages, LearnLabels)
+	}
+	if r.Method == MethodDD {
+		if r.DDSteps == 0 {
+			r.DDSteps = 10
+		}
+		if r.DDEpochs == 0 {
+			r.DDEpochs = 3
+		}
+		if r.DDStepLRInit == 0 && targetOK {
+			r.DDStepLRInit = pick(target.Colour, 0.001, 0.02)
+		}
+		if r.DDLR == 0 {
+			r.DDLR = 0.01
+		}
+		if r.DDBackward == "" {
+			r.DDBackward = DDRecompute
+		}
+	}
 	return r
 }
+
+// LearnsImages reports whether a run of the (resolved) configuration learns its images,
+// so that its base images are synthetic: learn "images" or "both", and method dd.
+func (c Config) LearnsImages() bool {
+	return c.Method == MethodDD || c.Learn == LearnImages || c.Learn == LearnBoth
+}
+
+// MethodName is how summaries and figures name what a run of the (resolved) configuration
+// distils: "LD", "LD RR", the paper's "Our DD" and "Our DD RR" (learnt images), "LD + images"
+// and "LD RR + images" (both), "DD" (method dd).
+func (c Config) MethodName() string {
+	name := pick(c.Method == MethodRR, "LD RR", "LD")
+	switch {
+	case c.Method == MethodDD:
+		return "DD"
+	case c.Learn == LearnImages:
+		return pick(c.Method == MethodRR, "Our DD RR", "Our DD")
+	case c.Learn == LearnBoth:
+		return name + " + images"
+	}
+	return name
+}
+
+// DDUnrolledSteps is the number of unrolled inner steps of method dd, each with its own
+// learnt step size: dd_steps × dd_epochs (0 for other methods).
+func (c Config) DDUnrolledSteps() int { return c.DDSteps * c.DDEpochs }
 
 func pick[T any](cond bool, a, b T) T {
 	if cond {

@@ -209,7 +209,7 @@ func TestValidateErrors(t *testing.T) {
 		{"cub target", func(c *Config) { c.Dataset = "cub"; c.Source = "" }, "dataset: cub can only be a source, not a target"},
 		{"source", func(c *Config) { c.Source = "imagenet" }, `source: unknown dataset "imagenet" (known: mnist, fashion-mnist, kmnist, emnist-letters, k49, cifar10, cifar100, cub, imagefolder:PATH)`},
 		{"colour mismatch", func(c *Config) { c.Source = "cifar10" }, "source: cifar10 is colour but dataset mnist is greyscale"},
-		{"method", func(c *Config) { c.Method = "dd" }, `method: unknown method "dd" (want "ld" or "rr")`},
+		{"method", func(c *Config) { c.Method = "dc" }, `method: unknown method "dc" (want "ld", "rr" or "dd")`},
 		{"NaN lr", func(c *Config) { c.LabelLR = math.NaN() }, "label_lr: must be a positive finite number, got NaN"},
 		{"Inf lr", func(c *Config) { c.ModelLR = math.Inf(1) }, "model_lr: must be a positive finite number, got +Inf"},
 		{"negative lr", func(c *Config) { c.InnerLR = -0.01 }, "inner_lr: must be a positive finite number, got -0.01"},
@@ -254,6 +254,16 @@ func TestValidateErrors(t *testing.T) {
 		{"device index", func(c *Config) { c.Device = "cuda:01" }, `device: unknown device "cuda:01" (want cpu, cuda or cuda:N)`},
 		{"threads", func(c *Config) { c.Threads = -2 }, "threads: must be 0 (libtorch default) or positive, got -2"},
 		{"out", func(c *Config) { c.Out = "" }, "out: must not be empty"},
+		{"learn", func(c *Config) { c.Learn = "pixels" }, `learn: unknown value "pixels" (want labels, images or both)`},
+		{"learn dd", func(c *Config) { c.Method = MethodDD; c.Learn = LearnBoth }, "learn: method dd learns images (and their step sizes), not both"},
+		{"learn cross", func(c *Config) { c.Source = "emnist"; c.Learn = LearnImages },
+			"source: emnist-letters: learnt images (learn images, method ld) use no base images, so there is no cross-dataset distillation (leave source unset or learn labels)"},
+		{"learn unbalanced", func(c *Config) { c.Learn = LearnBoth; c.BaseSelection = SelectUnbalanced },
+			"base_selection: learnt images take the classes of balanced base examples as their fixed labels: want balanced, got unbalanced"},
+		{"dd field under ld", func(c *Config) { c.DDSteps = 5 }, "dd_steps: applies to method dd only (method is ld)"},
+		{"dd backward", func(c *Config) { c.Method = MethodDD; c.DDBackward = "tape" }, `dd_backward: unknown value "tape" (want recompute or graph)`},
+		{"dd layout", func(c *Config) { c.Method = MethodDD; c.BaseExamples = 50 },
+			"base_examples: method dd trains each of its 10 steps (dd_steps) on as many images of each of the 10 classes of mnist: base_examples must be a multiple of 100, got 50"},
 	}
 	for _, tc := range cases {
 		c := Default()
@@ -501,5 +511,35 @@ func TestAutoHelpers(t *testing.T) {
 	}
 	if AutoResetWindow("k49", 1000) != 100 || AutoResetWindow("cifar10", 101) != 200 || AutoResetWindow("cifar10", 100) != 50 {
 		t.Error("AutoResetWindow")
+	}
+}
+
+// TestLearnDefaults: learn is labels unless the method is dd, whose settings are filled only
+// under dd (0.02 for greyscale step sizes, 0.001 for colour).
+func TestLearnDefaults(t *testing.T) {
+	r, err := Default().Resolved()
+	if err != nil || r.Learn != LearnLabels || r.DDSteps != 0 || r.LearnsImages() {
+		t.Fatalf("default: learn %q, dd_steps %d, learns images %v (%v)", r.Learn, r.DDSteps, r.LearnsImages(), err)
+	}
+	for _, ds := range []struct {
+		name string
+		init float64
+	}{{"mnist", 0.02}, {"cifar10", 0.001}} {
+		c := Default()
+		c.Method, c.Dataset = MethodDD, ds.name
+		r, err := c.Resolved()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Learn != LearnImages || r.DDSteps != 10 || r.DDEpochs != 3 || r.DDStepLRInit != ds.init || r.DDLR != 0.01 ||
+			r.DDBackward != DDRecompute || r.DDUnrolledSteps() != 30 || !r.LearnsImages() {
+			t.Errorf("%s dd: %+v", ds.name, r)
+		}
+	}
+	// A checkpoint written before learn existed resumes under learn labels.
+	old, now := Default(), Default()
+	old.Learn, now.Learn = "", LearnLabels
+	if c := ResumeConflicts(old, now); len(c) != 0 {
+		t.Errorf("learn \"\" -> labels conflicts: %v", c)
 	}
 }

@@ -85,6 +85,9 @@ func ResumeConflicts(checkpointed, current Config) []string {
 			seed := c.Seed
 			c.BaseSeed = &seed
 		}
+		if c.Learn == "" { // checkpoints written before learn existed learnt labels
+			c.Learn = LearnLabels
+		}
 		for _, name := range []*string{&c.Dataset, &c.Source} {
 			if abs, err := data.AbsImageFolderName(*name); err == nil {
 				*name = abs

@@ -373,3 +373,73 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 	height := math.Max(3, 0.45*float64(classes)+1)
 	return renderPNG([][]*plot.Plot{{p}}, vg.Length(side+1.8)*vg.Inch, vg.Length(height)*vg.Inch)
 }
+
+// learntImagesFigure: per class, learnt images of the class (pix, n images in [0, 1] with
+// their classes) beside real examples of the class, one row per class.
+func learntImagesFigure(pix []float64, classOf []int64, real [][][]float64, c, h, w int, names []string, perClass int, subtitle string) ([]byte, error) {
+	classes := len(names)
+	size := c * h * w
+	byClass := make([][]int, classes)
+	for i, k := range classOf {
+		if k >= 0 && int(k) < classes && len(byClass[k]) < perClass {
+			byClass[k] = append(byClass[k], i)
+		}
+	}
+	learnt, realCols := 0, 0
+	for k := 0; k < classes; k++ {
+		learnt = max(learnt, len(byClass[k]))
+		if k < len(real) {
+			realCols = max(realCols, len(real[k]))
+		}
+	}
+	if learnt == 0 {
+		return nil, fmt.Errorf("report: no learnt image has a class among the first %d", classes)
+	}
+	sep := 0 // an empty column between the learnt and the real images
+	if realCols > 0 {
+		sep = 1
+	}
+	cols := learnt + sep + realCols
+	const gap = 2
+	cellW, cellH := w+gap, h+gap
+	canvas := image.NewRGBA(image.Rect(0, 0, cols*cellW, classes*cellH))
+	for i := range canvas.Pix {
+		canvas.Pix[i] = 255
+	}
+	put := func(img image.Image, row, col int) {
+		b := img.Bounds()
+		for y := 0; y < b.Dy(); y++ {
+			for x := 0; x < b.Dx(); x++ {
+				canvas.Set(col*cellW+x, row*cellH+y, img.At(x, y))
+			}
+		}
+	}
+	for k := 0; k < classes; k++ {
+		for j, i := range byClass[k] {
+			put(toImage(pix[i*size:(i+1)*size], c, h, w), k, j)
+		}
+		if k < len(real) {
+			for j, r := range real[k] {
+				put(toImage(r, c, h, w), k, learnt+sep+j)
+			}
+		}
+	}
+	p := newPlot("Learnt images per class, beside real images of the class\n" + subtitle)
+	p.Add(plotter.NewImage(canvas, 0, 0, float64(cols), float64(classes)))
+	yt := make(plot.ConstantTicks, classes)
+	for k := 0; k < classes; k++ {
+		yt[k] = plot.Tick{Value: float64(classes-k) - 0.5, Label: names[k]}
+	}
+	p.Y.Tick.Marker = yt
+	xt := plot.ConstantTicks{{Value: float64(learnt) / 2, Label: "learnt"}}
+	if realCols > 0 {
+		xt = append(xt, plot.Tick{Value: float64(learnt+sep) + float64(realCols)/2, Label: "real"})
+	}
+	p.X.Tick.Marker = xt
+	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, float64(cols), 0, float64(classes)
+	p.Y.Tick.Label.Font.Size = vg.Points(9)
+	p.X.Tick.Label.Font.Size = vg.Points(9)
+	side := math.Max(3, 0.45*float64(cols))
+	height := math.Max(3, 0.45*float64(classes)+1)
+	return renderPNG([][]*plot.Plot{{p}}, vg.Length(side+1.8)*vg.Inch, vg.Length(height)*vg.Inch)
+}

@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -166,8 +167,12 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 
+	imagesLearnt := rep.LearntImages()
+	labelsLearnt := !imagesLearnt || slices.Contains(rep.Learnt, artifact.LearntLabels)
 	// 1. Label distribution per original class.
-	if len(baseClasses) == n {
+	if !labelsLearnt {
+		res.Notes = append(res.Notes, "the labels are the learnt images' fixed one-hot classes: label distribution not drawn")
+	} else if len(baseClasses) == n {
 		d, err := MeanLabelPerClass(art.Labels, classes, baseClasses, sourceClasses)
 		if err != nil {
 			return nil, err
@@ -197,6 +202,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	titles := make([]string, len(picks))
 	for k, i := range picks {
 		titles[k] = fmt.Sprintf("base #%d", i)
+		if imagesLearnt {
+			titles[k] = fmt.Sprintf("learnt #%d", i)
+		}
 		if len(baseClasses) == n {
 			titles[k] += " (" + sourceNames[baseClasses[i]] + ")"
 		}
@@ -205,37 +213,67 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := save(Figure{Name: "example_labels.png", Title: "Example labels",
-		Caption: "Base images (their original " + cfg.Source + " class in brackets) beside their distilled labels over the " + cfg.Dataset + " classes."}, png); err != nil {
+	caption := "Base images (their original " + cfg.Source + " class in brackets) beside their distilled labels over the " + cfg.Dataset + " classes."
+	if imagesLearnt {
+		caption = "Learnt images (their class in brackets; pixels clamped to [0, 1]) beside their labels over the " + cfg.Dataset + " classes" +
+			map[bool]string{true: " (learnt too).", false: " (fixed one-hot)."}[labelsLearnt]
+	}
+	if err := save(Figure{Name: "example_labels.png", Title: "Example labels", Caption: caption}, png); err != nil {
 		return nil, err
+	}
+	if imagesLearnt {
+		// 3. The learnt images per class beside real ones (in place of reconstructions).
+		real, note := realExamples(cfg, opt, classes, c*h*w)
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+		rows := min(classes, 20)
+		subtitle := fmt.Sprintf("%s, %d images; pixels clamped to [0, 1]", cfg.MethodName(), n)
+		if classes > rows {
+			subtitle += fmt.Sprintf("; first %d of %d classes", rows, classes)
+		}
+		if real != nil {
+			real = real[:rows]
+		}
+		png, err := learntImagesFigure(pix, baseClasses, real, c, h, w, shortNames(targetNames, 12)[:rows], 10, subtitle)
+		if err != nil {
+			return nil, err
+		}
+		if err := save(Figure{Name: "learnt_images.png", Title: "Learnt images",
+			Caption: "Left: up to 10 learnt images of each class (its images' fixed class), as the model sees them after undoing the normalisation, clamped to [0, 1]; right: real " +
+				cfg.Dataset + " test images of the class."}, png); err != nil {
+			return nil, err
+		}
 	}
 
-	// 3. Reconstructions beside real examples.
-	recon, err := Reconstruct(pix, c*h*w, art.Labels, classes)
-	if err != nil {
-		return nil, err
-	}
-	real, note := realExamples(cfg, opt, classes, c*h*w)
-	if note != "" {
-		res.Notes = append(res.Notes, note)
-	}
-	maxRows := min(classes, 20)
-	subtitle := fmt.Sprintf("%s base images → %s classes (contrast stretched)", cfg.Source, cfg.Dataset)
-	if classes > maxRows {
-		subtitle += fmt.Sprintf("; first %d of %d classes", maxRows, classes)
-	}
-	if real != nil {
-		real = real[:maxRows]
-	}
-	png, err = reconstructionFigure(recon[:maxRows], real, c, h, w, shortNames(targetNames, 12)[:maxRows], subtitle)
-	if err != nil {
-		return nil, err
-	}
-	if err := save(Figure{Name: "reconstructions.png", Title: "Reconstructed class images",
-		Caption: "Left column: for each target class c, Σ_i y_ic x_i / Σ_i y_ic over the base images x_i (pixels in [0, 1]) with their distilled labels y, " +
-			"stretched to the full grey range; second column: the same minus the mean of all classes' combinations (the class-specific part), stretched; right: real " + cfg.Dataset + " test images of the class. " +
-			"Labels that put weight on images resembling the class make its combination resemble it (the paper's Figure on reconstructed images)."}, png); err != nil {
-		return nil, err
+	// 3. Reconstructions beside real examples (of real base images).
+	if !imagesLearnt {
+		recon, err := Reconstruct(pix, c*h*w, art.Labels, classes)
+		if err != nil {
+			return nil, err
+		}
+		real, note := realExamples(cfg, opt, classes, c*h*w)
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
+		maxRows := min(classes, 20)
+		subtitle := fmt.Sprintf("%s base images → %s classes (contrast stretched)", cfg.Source, cfg.Dataset)
+		if classes > maxRows {
+			subtitle += fmt.Sprintf("; first %d of %d classes", maxRows, classes)
+		}
+		if real != nil {
+			real = real[:maxRows]
+		}
+		png, err = reconstructionFigure(recon[:maxRows], real, c, h, w, shortNames(targetNames, 12)[:maxRows], subtitle)
+		if err != nil {
+			return nil, err
+		}
+		if err := save(Figure{Name: "reconstructions.png", Title: "Reconstructed class images",
+			Caption: "Left column: for each target class c, Σ_i y_ic x_i / Σ_i y_ic over the base images x_i (pixels in [0, 1]) with their distilled labels y, " +
+				"stretched to the full grey range; second column: the same minus the mean of all classes' combinations (the class-specific part), stretched; right: real " + cfg.Dataset + " test images of the class. " +
+				"Labels that put weight on images resembling the class make its combination resemble it (the paper's Figure on reconstructed images)."}, png); err != nil {
+			return nil, err
+		}
 	}
 
 	// 4. Learning curves.
@@ -400,10 +438,7 @@ func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]floa
 // accuracies lists the distilled labels and each baseline, and the distilled labels'
 // improvement over each baseline.
 func accuracies(rep *artifact.Report) (entries, improvements []accuracyEntry) {
-	method := "LD"
-	if rep.Method == config.MethodRR {
-		method = "LD RR"
-	}
+	method := rep.Config.MethodName()
 	entries = append(entries, accuracyEntry{name: "distilled (" + method + ")", mean: rep.TestMean, std: rep.TestStd, models: len(rep.TestAccuracies)})
 	keys := make([]string, 0, len(rep.Baselines))
 	for k := range rep.Baselines {
@@ -467,10 +502,7 @@ type htmlFigure struct {
 
 func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvements []accuracyEntry) ([]byte, error) {
 	cfg := rep.Config
-	method := "LD"
-	if rep.Method == config.MethodRR {
-		method = "LD RR"
-	}
+	method := rep.Config.MethodName()
 	title := fmt.Sprintf("%s on %s", method, cfg.Dataset)
 	if cfg.Source != "" && cfg.Source != cfg.Dataset {
 		title += " from " + cfg.Source + " base images"

@@ -23,7 +23,7 @@ import (
 // per setting (arch: distilled beside true labels; rr-standard).
 func StudyFigure(st *study.Study) ([]byte, error) {
 	title := fmt.Sprintf("%s study: %s %s, %d base examples (T = %d, %d models)",
-		st.Study, sweep.MethodNameOf(st.Method), datasetTitle(st), st.BaseExamples, st.T, st.Models)
+		st.Study, studyMethodName(st), datasetTitle(st), st.BaseExamples, st.T, st.Models)
 	p := newPlot(title)
 	p.Y.Label.Text = "test accuracy (%)"
 	p.Add(plotter.NewGrid())
@@ -199,4 +199,12 @@ func yRange(settings []study.Setting) (lo, hi float64) {
 		return 0, 100
 	}
 	return math.Max(0, math.Floor(lo-2)), math.Min(100, math.Ceil(hi+2))
+}
+
+// studyMethodName names the study's method (studies written before method_name: the method's).
+func studyMethodName(st *study.Study) string {
+	if st.MethodName != "" {
+		return st.MethodName
+	}
+	return sweep.MethodNameOf(st.Method)
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -83,6 +84,7 @@ type Study struct {
 	Study        string    `json:"study"`
 	Artifact     string    `json:"artifact"`
 	Method       string    `json:"method"`
+	MethodName   string    `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
 	Dataset      string    `json:"dataset"`
 	Source       string    `json:"source"`
 	BaseExamples int       `json:"base_examples"`
@@ -117,7 +119,7 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 	}
 	rep := art.Report
 	cfg := rep.Config
-	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, Dataset: cfg.Dataset, Source: cfg.Source,
+	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, MethodName: cfg.MethodName(), Dataset: cfg.Dataset, Source: cfg.Source,
 		BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed}
 	if st.Models == 0 {
 		st.Models = cfg.EvalModels
@@ -132,6 +134,9 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 	}
 	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
 	var settings []Setting
+	if art.StepLRs != nil {
+		st.Notes = append(st.Notes, "a method dd artifact: every setting trains with the standard recipe (the optimizer on random minibatches of eval_batch, soft cross-entropy); its own recipe (learnt step sizes in their fixed order) is ldtorch evaluate's default")
+	}
 	switch kind {
 	case Steps:
 		if len(sc.Steps) > 0 {
@@ -187,10 +192,13 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 				trueSteps = b.Steps
 			}
 		}
-		haveTrue := art.BaseClasses != nil && !cfg.IsCrossDataset()
-		if !haveTrue {
+		haveTrue := art.BaseClasses != nil && !cfg.IsCrossDataset() && (!rep.LearntImages() || slices.Contains(rep.Learnt, artifact.LearntLabels))
+		switch {
+		case !haveTrue && rep.LearntImages():
+			st.Notes = append(st.Notes, "no true-label baseline: the images are learnt for one-hot labels of their classes, which are the true labels already (and there are no real images to give them)")
+		case !haveTrue:
 			st.Notes = append(st.Notes, "no true-label baseline: the base examples have no labels in the target's label space (cross-dataset, or an artifact before schema 2)")
-		} else {
+		default:
 			st.Notes = append(st.Notes, fmt.Sprintf("true-label baselines train %d steps (the distillation's true-label baseline search, else T)", trueSteps))
 		}
 		for _, a := range orDefault(sc.Archs, DefaultStudyArchs) {

@@ -499,12 +499,12 @@ func summaryRows(g *Grid, cells []Cell, done map[string]summaryCell) []Row {
 	for _, r := range g.Rows {
 		out = append(out, Row{Label: r.Label, GridRow: r.Label})
 		var keys []string
-		var method string
+		var method, name string
 		for _, c := range cells {
 			if c.Row != r.Label {
 				continue
 			}
-			method = c.Config.Method
+			method, name = c.Config.Method, c.Config.MethodName()
 			for _, b := range c.Config.Baselines {
 				k := b
 				if c.Config.Method == config.MethodRR {
@@ -515,7 +515,7 @@ func summaryRows(g *Grid, cells []Cell, done map[string]summaryCell) []Row {
 				}
 			}
 		}
-		plain := r.Label == "LD" || r.Label == "LD RR" || r.Label == MethodNameOf(method)
+		plain := r.Label == "LD" || r.Label == "LD RR" || r.Label == MethodNameOf(method) || r.Label == name
 		for _, k := range keys {
 			name := PaperBaselineName(k)
 			if !plain {
@@ -527,10 +527,14 @@ func summaryRows(g *Grid, cells []Cell, done map[string]summaryCell) []Row {
 	return out
 }
 
-// MethodNameOf is the paper's name of a method: "LD" or "LD RR".
+// MethodNameOf is the paper's name of a method of label distillation: "LD", "LD RR" or,
+// for method dd, "DD" (config.Config.MethodName also names runs that learn images).
 func MethodNameOf(method string) string {
-	if method == config.MethodRR {
+	switch method {
+	case config.MethodRR:
 		return "LD RR"
+	case config.MethodDD:
+		return "DD"
 	}
 	return "LD"
 }

@@ -110,3 +110,43 @@ func TestGridErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestSweepOfLearntImages: rows that learn images (learn images, method dd) run as cells
+// like any other and are named as their runs are, their baselines as the paper's.
+func TestSweepOfLearntImages(t *testing.T) {
+	dataDir, _ := filepath.Abs(sharedDataDir(t))
+	path := filepath.Join(t.TempDir(), "grid.json")
+	text := `{
+  "config": {"dataset": "mnist", "epochs": 2, "eval_models": 1, "baselines": ["true"], "baseline_steps": [5, 10],
+             "baseline_max_steps": 10, "target_set_size": 2048, "validation_size": 500, "threads": 1, "data_dir": "` + dataDir + `"},
+  "rows": [{"label": "Our DD", "set": {"learn": "images"}}, {"label": "DD", "set": {"method": "dd", "dd_steps": 1, "dd_epochs": 2}}],
+  "columns": {"key": "base_examples", "values": [10]}
+}`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ReadGrid(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := Run(context.Background(), g, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(filepath.Join(dir, SummaryCSV))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var labels []string
+	for _, r := range recs[1:] {
+		labels = append(labels, r[2]+"/"+r[7])
+	}
+	if got := strings.Join(labels, " "); got != "Our DD/ld Baseline/ld DD/dd Baseline/dd" {
+		t.Errorf("summary.csv rows: %s", got)
+	}
+}

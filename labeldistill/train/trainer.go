@@ -55,6 +55,42 @@ type Trainer struct {
 	// and scored, before they are freed: l's model j is model first+j (seeded
 	// Seed(seed, purpose, first+j)). It must not change them (ModelSaver.Save saves them).
 	Trained func(first int, l *Models) error
+	// Schedule, when set, replaces the random minibatches and Opt: method dd's fixed
+	// order and learnt step sizes.
+	Schedule *Schedule
+}
+
+// Schedule is a fixed training schedule (method dd, Wang et al.'s dataset distillation;
+// docs/ALGORITHM.md §12): step t (1-based) trains every model on the base examples
+// Batches[(t−1) mod len(Batches)], in that order, with one plain gradient step of size
+// LRs[t−1]. A training takes at most len(LRs) steps.
+type Schedule struct {
+	Batches [][]int64
+	LRs     []float64
+}
+
+// check refuses a schedule that cannot train steps steps on n base examples.
+func (s *Schedule) check(steps, n int) error {
+	if len(s.Batches) == 0 || steps > len(s.LRs) {
+		return fmt.Errorf("schedule: %d steps asked of a schedule of %d step sizes over %d batches", steps, len(s.LRs), len(s.Batches))
+	}
+	size := len(s.Batches[0])
+	for _, b := range s.Batches {
+		if len(b) != size || size == 0 {
+			return fmt.Errorf("schedule: batches of %d and %d examples (they must be equal and not empty)", size, len(b))
+		}
+		for _, i := range b {
+			if i < 0 || int(i) >= n {
+				return fmt.Errorf("schedule: base example %d of %d", i, n)
+			}
+		}
+	}
+	for i, lr := range s.LRs {
+		if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
+			return fmt.Errorf("schedule: step size %d is %v", i+1, lr)
+		}
+	}
+	return nil
 }
 
 // reportSteps sets onStep to report progress over total steps (when progress is set) and
@@ -88,7 +124,14 @@ type Probe struct {
 // model i initialised from torch.NewGenerator(seeds[i]) and drawing its minibatches from
 // its own PCG stream (seeds[i], 0x5eed). pr may be nil.
 func (tr *Trainer) TrainModels(ctx context.Context, steps int, seeds []uint64, mode nets.BodyMode, pr *Probe) (*Models, error) {
-	l, err := NewModels(tr.Net, tr.RR, tr.Cfg, tr.Opt, seeds, tr.Device, tr.Images.DType(), mode)
+	spec := tr.Opt
+	if tr.Schedule != nil {
+		if err := tr.Schedule.check(steps, int(tr.Images.Shape()[0])); err != nil {
+			return nil, err
+		}
+		spec = OptSpec{Kind: "sgd"} // its step size is set at every step
+	}
+	l, err := NewModels(tr.Net, tr.RR, tr.Cfg, spec, seeds, tr.Device, tr.Images.DType(), mode)
 	if err != nil {
 		return nil, err
 	}
@@ -115,9 +158,25 @@ func (tr *Trainer) TrainFor(ctx context.Context, l *Models, rngs []*rand.Rand, s
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		for i, rng := range rngs {
-			for j, p := range rng.Perm(n)[:batch] {
-				idx[i*batch+j] = int64(p)
+		if sch := tr.Schedule; sch != nil {
+			b := sch.Batches[(step-1)%len(sch.Batches)]
+			batch = len(b)
+			idx = idx[:0]
+			for range rngs {
+				idx = append(idx, b...)
+			}
+			sgd, ok := l.Opt.(*torch.SGD)
+			if !ok {
+				return fmt.Errorf("training step %d: a schedule needs plain SGD", step)
+			}
+			if err := sgd.SetLR(sch.LRs[step-1]); err != nil {
+				return fmt.Errorf("training step %d: %w", step, err)
+			}
+		} else {
+			for i, rng := range rngs {
+				for j, p := range rng.Perm(n)[:batch] {
+					idx[i*batch+j] = int64(p)
+				}
 			}
 		}
 		t, err := torch.FromInt64On(tr.Device, idx, int64(len(idx)))
