@@ -238,3 +238,66 @@ func BenchmarkPool2x2(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConv5x5 compares libtorch's conv2d with Conv2dDirect on LeNet's two convolutions
+// over a meta-step's target batch (1024 float32 images): the first layer (1→6, 28×28,
+// padding 2) and the second (6→16, 14×14). fwd-nograd is the forward alone (LD RR's target
+// batch); bwd-w the forward with a graph and the gradient with respect to the weights (the
+// first layer in LD's label gradient); bwd-xw the same with the input's gradient too (the
+// second layer). Run with the allocator settings of the ldtorch command
+// (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
+// MALLOC_TOP_PAD_=268435456) to time the kernels rather than page faults.
+func BenchmarkConv5x5(b *testing.B) {
+	layers := []struct {
+		name      string
+		x, w      []int64
+		pad       int64
+		inputGrad bool
+	}{
+		{"conv1", []int64{1024, 1, 28, 28}, []int64{6, 1, 5, 5}, 2, false},
+		{"conv2", []int64{1024, 6, 14, 14}, []int64{16, 6, 5, 5}, 0, true},
+	}
+	for _, l := range layers {
+		x := Must(Randn(l.x, nil))
+		w := Must(Randn(l.w, nil))
+		bias := Must(Randn([]int64{l.w[0]}, nil))
+		xg := Must(x.Detach())
+		if l.inputGrad {
+			if err := xg.SetRequiresGrad(true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg := Must(w.Detach())
+		if err := wg.SetRequiresGrad(true); err != nil {
+			b.Fatal(err)
+		}
+		opts := Conv2dOpts{Padding: [2]int64{l.pad, l.pad}}
+		for _, impl := range []struct {
+			name string
+			conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
+		}{{"conv2d", Conv2d}, {"direct", Conv2dDirect}} {
+			conv := impl.conv
+			b.Run(l.name+"/"+impl.name+"/fwd-nograd", func(b *testing.B) {
+				cpuLoop(b, func() {
+					_ = NoGrad(func() error { Must(conv(x, w, bias, opts)).Free(); return nil })
+				})
+			})
+			bwd := "bwd-w"
+			inputs := []*Tensor{wg}
+			if l.inputGrad {
+				bwd = "bwd-xw"
+				inputs = []*Tensor{xg, wg}
+			}
+			b.Run(l.name+"/"+impl.name+"/"+bwd, func(b *testing.B) {
+				cpuLoop(b, func() {
+					sc := NewScope()
+					defer sc.Close()
+					y := Must(conv(xg, wg, bias, opts))
+					g := Must(Ones(y.Shape()))
+					Must(Grad([]*Tensor{y}, inputs, GradOpts{GradOutputs: []*Tensor{g}}))
+				})
+			})
+		}
+		FreeAll([]*Tensor{x, w, bias, xg, wg})
+	}
+}

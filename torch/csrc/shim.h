@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 6
+#define LDT_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -158,6 +158,24 @@ LDT_API ldt_error ldt_max_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *k
  * gradients (double backward included), from a fused CPU kernel for float and double;
  * other devices and types use max_pool2d. */
 LDT_API ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x);
+/* conv2d (same arguments) from the shim's direct kernels where they apply: CPU, float or
+ * double, 5×5 weights, stride 1, dilation 1, one group, padding 0..4, at most 16 input and
+ * 16 output channels, a CPU with AVX2 and FMA; derivatives of every order. Otherwise, and
+ * while they are off, conv2d. */
+LDT_API ldt_error ldt_conv2d_direct(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *dilation, int64_t groups);
+/* max_pool2x2(conv2d_direct(...)): where the direct kernels apply, one fused kernel that
+ * pools each chunk of convolution outputs while they are in the cache (the same values and
+ * winners as the two calls), with a backward that never writes the convolution's gradient. */
+LDT_API ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                                         const int64_t *stride, const int64_t *padding,
+                                         const int64_t *dilation, int64_t groups);
+/* The direct kernels in use: "avx512", "avx2", or "" (off, or none for this CPU). */
+LDT_API const char *ldt_direct_conv_isa(void);
+/* mode: "best" (the default; LDTORCH_DIRECT_CONV=off or =avx2 at load changes it), "off",
+ * "avx2", "avx512". Process-wide; graphs already recorded keep their kernels. */
+LDT_API ldt_error ldt_set_direct_conv(const char *mode);
 LDT_API ldt_error ldt_avg_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
                                  const int64_t *stride, const int64_t *padding, int ceil_mode,
                                  int count_include_pad);
