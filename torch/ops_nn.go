@@ -147,6 +147,23 @@ func MaxPool2d(x *Tensor, o PoolOpts) (*Tensor, error) {
 	return result("max_pool2d", out, e)
 }
 
+// MaxPool2dDirect is MaxPool2d, bit for bit (values, indices, derivatives of every order),
+// with the forward computed by the shim for contiguous float32 and float64 CPU input:
+// libtorch's loop (window bounds, scan order, tie and NaN rule) without its per-element
+// overheads, recording the indices only when a graph needs them; the backward is libtorch's
+// max_pool2d_with_indices_backward (docs/BENCHMARKS.md, prediction 15). Other inputs run
+// MaxPool2d.
+func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
+	h, err := x.handle("max_pool2d_direct")
+	if err != nil {
+		return nil, err
+	}
+	k, s, p := o.Kernel, o.stride(), o.Padding
+	var out C.ldt_tensor
+	e := C.ldt_max_pool2d_direct(&out, h, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(p[:]), cbool(o.CeilMode))
+	return result("max_pool2d_direct", out, e)
+}
+
 // MaxPool2x2 is MaxPool2d with a 2×2 kernel and stride 2 (no padding, floor mode): the
 // same values, tie rule (the first maximum of each window wins) and gradients, double
 // backward included, computed on the CPU by a fused kernel that reads each element once
