@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/torch"
 )
 
 func (e *env) benchCommand() *cli.Command {
@@ -112,8 +113,9 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	b, err := json.Marshal(struct {
 		*labeldistill.BenchResult
 		*labeldistill.EvalBenchResult `json:",omitempty"`
-		Malloc                        string `json:"malloc"` // the process's allocator settings (malloc.go)
-	}{res, evalRes, mallocSummary()})
+		Malloc                        string `json:"malloc"`      // the process's allocator settings (malloc.go)
+		DirectConv                    string `json:"direct_conv"` // the shim's convolution kernels, "" for libtorch's
+	}{res, evalRes, mallocSummary(), torch.DirectConvISA()})
 	if err != nil {
 		return err
 	}
