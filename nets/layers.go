@@ -17,6 +17,8 @@ import (
 type layers interface {
 	// conv is a 2-D convolution; bias may be nil.
 	conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor
+	// convPool is conv followed by a 2×2 max-pool (torch.MaxPool2x2).
+	convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor
 	// batchNorm normalises with the affine w, b and the running statistics, updated in
 	// place in training mode.
 	batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor
@@ -38,8 +40,15 @@ type body func(l layers, ch *torch.Chain, p, buf []*torch.Tensor, x *torch.Tenso
 // oneModel is the single-model form: activations (B, C, H, W), rows (B, features).
 type oneModel struct{}
 
+// conv runs the shim's direct kernels where they apply (LeNet's small 5×5 layers on the CPU)
+// and libtorch's conv2d everywhere else (torch.Conv2dDirect).
 func (oneModel) conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor {
-	return ch.T(torch.Conv2d(x, w, bias, o))
+	return ch.T(torch.Conv2dDirect(x, w, bias, o))
+}
+
+// convPool is one fused kernel where the direct kernels apply (torch.Conv2dMaxPool2x2).
+func (oneModel) convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor {
+	return ch.T(torch.Conv2dMaxPool2x2(x, w, bias, o))
 }
 
 func (oneModel) batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor {
@@ -87,6 +96,14 @@ func (g groupedModels) conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.C
 		o.Groups = g.m
 	}
 	return ch.T(torch.Conv2d(x, wf, bf, o))
+}
+
+func (g groupedModels) convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor {
+	y := g.conv(ch, x, w, bias, o)
+	if ch.Err() != nil {
+		return nil
+	}
+	return ch.T(torch.MaxPool2x2(y))
 }
 
 // batchNorm acts per channel, so it runs unchanged on the M·C channels with the stacked

@@ -29,10 +29,9 @@ func newLeNet(c, h, w, classes int64) (*Net, error) {
 	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
 		// ReLU after max-pooling: relu(maxpool(x)) = maxpool(relu(x)) exactly (ReLU is
 		// monotonic), values and gradients alike, with a quarter of the ReLU work.
-		y := l.conv(ch, x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}})
-		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
-		y = l.conv(ch, y, p[2], p[3], torch.Conv2dOpts{})
-		y = ch.T(ch.T(torch.MaxPool2x2(y)).Relu())
+		// Convolution and pooling are one call: one fused kernel on the CPU (layers.go).
+		y := ch.T(l.convPool(ch, x, p[0], p[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}}).Relu())
+		y = ch.T(l.convPool(ch, y, p[2], p[3], torch.Conv2dOpts{}).Relu())
 		y = l.rows(ch, y)
 		y = ch.T(l.linear(ch, y, p[4], p[5]).Relu())
 		return ch.T(l.linear(ch, y, p[6], p[7]).Relu())

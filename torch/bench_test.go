@@ -238,3 +238,111 @@ func BenchmarkPool2x2(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkConvPool times LeNet's two convolution + 2×2 max-pool layers over a meta-step's
+// target batch (1024 float32 images): the first (1→6, 28×28, padding 2) and the second
+// (6→16, 14×14), computed as MaxPool2x2(Conv2d) (libtorch's convolution), as
+// MaxPool2x2(Conv2dDirect) and as Conv2dMaxPool2x2 (fused). fwd-nograd is the forward alone
+// (LD RR's target batch); bwd-w the forward with a graph and the gradient with respect to the
+// weights (the first layer in LD's label gradient); bwd-xw the same with the input's gradient
+// too (the second layer). Run with the allocator settings of the ldtorch command
+// (MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824
+// MALLOC_TOP_PAD_=268435456) to time the kernels rather than page faults.
+func BenchmarkConvPool(b *testing.B) {
+	layers := []struct {
+		name      string
+		x, w      []int64
+		pad       int64
+		inputGrad bool
+	}{
+		{"conv1", []int64{1024, 1, 28, 28}, []int64{6, 1, 5, 5}, 2, false},
+		{"conv2", []int64{1024, 6, 14, 14}, []int64{16, 6, 5, 5}, 0, true},
+	}
+	pooled := func(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)) func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+		return func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+			y, err := conv(x, w, b, o)
+			if err != nil {
+				return nil, err
+			}
+			defer y.Free()
+			return MaxPool2x2(y)
+		}
+	}
+	for _, l := range layers {
+		x := Must(Randn(l.x, nil))
+		w := Must(Randn(l.w, nil))
+		bias := Must(Randn([]int64{l.w[0]}, nil))
+		xg := Must(x.Detach())
+		if l.inputGrad {
+			if err := xg.SetRequiresGrad(true); err != nil {
+				b.Fatal(err)
+			}
+		}
+		wg := Must(w.Detach())
+		if err := wg.SetRequiresGrad(true); err != nil {
+			b.Fatal(err)
+		}
+		opts := Conv2dOpts{Padding: [2]int64{l.pad, l.pad}}
+		for _, impl := range []struct {
+			name string
+			f    func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
+		}{{"conv2d", pooled(Conv2d)}, {"direct", pooled(Conv2dDirect)}, {"fused", Conv2dMaxPool2x2}} {
+			f := impl.f
+			b.Run(l.name+"/"+impl.name+"/fwd-nograd", func(b *testing.B) {
+				cpuLoop(b, func() {
+					_ = NoGrad(func() error { Must(f(x, w, bias, opts)).Free(); return nil })
+				})
+			})
+			bwd := "bwd-w"
+			inputs := []*Tensor{wg}
+			if l.inputGrad {
+				bwd = "bwd-xw"
+				inputs = []*Tensor{xg, wg}
+			}
+			b.Run(l.name+"/"+impl.name+"/"+bwd, func(b *testing.B) {
+				cpuLoop(b, func() {
+					sc := NewScope()
+					defer sc.Close()
+					y := Must(f(xg, wg, bias, opts))
+					g := Must(Ones(y.Shape()))
+					Must(Grad([]*Tensor{y}, inputs, GradOpts{GradOutputs: []*Tensor{g}}))
+				})
+			})
+		}
+		FreeAll([]*Tensor{x, w, bias, xg, wg})
+	}
+}
+
+// BenchmarkMaxPool2d3x3 compares MaxPool2d with MaxPool2dDirect on AlexCifarNet's first pool
+// (3×3, stride 2, padding 1) over a meta-step's target batch (1024×64×32×32 float32),
+// forward without a graph (LD RR's target batch) and forward + backward.
+func BenchmarkMaxPool2d3x3(b *testing.B) {
+	x := Must(Randn([]int64{1024, 64, 32, 32}, nil))
+	defer x.Free()
+	xg := Must(x.Detach())
+	defer xg.Free()
+	if err := xg.SetRequiresGrad(true); err != nil {
+		b.Fatal(err)
+	}
+	o := PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}
+	for _, impl := range []struct {
+		name string
+		pool func(*Tensor, PoolOpts) (*Tensor, error)
+	}{{"max_pool2d", MaxPool2d}, {"direct", MaxPool2dDirect}} {
+		pool := impl.pool
+		b.Run(impl.name+"/fwd-nograd", func(b *testing.B) {
+			cpuLoop(b, func() {
+				_ = NoGrad(func() error { Must(pool(x, o)).Free(); return nil })
+			})
+		})
+		b.Run(impl.name+"/fwd+bwd", func(b *testing.B) {
+			cpuLoop(b, func() {
+				sc := NewScope()
+				defer sc.Close()
+				y := Must(pool(xg, o))
+				g := Must(Ones(y.Shape()))
+				Must(Grad([]*Tensor{y}, []*Tensor{xg}, GradOpts{GradOutputs: []*Tensor{g}}))
+			})
+		})
+	}
+}

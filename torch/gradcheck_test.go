@@ -237,6 +237,18 @@ func gcCases() []gcCase {
 			f: func(in []*Tensor) (*Tensor, error) {
 				return Conv2d(in[0], in[1], nil, Conv2dOpts{Stride: p2(1, 2), Padding: p2(2, 0), Dilation: p2(2, 1)})
 			}},
+		// Conv2dDirect's own kernels (on CPUs with AVX2 and FMA; Conv2d elsewhere), first and
+		// second order: every derivative comes from its three custom functions.
+		{name: "conv2d_direct_pad2x1", inputs: many(rn(160, 2, 2, 7, 6), rn(161, 3, 2, 5, 5), rn(162, 3)),
+			f: func(in []*Tensor) (*Tensor, error) {
+				return Conv2dDirect(in[0], in[1], in[2], Conv2dOpts{Padding: p2(2, 1)})
+			}, gg: true},
+		{name: "conv2d_direct_nobias_pad0", inputs: many(rn(163, 3, 3, 6, 9), rn(164, 2, 3, 5, 5)),
+			f: func(in []*Tensor) (*Tensor, error) { return Conv2dDirect(in[0], in[1], nil, Conv2dOpts{}) }, gg: true},
+		{name: "conv2d_max_pool2x2_odd", inputs: many(rn(165, 2, 2, 8, 7), rn(166, 3, 2, 5, 5), rn(167, 3)),
+			f: func(in []*Tensor) (*Tensor, error) {
+				return Conv2dMaxPool2x2(in[0], in[1], in[2], Conv2dOpts{Padding: p2(1, 2)})
+			}, gg: true},
 		{name: "max_pool2d_k3s2p1", inputs: rn(115, 2, 3, 7, 7),
 			f: un(func(x *Tensor) (*Tensor, error) {
 				return MaxPool2d(x, PoolOpts{Kernel: p2(3, 3), Stride: p2(2, 2), Padding: p2(1, 1)})

@@ -3,9 +3,12 @@ package torch
 // ops_nn.go: convolution, pooling, normalisation, linear layers, softmax and losses.
 
 /*
+#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
+
+import "unsafe"
 
 // Conv2dOpts are conv2d's hyper-parameters; zero values mean stride 1, padding 0,
 // dilation 1, groups 1.
@@ -45,6 +48,79 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 	return result("conv2d", out, e)
 }
 
+// Conv2dDirect is Conv2d computed, where they apply, by the shim's direct kernels for small
+// 5×5 layers (torch/csrc/conv5x5.cc): CPU, float32 or float64, 5×5 weights, stride 1,
+// dilation 1, one group, padding 0..4, at most 16 input and output channels, a CPU with AVX2
+// and FMA. They keep derivatives of every order; their values are within float rounding of
+// Conv2d's (a different order of the sums: see docs/BENCHMARKS.md, prediction 12), the same
+// on AVX2 and AVX-512 and for any thread count. Everything else, other devices included,
+// runs Conv2d.
+func Conv2dDirect(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
+	hx, err := x.handle("conv2d_direct")
+	if err != nil {
+		return nil, err
+	}
+	hw, err := w.handle("conv2d_direct")
+	if err != nil {
+		return nil, err
+	}
+	hb, err := optHandle("conv2d_direct", bias)
+	if err != nil {
+		return nil, err
+	}
+	stride, dil, pad := orOne(o.Stride), orOne(o.Dilation), o.Padding
+	groups := o.Groups
+	if groups == 0 {
+		groups = 1
+	}
+	var out C.ldt_tensor
+	e := C.ldt_conv2d_direct(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
+	return result("conv2d_direct", out, e)
+}
+
+// Conv2dMaxPool2x2 is MaxPool2x2(Conv2dDirect(x, w, bias, o)): the same values, winners and
+// derivatives of every order (the bias gradient within rounding: it is summed over the pooled
+// gradient). Where the direct kernels apply it is one fused kernel that pools each chunk of
+// convolution outputs while they are in the cache, and whose backward scatters each chunk's
+// gradient in the cache too, so the full-size convolution output and its gradient are never
+// written (LeNet's first layer: 19 MB each for 1024 images).
+func Conv2dMaxPool2x2(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
+	hx, err := x.handle("conv2d_max_pool2x2")
+	if err != nil {
+		return nil, err
+	}
+	hw, err := w.handle("conv2d_max_pool2x2")
+	if err != nil {
+		return nil, err
+	}
+	hb, err := optHandle("conv2d_max_pool2x2", bias)
+	if err != nil {
+		return nil, err
+	}
+	stride, dil, pad := orOne(o.Stride), orOne(o.Dilation), o.Padding
+	groups := o.Groups
+	if groups == 0 {
+		groups = 1
+	}
+	var out C.ldt_tensor
+	e := C.ldt_conv2d_max_pool2x2(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
+	return result("conv2d_max_pool2x2", out, e)
+}
+
+// DirectConvISA names the kernels Conv2dDirect uses: "avx512", "avx2", or "" when they are
+// off or the CPU (or build) has none.
+func DirectConvISA() string { return C.GoString(C.ldt_direct_conv_isa()) }
+
+// SetDirectConv chooses Conv2dDirect's kernels for the whole process: "best" (the default),
+// "off" (Conv2d everywhere), "avx2" or "avx512"; an ISA the CPU lacks is an error. The
+// environment variable LDTORCH_DIRECT_CONV (off, avx2) sets the choice when the shim loads.
+// Graphs already recorded keep the kernels they were recorded with.
+func SetDirectConv(mode string) error {
+	cs := C.CString(mode)
+	defer C.free(unsafe.Pointer(cs))
+	return cerr("set_direct_conv", C.ldt_set_direct_conv(cs))
+}
+
 // PoolOpts are pooling hyper-parameters; a zero Stride means the kernel size.
 type PoolOpts struct {
 	Kernel, Stride, Padding [2]int64
@@ -69,6 +145,23 @@ func MaxPool2d(x *Tensor, o PoolOpts) (*Tensor, error) {
 	var out C.ldt_tensor
 	e := C.ldt_max_pool2d(&out, h, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(p[:]), cbool(o.CeilMode))
 	return result("max_pool2d", out, e)
+}
+
+// MaxPool2dDirect is MaxPool2d, bit for bit (values, indices, derivatives of every order),
+// with the forward computed by the shim for contiguous float32 and float64 CPU input:
+// libtorch's loop (window bounds, scan order, tie and NaN rule) without its per-element
+// overheads, recording the indices only when a graph needs them; the backward is libtorch's
+// max_pool2d_with_indices_backward (docs/BENCHMARKS.md, prediction 15). Other inputs run
+// MaxPool2d.
+func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
+	h, err := x.handle("max_pool2d_direct")
+	if err != nil {
+		return nil, err
+	}
+	k, s, p := o.Kernel, o.stride(), o.Padding
+	var out C.ldt_tensor
+	e := C.ldt_max_pool2d_direct(&out, h, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(p[:]), cbool(o.CeilMode))
+	return result("max_pool2d_direct", out, e)
 }
 
 // MaxPool2x2 is MaxPool2d with a 2×2 kernel and stride 2 (no padding, floor mode): the

@@ -13,7 +13,7 @@ import (
 )
 
 // ABIVersion is the shim C API version this package was written for (shim.h).
-const ABIVersion = 9
+const ABIVersion = 10
 
 // Info describes the libtorch runtime in use.
 type Info struct {
@@ -52,6 +52,23 @@ func RuntimeInfo() (Info, error) {
 	return info, runtimeErr
 }
 
-// Version returns libtorch's version string, from the headers the loaded shim was compiled
-// against (libtorch has no run-time version call); Info.LibtorchDir says which files it runs on.
+// SetCPUBlockCache makes CPU tensors of 32 MiB and more come from 2 MiB-aligned mappings
+// with transparent huge pages requested, and keeps up to maxBytes of freed ones for the next
+// tensors of (nearly) the same size, instead of glibc's fresh mapping per tensor, unmapped on
+// free, whose pages fault in again each time (docs/BENCHMARKS.md, prediction 14). Like the
+// malloc settings, this is the program's choice: the ldtorch command makes it, the library
+// never does. 0 stops keeping blocks; tensors of other devices are not affected.
+func SetCPUBlockCache(maxBytes int64) error {
+	return cerr("set_cpu_block_cache", C.ldt_set_cpu_block_cache(C.int64_t(maxBytes)))
+}
+
+// CPUBlockCacheStats reports the bytes kept now, the blocks mapped and the requests served
+// from kept blocks since SetCPUBlockCache was first called (zeros before).
+func CPUBlockCacheStats() (cached, maps, hits int64) {
+	var c, m, h C.int64_t
+	C.ldt_cpu_block_cache_stats(&c, &m, &h)
+	return int64(c), int64(m), int64(h)
+}
+
+// Version returns libtorch's version string.
 func Version() string { return C.GoString(C.ldt_torch_version()) }

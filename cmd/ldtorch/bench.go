@@ -13,6 +13,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/bench"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch"
 )
 
 func (e *env) benchCommand() *cli.Command {
@@ -107,8 +108,9 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	b, err := json.Marshal(struct {
 		*bench.Result
 		*bench.EvaluationResult `json:",omitempty"`
-		Malloc                  string `json:"malloc"` // the process's allocator settings (malloc.go)
-	}{res, evalRes, mallocSummary()})
+		Malloc                  string `json:"malloc"`      // the process's allocator settings (malloc.go)
+		DirectConv              string `json:"direct_conv"` // the shim's convolution kernels, "" for libtorch's
+	}{res, evalRes, mallocSummary(), torch.DirectConvISA()})
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
 		os.Exit(exitUsage)
 	}
+	tuneBlockCache()
 	stdout := io.Writer(os.Stdout)
 	if stdoutClosed() {
 		stdout = failingWriter{errors.New("stdout is closed")}

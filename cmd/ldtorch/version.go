@@ -30,6 +30,7 @@ type versionInfo struct {
 	Threads      int    `json:"threads"`
 	Gloo         bool   `json:"c10d_gloo"` // the shim has the collectives (--nproc, torchrun)
 	Malloc       string `json:"malloc"`
+	DirectConv   string `json:"direct_conv"` // the shim's convolution kernels in use (torch.DirectConvISA), "" for libtorch's
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	Go           string `json:"go_version"`
@@ -61,6 +62,9 @@ func (e *env) versionAction(c *cli.Context) error {
 		Malloc:     mallocSummary(),
 		GOMAXPROCS: runtime.GOMAXPROCS(0), NumCPU: runtime.NumCPU(), Go: runtime.Version(),
 		Platform: runtime.GOOS + "/" + runtime.GOARCH,
+	}
+	if rerr == nil { // a shim of another ABI may lack the call
+		v.DirectConv = torch.DirectConvISA()
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -107,6 +111,11 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "c10d        not built (no Gloo headers when the shim was built)\n")
 		}
 		fmt.Fprintf(e.stdout, "malloc      %s\n", v.Malloc)
+		if v.DirectConv != "" {
+			fmt.Fprintf(e.stdout, "kernels     direct 5×5 convolutions, %s (LDTORCH_DIRECT_CONV=off: libtorch's)\n", v.DirectConv)
+		} else {
+			fmt.Fprintf(e.stdout, "kernels     libtorch's convolutions\n")
+		}
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)
 	}

@@ -23,6 +23,7 @@
 #include <limits>
 
 #include "internal.h"
+#include "pool2x2.h"
 
 namespace {
 
@@ -45,6 +46,96 @@ inline bool take(scalar_t v, scalar_t best) {
   return (v > best) | (v != v);
 }
 
+}  // namespace
+
+namespace ldt {
+namespace pool2x2 {
+
+template <typename scalar_t>
+void pool_planes(const scalar_t *in, scalar_t *out, uint8_t *win, int64_t planes, int64_t H, int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  for (int64_t p = 0; p < planes; p++) {
+    const scalar_t *plane = in + p * H * W;
+    for (int64_t i = 0; i < Ho; i++) {
+      const scalar_t *r0 = plane + 2 * i * W, *r1 = r0 + W;
+      scalar_t *o = out + (p * Ho + i) * Wo;
+      uint8_t *k = win == nullptr ? nullptr : win + (p * Ho + i) * Wo;
+      // Branch-free, so that the compiler vectorises it: on real activations the
+      // winner is unpredictable, and a branch per comparison cost 9× the time. The first
+      // element needs no comparison: against −∞ it wins unless it is −∞ itself, which
+      // leaves the same value and position.
+      for (int64_t j = 0; j < Wo; j++) {
+        const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+        scalar_t best = a;
+        best = take(b, best) ? b : best;
+        best = take(c, best) ? c : best;
+        best = take(d, best) ? d : best;
+        o[j] = best;
+      }
+      if (k == nullptr) continue;
+      // The winner, recovered from the maximum: without NaN, the first element equal to
+      // it (ties go to the first); with NaN, the last NaN (each NaN replaces the last).
+      for (int64_t j = 0; j < Wo; j++) {
+        const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1], best = o[j];
+        const int ea = a == best, eb = b == best, ec = c == best;
+        const int first_equal = (1 - ea) * (1 + (1 - eb) * (1 + (1 - ec)));
+        const int nb = b != b, nc = c != c, nd = d != d;
+        const int last_nan = nd * 3 + (1 - nd) * (nc * 2 + (1 - nc) * nb);
+        const int best_nan = best != best;
+        k[j] = static_cast<uint8_t>(first_equal + best_nan * (last_nan - first_equal));
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+void select_planes(const scalar_t *in, const uint8_t *win, scalar_t *out, int64_t planes, int64_t H, int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  for (int64_t p = 0; p < planes; p++) {
+    for (int64_t i = 0; i < Ho; i++) {
+      const scalar_t *r0 = in + p * H * W + 2 * i * W;
+      for (int64_t j = 0; j < Wo; j++) {
+        const int64_t q = (p * Ho + i) * Wo + j;
+        const uint8_t k = win[q];
+        out[q] = r0[(k >> 1) * W + 2 * j + (k & 1)];
+      }
+    }
+  }
+}
+
+template <typename scalar_t>
+void scatter_planes(const scalar_t *in, const uint8_t *win, scalar_t *out, int64_t planes, int64_t H, int64_t W) {
+  const int64_t Ho = H / 2, Wo = W / 2;
+  // One indexed store per window into the zero-filled output: branch-free. Writing the four
+  // values of each window with selects compiled to branches and cost 3× more.
+  for (int64_t p = 0; p < planes; p++) {
+    for (int64_t i = 0; i < Ho; i++) {
+      scalar_t *r0 = out + p * H * W + 2 * i * W;
+      for (int64_t j = 0; j < Wo; j++) {
+        const int64_t q = (p * Ho + i) * Wo + j;
+        const uint8_t k = win[q];
+        r0[(k >> 1) * W + 2 * j + (k & 1)] = in[q];
+      }
+    }
+  }
+}
+
+template void pool_planes<float>(const float *, float *, uint8_t *, int64_t, int64_t, int64_t);
+template void pool_planes<double>(const double *, double *, uint8_t *, int64_t, int64_t, int64_t);
+template void select_planes<float>(const float *, const uint8_t *, float *, int64_t, int64_t, int64_t);
+template void select_planes<double>(const double *, const uint8_t *, double *, int64_t, int64_t, int64_t);
+template void scatter_planes<float>(const float *, const uint8_t *, float *, int64_t, int64_t, int64_t);
+template void scatter_planes<double>(const double *, const uint8_t *, double *, int64_t, int64_t, int64_t);
+
+}  // namespace pool2x2
+}  // namespace ldt
+
+namespace {
+
+using ldt::pool2x2::pool_planes;
+using ldt::pool2x2::scatter_planes;
+using ldt::pool2x2::select_planes;
+
 // pool computes y (N,C,H/2,W/2) and, when idx_out is given, the winner of each window.
 at::Tensor pool(const at::Tensor &input, at::Tensor *idx_out) {
   auto x = input.contiguous();
@@ -57,38 +148,8 @@ at::Tensor pool(const at::Tensor &input, at::Tensor *idx_out) {
     scalar_t *out = y.data_ptr<scalar_t>();
     uint8_t *win = idx.defined() ? idx.data_ptr<uint8_t>() : nullptr;
     at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; p++) {
-        const scalar_t *plane = in + p * H * W;
-        for (int64_t i = 0; i < Ho; i++) {
-          const scalar_t *r0 = plane + 2 * i * W, *r1 = r0 + W;
-          scalar_t *o = out + (p * Ho + i) * Wo;
-          uint8_t *k = win == nullptr ? nullptr : win + (p * Ho + i) * Wo;
-          // Branch-free, so that the compiler vectorises it: on real activations the
-          // winner is unpredictable, and a branch per comparison cost 9× the time. The first
-          // element needs no comparison: against −∞ it wins unless it is −∞ itself, which
-          // leaves the same value and position.
-          for (int64_t j = 0; j < Wo; j++) {
-            const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-            scalar_t best = a;
-            best = take(b, best) ? b : best;
-            best = take(c, best) ? c : best;
-            best = take(d, best) ? d : best;
-            o[j] = best;
-          }
-          if (k == nullptr) continue;
-          // The winner, recovered from the maximum: without NaN, the first element equal to
-          // it (ties go to the first); with NaN, the last NaN (each NaN replaces the last).
-          for (int64_t j = 0; j < Wo; j++) {
-            const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1], best = o[j];
-            const int ea = a == best, eb = b == best, ec = c == best;
-            const int first_equal = (1 - ea) * (1 + (1 - eb) * (1 + (1 - ec)));
-            const int nb = b != b, nc = c != c, nd = d != d;
-            const int last_nan = nd * 3 + (1 - nd) * (nc * 2 + (1 - nc) * nb);
-            const int best_nan = best != best;
-            k[j] = static_cast<uint8_t>(first_equal + best_nan * (last_nan - first_equal));
-          }
-        }
-      }
+      pool_planes(in + begin * H * W, out + begin * Ho * Wo, win == nullptr ? nullptr : win + begin * Ho * Wo,
+                  end - begin, H, W);
     });
   });
   if (idx_out != nullptr) *idx_out = idx;
@@ -105,16 +166,7 @@ at::Tensor select(const at::Tensor &input, const at::Tensor &idx) {
     scalar_t *out = y.data_ptr<scalar_t>();
     const uint8_t *win = idx.data_ptr<uint8_t>();
     at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; p++) {
-        for (int64_t i = 0; i < Ho; i++) {
-          const scalar_t *r0 = in + p * H * W + 2 * i * W;
-          for (int64_t j = 0; j < Wo; j++) {
-            const int64_t q = (p * Ho + i) * Wo + j;
-            const uint8_t k = win[q];
-            out[q] = r0[(k >> 1) * W + 2 * j + (k & 1)];
-          }
-        }
-      }
+      select_planes(in + begin * H * W, win + begin * Ho * Wo, out + begin * Ho * Wo, end - begin, H, W);
     });
   });
   return y;
@@ -124,24 +176,14 @@ at::Tensor select(const at::Tensor &input, const at::Tensor &idx) {
 at::Tensor scatter(const at::Tensor &grad, const at::Tensor &idx, int64_t H, int64_t W) {
   auto g = grad.contiguous();
   const int64_t planes = g.size(0) * g.size(1), Ho = g.size(2), Wo = g.size(3);
-  // Zero-fill (a vectorised memset), then one indexed store per window: branch-free. Writing
-  // the four values of each window with selects compiled to branches and cost 3× more.
+  // Zero-fill (a vectorised memset), then one indexed store per window.
   auto x = at::zeros({g.size(0), g.size(1), H, W}, g.options());
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "scatter2x2", [&] {
     const scalar_t *in = g.data_ptr<scalar_t>();
     scalar_t *out = x.data_ptr<scalar_t>();
     const uint8_t *win = idx.data_ptr<uint8_t>();
     at::parallel_for(0, planes, kGrain, [&](int64_t begin, int64_t end) {
-      for (int64_t p = begin; p < end; p++) {
-        for (int64_t i = 0; i < Ho; i++) {
-          scalar_t *r0 = out + p * H * W + 2 * i * W;
-          for (int64_t j = 0; j < Wo; j++) {
-            const int64_t q = (p * Ho + i) * Wo + j;
-            const uint8_t k = win[q];
-            r0[(k >> 1) * W + 2 * j + (k & 1)] = in[q];
-          }
-        }
-      }
+      scatter_planes(in + begin * Ho * Wo, win + begin * Ho * Wo, out + begin * H * W, end - begin, H, W);
     });
   });
   return x;
@@ -196,20 +238,25 @@ struct MaxPool2x2 : public torch::autograd::Function<MaxPool2x2> {
 
 }  // namespace
 
+namespace ldt {
+namespace pool2x2 {
+
+at::Tensor max_pool2x2(const at::Tensor &in) {
+  if (!fusable(in)) {
+    const int64_t two[2] = {2, 2};
+    return at::max_pool2d(in, at::IntArrayRef(two, 2));
+  }
+  if (at::GradMode::is_enabled() && in.requires_grad()) return MaxPool2x2::apply(in);
+  return pool(in, nullptr);
+}
+
+}  // namespace pool2x2
+}  // namespace ldt
+
 extern "C" {
 
 ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x) {
-  LDT_TRY {
-    auto &in = ldt::T(x);
-    if (!fusable(in)) {
-      const int64_t two[2] = {2, 2};
-      ldt::set_out(out, at::max_pool2d(in, at::IntArrayRef(two, 2)));
-    } else if (at::GradMode::is_enabled() && in.requires_grad()) {
-      ldt::set_out(out, MaxPool2x2::apply(in));
-    } else {
-      ldt::set_out(out, pool(in, nullptr));
-    }
-  }
+  LDT_TRY { ldt::set_out(out, ldt::pool2x2::max_pool2x2(ldt::T(x))); }
   LDT_CATCH
 }
 

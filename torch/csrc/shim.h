@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 9
+#define LDT_ABI_VERSION 10
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -56,6 +56,13 @@ LDT_API ldt_error ldt_generator_get_state(ldt_generator g, ldt_tensor *out);
 LDT_API ldt_error ldt_generator_set_state(ldt_generator g, ldt_tensor state);
 /* Grad mode is thread-local in libtorch: callers pin their goroutine to one OS thread. */
 LDT_API int ldt_set_grad_enabled(int enabled); /* returns the previous mode */
+/* CPU blocks of 32 MiB and more from then on: mapped 2 MiB-aligned with transparent huge
+ * pages requested, and up to max_bytes of freed ones kept for reuse (alloc.cc). Process-wide,
+ * for programs to call (the library never does); 0 stops keeping blocks. */
+LDT_API ldt_error ldt_set_cpu_block_cache(int64_t max_bytes);
+/* Bytes kept now, blocks mapped and requests served from kept blocks so far (zeros when the
+ * cache was never set). */
+LDT_API void ldt_cpu_block_cache_stats(int64_t *cached_bytes, int64_t *maps, int64_t *hits);
 LDT_API int ldt_is_grad_enabled(void);
 
 /* ---- tensor lifetime, queries, creation, copies (tensor.cc) ----------------------------- */
@@ -158,6 +165,29 @@ LDT_API ldt_error ldt_max_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *k
  * gradients (double backward included), from a fused CPU kernel for float and double;
  * other devices and types use max_pool2d. */
 LDT_API ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x);
+/* conv2d (same arguments) from the shim's direct kernels where they apply: CPU, float or
+ * double, 5×5 weights, stride 1, dilation 1, one group, padding 0..4, at most 16 input and
+ * 16 output channels, a CPU with AVX2 and FMA; derivatives of every order. Otherwise, and
+ * while they are off, conv2d. */
+LDT_API ldt_error ldt_conv2d_direct(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                                    const int64_t *stride, const int64_t *padding,
+                                    const int64_t *dilation, int64_t groups);
+/* max_pool2x2(conv2d_direct(...)): where the direct kernels apply, one fused kernel that
+ * pools each chunk of convolution outputs while they are in the cache (the same values and
+ * winners as the two calls), with a backward that never writes the convolution's gradient. */
+LDT_API ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                                         const int64_t *stride, const int64_t *padding,
+                                         const int64_t *dilation, int64_t groups);
+/* The direct kernels in use: "avx512", "avx2", or "" (off, or none for this CPU). */
+LDT_API const char *ldt_direct_conv_isa(void);
+/* mode: "best" (the default; LDTORCH_DIRECT_CONV=off or =avx2 at load changes it), "off",
+ * "avx2", "avx512". Process-wide; graphs already recorded keep their kernels. */
+LDT_API ldt_error ldt_set_direct_conv(const char *mode);
+/* max_pool2d (same arguments, dilation 1): on the CPU for contiguous float and double input,
+ * libtorch's loop without its overheads, recording the indices only for a graph; backward
+ * by max_pool2d_with_indices_backward. The same bits and derivatives as ldt_max_pool2d. */
+LDT_API ldt_error ldt_max_pool2d_direct(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
+                                        const int64_t *stride, const int64_t *padding, int ceil_mode);
 LDT_API ldt_error ldt_avg_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *kernel,
                                  const int64_t *stride, const int64_t *padding, int ceil_mode,
                                  int count_include_pad);
