@@ -6,7 +6,6 @@ package config
 
 import (
 	"fmt"
-	"runtime"
 	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
@@ -29,6 +28,9 @@ const (
 const (
 	SelectBalanced   = "balanced"
 	SelectUnbalanced = "unbalanced"
+	// SelectGiven: the base examples listed in BaseIndices, whatever their classes (the
+	// auto value when BaseIndices is set).
+	SelectGiven = "given"
 )
 
 // Baseline names (Config.Baselines), docs/ALGORITHM.md §8. Under method "rr" every baseline
@@ -135,8 +137,10 @@ type Config struct {
 	// Arch: the network used during distillation (§2): "lenet" or "alexnet". "" = auto:
 	// lenet for greyscale targets, alexnet for colour targets.
 	Arch string `json:"arch"`
-	// BaseSelection: "balanced" or "unbalanced" (§1). "" = auto: balanced within-dataset,
-	// unbalanced cross-dataset (cross-dataset requires unbalanced).
+	// BaseSelection: "balanced" or "unbalanced" (§1), or "given" (BaseIndices). "" = auto:
+	// given when BaseIndices is set, else balanced within-dataset, unbalanced cross-dataset
+	// (cross-dataset requires unbalanced). With BaseIndices, "balanced" is checked against
+	// the listed examples' classes when the data is read.
 	BaseSelection string `json:"base_selection"`
 
 	// Baselines: which baselines to run (§8), a subset of "true", "smooth", "teacher";
@@ -432,7 +436,9 @@ func (c Config) withDefaults() Config {
 		r.BaselineSteps = BaselineStepGrid(r.BaselineMaxSteps)
 	}
 	if r.BaseSelection == "" {
-		if cross {
+		if r.BaseIndices != nil {
+			r.BaseSelection = SelectGiven
+		} else if cross {
 			r.BaseSelection = SelectUnbalanced
 		} else {
 			r.BaseSelection = SelectBalanced
@@ -501,12 +507,3 @@ func NewFieldError(field string, err error) *FieldError {
 func FieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
-
-// MaxEvalModels bounds eval_models (and Evaluate's Models): the paper uses 20; thousands
-// would run for hours and add nothing to the mean.
-const MaxEvalModels = 1000
-
-// MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
-// only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
-// threads).
-func MaxThreads() int { return 4 * runtime.NumCPU() }
