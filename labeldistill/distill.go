@@ -195,6 +195,11 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		return nil, err
 	}
 	defer in.close()
+	if c := in.cfg; resumeDir == "" && c.BaseIndices != nil && c.BaseSelection == config.SelectBalanced {
+		if err := checkBalanced(in.ds.Base.Labels, in.ds.Classes); err != nil {
+			return nil, err
+		}
+	}
 	if o.progress != nil {
 		for _, w := range in.ds.Warnings {
 			o.progress(Progress{Phase: "data", Message: "warning: " + w})

@@ -186,7 +186,7 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 
 func measureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts []RunOption) (out []MethodGradVariance, err error) {
 	methods, models, batches := g.Methods, g.Models, g.Batches
-	if err := config.CheckCount("models", int64(models), 2, config.MaxEvalModels, config.WhyModels); err != nil {
+	if err := config.CheckCount("models", int64(models), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
 		return nil, err
 	}
 	if err := config.CheckCount("batches", int64(batches), 1, config.MaxGradVarBatches, "each batch pair trains every model anew"); err != nil {

@@ -5,6 +5,7 @@ package labeldistill
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -51,11 +52,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 		if base, err = data.SelectBaseAt(src.TargetSet, idx); err != nil {
 			return nil, fmt.Errorf("base_indices: %w", err)
 		}
-		if cfg.BaseSelection == config.SelectBalanced {
-			if err := checkBalanced(base.Labels, src.TargetSet.Classes); err != nil {
-				return nil, err
-			}
-		}
+
 	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
 		return nil, config.NewFieldError("base_examples", err)
 	}
@@ -98,7 +95,8 @@ func LoadData(cfg config.Config) (*Data, error) {
 }
 
 // checkBalanced refuses listed base examples said to be balanced whose classes are not
-// equally represented.
+// equally represented (a fresh run's check: runs from before base_selection "given"
+// recorded "balanced" for any list, and resume as they ran).
 func checkBalanced(labels []int64, classes int) error {
 	counts := make([]int, classes)
 	for _, c := range labels {
@@ -255,13 +253,19 @@ const MaxBaseIndexBytes = 16 << 20
 // archive through MaxDistilledBytes (an endless stream given as the file is an error
 // naming it and the bound).
 func ReadBaseIndices(path string) ([]int64, error) {
+	return ReadBaseIndicesContext(context.Background(), path)
+}
+
+// ReadBaseIndicesContext is ReadBaseIndices that gives up when ctx ends while a named
+// pipe given as the file waits for its writer.
+func ReadBaseIndicesContext(ctx context.Context, path string) ([]int64, error) {
 	limit := int64(MaxBaseIndexBytes)
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > limit {
 		if magic, _ := readMagic(path); bytes.HasPrefix(magic, []byte("PK\x03\x04")) {
 			limit = MaxDistilledBytes // an artifact's distilled.npz
 		}
 	}
-	raw, err := boundedread.ReadFile(path, limit, "base-index file")
+	raw, err := boundedread.ReadFileContext(ctx, path, limit, "base-index file")
 	if err != nil {
 		return nil, err
 	}

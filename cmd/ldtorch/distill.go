@@ -105,8 +105,11 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			return cfg, src, usageErrorf("%s needs a file name", what)
 		}
 		src.configFile = path
-		loaded, keys, err := config.ReadFileKeys(path)
+		loaded, keys, err := config.ReadFileKeysContext(c.Context, path)
 		if err != nil {
+			if c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+				return cfg, src, err
+			}
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				if _, lerr := os.Lstat(path); lerr == nil {
@@ -349,7 +352,12 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		}
 		var nf *labeldistill.NonFiniteError
 		if errors.As(err, &nf) && nf.Setting != "" { // named as the user gave it: flag, variable or file key
-			return failuref("%s", strings.Replace(err.Error(), nf.Setting+" ", src.describe(nf.Setting)+" ", 1))
+			name, file, inFile := strings.Cut(src.describe(nf.Setting), " in ")
+			value := fmt.Sprintf("%g", nf.SettingValue)
+			if inFile {
+				value += " (in " + file + ")"
+			}
+			return failuref("%s", strings.Replace(err.Error(), nf.Setting+" "+fmt.Sprintf("%g", nf.SettingValue), name+" "+value, 1))
 		}
 		return distillError(err, src)
 	}

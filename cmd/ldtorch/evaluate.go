@@ -46,7 +46,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)", EnvVars: ev("threads")},
 			&cli.BoolFlag{Name: "allow-tf32", Usage: "let float32 products and convolutions on Ampere-or-later GPUs use TF32 (off: results agree with the CPU's)", EnvVars: ev("allow-tf32")},
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the artifact's data_dir)", EnvVars: ev("data-dir")},
-			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, only for artifacts without report.json", EnvVars: ev("dataset")},
+			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, for artifacts without report.json; or imagefolder:PATH, where the run's image folder is now", EnvVars: ev("dataset")},
 			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", EnvVars: ev("allow-unknown-data")},
 			&cli.Int64Flag{Name: "seed", Usage: "`SEED` of the models' initialisation and batches (default: the artifact's seed)", EnvVars: ev("seed")},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
@@ -124,7 +124,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		}
 	}
 	if c.IsSet("batch") {
-		if err := countFlag("batch", ec.Batch, 1, maxIntFlag, ""); err != nil {
+		if err := countFlag("batch", ec.Batch, 1, 0, "a batch larger than the base examples is all of them"); err != nil {
 			return err
 		}
 	}

@@ -211,7 +211,7 @@ const maxIntFlag = math.MaxInt32
 // against [lo, hi] before any work starts, in the one wording every command uses
 // (config.CountMessage): "--models: must be between 1 and 1000, got 5000 (why)".
 func countFlag(name string, n, lo, hi int, why string) error {
-	if n >= lo && n <= hi {
+	if n >= lo && (n <= hi || hi < lo) {
 		return nil
 	}
 	return usageErrorf("--%s: %s", name, config.CountMessage(int64(n), int64(lo), int64(hi), why))
@@ -253,7 +253,10 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 				if path == "" {
 					return bad("needs a file name")
 				}
-				idx, err := labeldistill.ReadBaseIndices(path)
+				idx, err := labeldistill.ReadBaseIndicesContext(c.Context, path)
+				if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+					return err
+				}
 				if err != nil {
 					return bad("%v", err)
 				}

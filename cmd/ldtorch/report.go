@@ -118,7 +118,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 		return err
 	}
 	// Every count is checked before anything is read or trained.
-	if err := countFlag("models", c.Int("models"), 2, config.MaxEvalModels, config.WhyModels); err != nil {
+	if err := countFlag("models", c.Int("models"), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
 		return err
 	}
 	if err := countFlag("batches", c.Int("batches"), 1, config.MaxGradVarBatches, "each batch pair trains every model anew"); err != nil {

@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -17,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -70,6 +72,31 @@ func TestBoundedInputs(t *testing.T) {
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Errorf("%s was created", out)
+	}
+
+	// A named pipe nobody writes to: opening it waits for a writer, through signals (a
+	// command given one could not be interrupted); now a signal ends the wait (exit 130).
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"distill", "--config", fifo, "--dry-run"},
+		{"sweep", "--grid", fifo, "--out", out},
+		{"distill", "--base-indices", fifo, "--dry-run"},
+	} {
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second) // as a signal after a second
+		var stdout, stderr bytes.Buffer
+		code := runContext(ctx, append([]string{"ldtorch"}, args...), &stdout, &stderr)
+		cancel()
+		wantOneLine(t, result{code, stdout.String(), stderr.String()}, exitInterrupted, "waiting for a writer to the named pipe")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: ended after %v", args, d)
+		}
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close() // lets the abandoned open return
+		}
 	}
 
 	// Files the run wrote, replaced by a device or a link loop.
@@ -209,7 +236,7 @@ func TestSweepHostile(t *testing.T) {
 	wantOneLine(t, sw("--grid", grid, "--out", dir, "--summary-only"), exitFailure, "a-b__1", "report.json", "line 1, column 1")
 	os.WriteFile(rep, good, 0o644)
 
-	// An infeasible cell leaves no empty checkpoints folder.
+	// An infeasible cell leaves no folder.
 	inf := tinyGrid(t, tmp, func(g map[string]any) {
 		g["rows"].([]map[string]any)[1]["set"] = map[string]any{"method": "ld", "base_examples": 100000}
 	})
@@ -219,8 +246,8 @@ func TestSweepHostile(t *testing.T) {
 	if strings.Contains(r.stderr, "--base") {
 		t.Errorf("names a flag sweep does not have: %s", r.stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dir2, "cells", "c__1", "checkpoints")); err == nil {
-		t.Error("the failed cell left a checkpoints folder")
+	if _, err := os.Stat(filepath.Join(dir2, "cells", "c__1")); err == nil {
+		t.Error("the failed cell left its folder (an empty checkpoints folder, a lock file)")
 	}
 }
 
@@ -440,6 +467,32 @@ func TestEveryCommandReadsEveryArtifact(t *testing.T) {
 			}
 			wantOneLine(t, r, exitFailure, append([]string{"metrics.jsonl", "line "}, tc.want...)...)
 		})
+	}
+}
+
+// TestGradvarLikeTheOthers: gradvar prints progress, ends with exit 130 on a signal like
+// every other command (it exited 1 with "context canceled"), and finds an unwritable folder
+// before it computes anything (it used to compute everything first).
+func TestGradvarLikeTheOthers(t *testing.T) {
+	run := copyTree(t, tinyRun(t))
+	s := startBinary(t, "gradvar", run, "--models", "200", "--batches", "50", "--warmup", "50")
+	s.waitFor(t, "fresh models", time.Minute)
+	s.cmd.Process.Signal(os.Interrupt)
+	if code := s.exitWithin(t, signalLimit); code != exitInterrupted {
+		t.Fatalf("exit %d:\n%s", code, s.log.String())
+	}
+	if strings.Contains(s.log.String(), "context canceled") {
+		t.Errorf("says context canceled:\n%s", s.log.String())
+	}
+	if os.Geteuid() == 0 {
+		t.Skip("root writes into read-only folders")
+	}
+	os.Chmod(run, 0o555)
+	defer os.Chmod(run, 0o755)
+	start := time.Now()
+	wantOneLine(t, hostileRun(t, time.Minute, "gradvar", run, "--quiet"), exitUsage, "not writable", "gradvar.json")
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("refused after %v", d)
 	}
 }
 

@@ -180,7 +180,7 @@ func (e *env) studyAction(c *cli.Context) error {
 		flag string
 		n    int
 	}{{"deltas", len(sc.Deltas)}, {"steps", len(sc.Steps)}, {"lr", len(sc.LRs)}, {"momentum", len(sc.Momenta)}} {
-		if err := countFlag(l.flag, l.n, 0, config.MaxStudySettings, "values: each is a setting that trains M models"); err != nil {
+		if err := countFlag(l.flag, l.n, 0, config.MaxStudySettings, config.WhyList); err != nil {
 			return err
 		}
 	}

@@ -102,7 +102,10 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	grid, err := sweep.ReadGrid(c.String("grid"))
+	grid, err := sweep.ReadGridContext(c.Context, c.String("grid"))
+	if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+		return err
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
@@ -199,7 +202,11 @@ func (e *env) sweepAction(c *cli.Context) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and the running one checkpointed; summary rewritten; continue with the same command: " + commandLine(e.argv)}
+			summary := "summary rewritten"
+			if _, why, ok := strings.Cut(err.Error(), sweep.SummaryNotWritten(errors.New(""))); ok {
+				summary = "the summary was not rewritten (" + why + ")"
+			}
+			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and the running one checkpointed; " + summary + "; continue with the same command: " + commandLine(e.argv)}
 		}
 		var fe *config.FieldError
 		var le *atomicfile.LockedError

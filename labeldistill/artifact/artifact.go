@@ -369,7 +369,7 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		return fmt.Errorf("%s: %s (edited, or not written by ldtorch?)", repPath, fmt.Sprintf(format, args...))
 	}
 	c := rep.Config
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateRecorded(); err != nil {
 		return bad("config: %v", err)
 	}
 	switch {
@@ -381,7 +381,7 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		return bad("base_examples %d, config.base_examples %d, %s holds %d images", rep.BaseExamples, c.BaseExamples, DistilledFile, a.Shape[0])
 	case rep.Epochs != c.Epochs:
 		return bad("epochs %d but config.epochs %d", rep.Epochs, c.Epochs)
-	case c.NumClasses() != a.Classes:
+	case c.NumClasses() != a.Classes && !(isFolder(c.Dataset) && c.NumClasses() == 0): // (a folder no longer there: unknown)
 		return bad("dataset %s has %d classes, the labels of %s have %d", c.Dataset, c.NumClasses(), DistilledFile, a.Classes)
 	}
 	if f, ok := data.LookupFacts(c.Dataset); ok {
@@ -428,6 +428,11 @@ func short(sum string) string {
 		return sum[:16] + "…"
 	}
 	return sum
+}
+
+func isFolder(name string) bool {
+	_, ok := data.ImageFolderPath(name)
+	return ok
 }
 
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

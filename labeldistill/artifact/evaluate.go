@@ -51,7 +51,15 @@ func EvalDataConfig(art *Artifact, dataset string) (config.Config, error) {
 	if art.Report != nil {
 		cfg := art.Report.Config
 		if dataset != "" {
-			if f, ok := data.LookupFacts(dataset); !ok || f.Name != cfg.Dataset {
+			_, wasFolder := data.ImageFolderPath(cfg.Dataset)
+			_, isFolder := data.ImageFolderPath(dataset)
+			switch f, ok := data.LookupFacts(dataset); {
+			case wasFolder && isFolder: // the run's image folder, moved: its test images from there
+				if cfg.Source == cfg.Dataset {
+					cfg.Source = dataset
+				}
+				cfg.Dataset = dataset
+			case !ok || f.Name != cfg.Dataset:
 				return cfg, config.FieldErrorf("dataset", "the artifact was distilled for %s, not %s", cfg.Dataset, dataset)
 			}
 		}
@@ -84,6 +92,10 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	cfg, err := EvalDataConfig(art, ec.Dataset)
 	if err != nil {
 		return ec, err
+	}
+	if path, folder := data.ImageFolderPath(cfg.Dataset); folder && cfg.NumClasses() == 0 {
+		_, err := data.InspectImageFolder(path)
+		return ec, config.FieldErrorf("dataset", "the run's image folder cannot be read (moved?): %v; name where it is now as imagefolder:PATH", err)
 	}
 	if cfg.NumClasses() != art.Classes {
 		return ec, config.FieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())

@@ -5,6 +5,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -372,6 +373,35 @@ func (c Config) Resolved() (Config, error) {
 // are *FieldError values joined with errors.Join.
 func (c Config) Validate() error {
 	return c.withDefaults().check()
+}
+
+// ValidateRecorded is Validate for the settings a finished run recorded (report.json): an
+// image folder it read (dataset or source) that is no longer where it was, or no longer
+// readable, is not a fault of the settings; the commands that read its images say so.
+func (c Config) ValidateRecorded() error {
+	err := c.Validate()
+	var kept []error
+	for _, e := range unjoinErrors(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			name := map[string]string{"dataset": c.Dataset, "source": c.Source}[fe.Field]
+			if _, folder := data.ImageFolderPath(name); folder {
+				continue
+			}
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
+}
+
+func unjoinErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
 }
 
 // withDefaults fills the auto values it can; it never fails (check reports problems).

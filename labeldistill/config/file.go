@@ -5,6 +5,7 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,7 +62,13 @@ const MaxFileBytes = 16 << 20
 // is read once, through MaxFileBytes (an endless stream or a device given as the file is
 // an error naming it and the bound).
 func ReadFileKeys(path string) (Config, map[string]bool, error) {
-	data, err := boundedread.ReadFile(path, MaxFileBytes, "config file")
+	return ReadFileKeysContext(context.Background(), path)
+}
+
+// ReadFileKeysContext is ReadFileKeys that gives up when ctx ends while a named pipe given
+// as the file waits for its writer.
+func ReadFileKeysContext(ctx context.Context, path string) (Config, map[string]bool, error) {
+	data, err := boundedread.ReadFileContext(ctx, path, MaxFileBytes, "config file")
 	if err != nil {
 		return Config{}, nil, err
 	}

@@ -53,17 +53,22 @@ func CountMessage(n, lo, hi int64, why string) string {
 }
 
 // CountMessageText is CountMessage for a count given as text (one too large for an int64).
+// hi < lo means no upper bound: "must be at least lo, got n".
 func CountMessageText(n string, lo, hi int64, why string) string {
 	msg := fmt.Sprintf("must be between %d and %d, got %s", lo, hi, n)
+	if hi < lo {
+		msg = fmt.Sprintf("must be at least %d, got %s", lo, n)
+	}
 	if why != "" {
 		msg += " (" + why + ")"
 	}
 	return msg
 }
 
-// CheckCount returns a *FieldError for field when n is outside [lo, hi], else nil.
+// CheckCount returns a *FieldError for field when n is outside [lo, hi] (hi < lo: at
+// least lo), else nil.
 func CheckCount(field string, n, lo, hi int64, why string) error {
-	if n >= lo && n <= hi {
+	if n >= lo && (n <= hi || hi < lo) {
 		return nil
 	}
 	return &FieldError{Field: field, Msg: CountMessage(n, lo, hi, why)}
@@ -71,7 +76,11 @@ func CheckCount(field string, n, lo, hi int64, why string) error {
 
 // Reasons the bounds give in messages.
 const (
-	WhyModels  = "each model trains for T steps and is scored on the test set"
+	WhyModels = "each model trains for T steps and is scored on the test set"
+	// WhyGradVarModels: gradvar's models are not scored.
+	WhyGradVarModels = "a variance needs 2; each model trains --warmup steps for every batch pair"
+	// WhyList: the lists of a study, each value a setting.
+	WhyList    = "the number of values; each is a setting that trains M models"
 	WhySteps   = "steps of one fresh model"
 	WhyThreads = "4 × the CPUs here; 0: libtorch's default"
 	WhyProcs   = "twice the CPUs here: more ranks only time-slice, each holding its own copy of the data"

@@ -120,8 +120,12 @@ type Cell struct {
 // valid, at most config.MaxGridCells cells. The file is read through config.MaxFileBytes
 // (an endless stream given as the file is an error naming it and the bound); JSON errors
 // give their line and column.
-func ReadGrid(path string) (*Grid, error) {
-	b, err := boundedread.ReadFile(path, config.MaxFileBytes, "grid file")
+func ReadGrid(path string) (*Grid, error) { return ReadGridContext(context.Background(), path) }
+
+// ReadGridContext is ReadGrid that gives up when ctx ends while a named pipe given as the
+// file waits for its writer.
+func ReadGridContext(ctx context.Context, path string) (*Grid, error) {
+	b, err := boundedread.ReadFileContext(ctx, path, config.MaxFileBytes, "grid file")
 	if err != nil {
 		return nil, err
 	}
@@ -484,15 +488,21 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 			o.Cell(c, i+1, len(todo), "finished")
 		}
 	}
-	if err := WriteSummary(g, dir); err != nil && runErr == nil {
-		runErr = err
+	if err := WriteSummary(g, dir); err != nil {
+		if runErr == nil {
+			runErr = err
+		} else {
+			runErr = fmt.Errorf("%w; %s", runErr, SummaryNotWritten(err))
+		}
 	}
 	return runErr
 }
 
-func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) error {
+func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) (err error) {
 	// One writer per folder: the cell's own lock, as distill takes it, so that a distill
 	// --resume of this cell is refused while the sweep runs it (and the other way round).
+	_, statErr := os.Stat(c.Config.Out)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
 		return err
 	}
@@ -501,6 +511,13 @@ func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption
 		return err
 	}
 	defer unlock()
+	defer func() {
+		// A new cell that failed before writing anything leaves no folder behind.
+		if entries, _ := os.ReadDir(c.Config.Out); created && err != nil && len(entries) == 1 && entries[0].Name() == atomicfile.LockFile {
+			os.Remove(filepath.Join(c.Config.Out, atomicfile.LockFile))
+			os.Remove(c.Config.Out)
+		}
+	}()
 	// Looked at again under the lock: another process may have finished or started it.
 	if st, err = CellState(c); err != nil || st == CellDone {
 		return err
@@ -626,6 +643,10 @@ func WriteSummary(g *Grid, dir string) error {
 	md.WriteString("\nPer-cell settings, seeds, steps and wall times: summary.csv; artifacts: cells/<row>__<column>/.\n")
 	return atomicfile.WriteFile(filepath.Join(dir, SummaryMD), []byte(md.String()))
 }
+
+// SummaryNotWritten says why the summary was not rewritten after a run that failed or was
+// interrupted.
+func SummaryNotWritten(err error) string { return "the summary was not rewritten: " + err.Error() }
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 

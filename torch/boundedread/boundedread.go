@@ -9,6 +9,7 @@
 package boundedread
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -126,6 +127,31 @@ func TypeName(m fs.FileMode) string {
 		return "a regular file"
 	}
 	return "a special file (" + t.String() + ")"
+}
+
+// ReadFileContext is ReadFile that gives up when ctx ends while it waits for the writer
+// of a named pipe (opening one blocks until a writer comes, through signals: a command
+// given a FIFO nobody writes to could not be interrupted). The open then left waiting is
+// abandoned; the process is expected to end.
+func ReadFileContext(ctx context.Context, path string, limit int64, what string) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil || st.Mode()&fs.ModeNamedPipe == 0 {
+		return ReadFile(path, limit, what)
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := ReadFile(path, limit, what)
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w while waiting for a writer to the named pipe", path, ctx.Err())
+	}
 }
 
 // ReadRegularFile is ReadFile for the files ldtorch itself writes (reports, histories,
