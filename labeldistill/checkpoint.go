@@ -476,6 +476,32 @@ func rawBytes[T float32 | int64](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&s[0])), len(s)*int(unsafe.Sizeof(s[0])))
 }
 
+// describeMember names a checkpoint member for people: "labels.exp_avg_sq" is "Adam
+// second moment of the labels", "param.conv1.weight" is "model parameter conv1.weight".
+func describeMember(name string) string {
+	base, moment := name, ""
+	for _, m := range []struct{ suffix, words string }{{".exp_avg_sq", "Adam second moment of "}, {".exp_avg", "Adam first moment of "}} {
+		if b, ok := strings.CutSuffix(name, m.suffix); ok {
+			base, moment = b, m.words
+			break
+		}
+	}
+	what := base
+	switch {
+	case base == "labels":
+		what = "the labels"
+	case base == "rr.w":
+		what = "the ridge weights W"
+	case base == "rr.scale":
+		what = "the RR scale s"
+	case strings.HasPrefix(base, "param."):
+		what = "model parameter " + strings.TrimPrefix(base, "param.")
+	case strings.HasPrefix(base, "buffer."):
+		what = "model buffer " + strings.TrimPrefix(base, "buffer.")
+	}
+	return moment + what
+}
+
 // tensorArray copies t to the host as a named array, refusing non-finite values.
 func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
 	if t == nil || t.Freed() {
@@ -493,7 +519,7 @@ func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
 		v, err = t.Float32s()
 		for i, x := range v {
 			if !finite(float64(x)) {
-				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", name, i), Value: float64(x)}
+				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", describeMember(name), i), Value: float64(x)}
 			}
 		}
 		data = v
@@ -502,7 +528,7 @@ func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
 		v, err = t.Float64s()
 		for i, x := range v {
 			if !finite(x) {
-				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", name, i), Value: x}
+				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", describeMember(name), i), Value: x}
 			}
 		}
 		data = v

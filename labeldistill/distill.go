@@ -7,6 +7,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
@@ -211,6 +212,11 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		return nil, err
 	}
 	defer in.close()
+	if c := in.cfg; resumeDir == "" && c.BaseIndices != nil && c.BaseSelection == config.SelectBalanced {
+		if err := checkBalanced(in.ds.Base.Labels, in.ds.Classes); err != nil {
+			return nil, err
+		}
+	}
 	if o.progress != nil {
 		for _, w := range in.ds.Warnings {
 			o.progress(Progress{Phase: "data", Message: "warning: " + w})
@@ -224,7 +230,11 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	l.clock.start = start
 	l.observers = par.observer()
 	if o.historyPath != "" {
-		l.observers = append(l.observers, (&history{path: o.historyPath, resumed: resumeDir != ""}).observer())
+		h := &history{path: o.historyPath, resumed: resumeDir != ""}
+		if dir, err := resolveResumeDir(resumeDir); err == nil && resumeDir != "" && filepath.Base(filepath.Clean(dir)) == "checkpoints" {
+			h.from = filepath.Join(filepath.Dir(filepath.Clean(dir)), HistoryFile)
+		}
+		l.observers = append(l.observers, h.observer())
 	}
 	ckpt := &checkpointer{dir: ckptDir, keep: checkpoint.DefaultKeep, last: position{-1, -1, -1}}
 	if o.keepSet {

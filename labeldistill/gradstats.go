@@ -164,6 +164,8 @@ type GradVarOptions struct {
 	// the meta-gradient hardly depends on the labels (the inner loss is linear in them and
 	// RR's head starts at W = 0).
 	Warmup int
+	// Progress, when set, hears each (batch, method) measured: done of total.
+	Progress func(done, total int)
 }
 
 // MeasureGradVariance measures, for each method, how much the label meta-gradient ∇_Ỹ L
@@ -184,8 +186,14 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 
 func measureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts []RunOption) (out []MethodGradVariance, err error) {
 	methods, models, batches := g.Methods, g.Models, g.Batches
-	if models < 2 || batches < 1 || g.Warmup < 0 {
-		return nil, fmt.Errorf("gradvar: need at least 2 models, 1 batch and a warm-up ≥ 0, got %d, %d and %d", models, batches, g.Warmup)
+	if err := config.CheckCount("models", int64(models), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
+		return nil, err
+	}
+	if err := config.CheckCount("batches", int64(batches), 1, config.MaxGradVarBatches, "each batch pair trains every model anew"); err != nil {
+		return nil, err
+	}
+	if err := config.CheckCount("warmup", int64(g.Warmup), 0, config.MaxTrainSteps, config.WhySteps); err != nil {
+		return nil, err
 	}
 	var o runOptions
 	for _, f := range opts {
@@ -235,6 +243,9 @@ func measureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 				return nil, fmt.Errorf("gradvar %s, batch %d: %w", out[k].Name, b+1, err)
 			}
 			out[k].PerBatch = append(out[k].PerBatch, v)
+			if g.Progress != nil {
+				g.Progress(b*len(out)+k+1, batches*len(out))
+			}
 		}
 	}
 	for k := range out {

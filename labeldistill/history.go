@@ -25,23 +25,28 @@ package labeldistill
 // (its count says how many steps it covers).
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // HistoryFile is the run history's name inside an output folder.
 const HistoryFile = "metrics.jsonl"
+
+// MaxHistoryBytes bounds a run history read back (resume, report): about three million
+// meta-step lines, far more than the longest runs of the paper's settings write.
+const MaxHistoryBytes = 1 << 30
 
 // HistorySchema is the version of metrics.jsonl's schema.
 const HistorySchema = 1
@@ -172,7 +177,10 @@ type history struct {
 	f       *os.File
 	path    string
 	resumed bool
-	grads   *gradAccumulator // the meta-gradients of the first learnt parameter (the labels)
+	// from is the history of the run resumed (beside its checkpoint folder), continued
+	// when the resumed run writes its own history elsewhere (another --out).
+	from  string
+	grads *gradAccumulator // the meta-gradients of the first learnt parameter (the labels)
 }
 
 func (h *history) observer() observer {
@@ -222,11 +230,20 @@ func (h *history) open(l *loop) error {
 	h.cfg = l.in.cfg
 	var keep []byte
 	if h.resumed {
-		old, err := os.ReadFile(h.path)
+		src := h.path
+		if _, err := os.Lstat(h.path); errors.Is(err, os.ErrNotExist) && h.from != "" {
+			src = h.from // resumed into another folder: its history so far comes along
+		}
+		old, err := boundedread.ReadRegularFile(src, MaxHistoryBytes, "run history")
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("history: %w", err)
 		}
-		keep = l.historyUpTo(old)
+		var dropped []int
+		keep, dropped = l.historyUpTo(old)
+		if len(dropped) > 0 {
+			l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s: %s not a history line (damaged?) and dropped; the history misses what %s",
+				src, linesWord(dropped), map[bool]string{true: "it held", false: "they held"}[len(dropped) == 1])})
+		}
 		if err := atomicfile.WriteFile(h.path, keep); err != nil {
 			return fmt.Errorf("history: write %s: %w", h.path, err)
 		}
@@ -266,33 +283,30 @@ func (l *loop) startLine() startLine {
 // restored position: the start line, step and resume lines up to its step, and one line per
 // restored validation (the file's own when present, else rebuilt from the checkpoint).
 // Phase lines and a partial last line are dropped.
-func (l *loop) historyUpTo(old []byte) []byte {
+func (l *loop) historyUpTo(old []byte) (kept []byte, dropped []int) {
 	var out bytes.Buffer
 	fileVal := map[[2]int][]byte{}
-	var lines [][]byte
-	sc := bufio.NewScanner(bytes.NewReader(old))
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		lines = append(lines, append([]byte(nil), sc.Bytes()...))
-	}
-	complete := len(old) > 0 && old[len(old)-1] == '\n'
-	if !complete && len(lines) > 0 {
-		lines = lines[:len(lines)-1]
-	}
-	var kept [][]byte
-	for _, line := range lines {
+	lines := bytes.Split(old, []byte("\n"))
+	// The last piece is "" after a final newline, else a line cut short by a kill.
+	lines = lines[:len(lines)-1]
+	var keptLines [][]byte
+	for i, line := range lines {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
 		var rec HistoryRecord
-		if json.Unmarshal(line, &rec) != nil {
+		if json.Unmarshal(line, &rec) != nil || rec.Kind == "" {
+			dropped = append(dropped, i+1)
 			continue
 		}
 		switch rec.Kind {
 		case HistoryStart:
-			if len(kept) == 0 {
-				kept = append(kept, line)
+			if len(keptLines) == 0 {
+				keptLines = append(keptLines, line)
 			}
 		case HistoryStep, HistoryResume:
 			if rec.Step <= l.pos.step {
-				kept = append(kept, line)
+				keptLines = append(keptLines, line)
 			}
 		case HistoryValidation:
 			fileVal[[2]int{rec.Epoch, rec.Step}] = line
@@ -313,7 +327,7 @@ func (l *loop) historyUpTo(old []byte) []byte {
 			out.WriteByte('\n')
 		}
 	}
-	for _, line := range kept {
+	for _, line := range keptLines {
 		var rec HistoryRecord
 		_ = json.Unmarshal(line, &rec)
 		if rec.Kind != HistoryStart {
@@ -323,7 +337,22 @@ func (l *loop) historyUpTo(old []byte) []byte {
 		out.WriteByte('\n')
 	}
 	emitValidationsBefore(l.pos.step + 1)
-	return out.Bytes()
+	return out.Bytes(), dropped
+}
+
+// linesWord names line numbers: "line 7 is", "lines 7, 9 are".
+func linesWord(nums []int) string {
+	if len(nums) == 1 {
+		return fmt.Sprintf("line %d is", nums[0])
+	}
+	parts := make([]string, len(nums))
+	for i, n := range nums {
+		parts[i] = strconv.Itoa(n)
+	}
+	if len(parts) > 10 {
+		parts = append(parts[:10], fmt.Sprintf("… (%d in all)", len(nums)))
+	}
+	return "lines " + strings.Join(parts, ", ") + " are"
 }
 
 // write appends one line with a single write.
@@ -379,17 +408,54 @@ func finiteOrNil(v float64) *float64 {
 	return &v
 }
 
+// implausible says which value of the record no run writes ("" when none): a percentage
+// outside 0…100, a negative loss, norm, variance, time or count. (JSON holds no NaN or
+// infinity; finite values of any size are drawn.)
+func (r HistoryRecord) implausible() string {
+	pct := map[string]float64{"error": r.Error, "accuracy": r.Accuracy, "mean": r.Mean, "std": r.Std}
+	if r.MovingError != nil {
+		pct["moving_error"] = *r.MovingError
+	}
+	for _, k := range []string{"error", "moving_error", "accuracy", "mean", "std"} {
+		if v, ok := pct[k]; ok && (v < 0 || v > 100) {
+			return fmt.Sprintf("%s %g is not a percentage (0 to 100)", k, v)
+		}
+	}
+	nonNeg := []struct {
+		name string
+		v    float64
+	}{{"label_loss", r.LabelLoss}, {"grad_norm", r.GradNorm}, {"seconds", r.Seconds}, {"distill_seconds", r.DistillSeconds},
+		{"duration", r.Duration}, {"step", float64(r.Step)}, {"epoch", float64(r.Epoch)}, {"resets", float64(r.Resets)}, {"steps_T", float64(r.T)}}
+	if g := r.GradVar; g != nil {
+		nonNeg = append(nonNeg, struct {
+			name string
+			v    float64
+		}{"grad_var.variance", g.Variance}, struct {
+			name string
+			v    float64
+		}{"grad_var.mean_square", g.MeanSquare}, struct {
+			name string
+			v    float64
+		}{"grad_var.relative", g.Relative})
+	}
+	for _, x := range nonNeg {
+		if x.v < 0 {
+			return fmt.Sprintf("%s %g is negative", x.name, x.v)
+		}
+	}
+	return ""
+}
+
 // ReadHistory parses a metrics.jsonl file. A partial last line (a run killed mid-write) is
 // ignored; any other malformed line is an error naming it.
 func ReadHistory(path string) ([]HistoryRecord, error) {
-	f, err := os.Open(path)
+	data, err := boundedread.ReadRegularFile(path, MaxHistoryBytes, "run history")
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: %w", path, pe.Err)
+		}
 		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	lines := strings.Split(string(data), "\n")
 	var out []HistoryRecord
@@ -402,10 +468,13 @@ func ReadHistory(path string) ([]HistoryRecord, error) {
 			if i == len(lines)-1 { // no newline after it: cut short
 				break
 			}
-			return nil, fmt.Errorf("%s: line %d: %v", path, i+1, err)
+			return nil, fmt.Errorf("%s: line %d: %v", path, i+1, strings.TrimPrefix(config.JSONError([]byte(line), err).Error(), "line 1, "))
 		}
 		if rec.Kind == "" {
 			return nil, fmt.Errorf("%s: line %d has no \"kind\"", path, i+1)
+		}
+		if why := rec.implausible(); why != "" {
+			return nil, fmt.Errorf("%s: line %d: %s (edited, or not written by ldtorch?)", path, i+1, why)
 		}
 		out = append(out, rec)
 	}

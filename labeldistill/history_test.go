@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -160,8 +162,31 @@ func TestHistoryAfterResume(t *testing.T) {
 			t.Fatalf("cut %d: a partial last line must read: %v", cut, err)
 		}
 
-		if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt), WithHistory(path)); err != nil {
+		// Resumed into another output folder (once): the history so far comes along (it
+		// used to start at the checkpoint, without the earlier steps).
+		if cut == 12 {
+			other := filepath.Join(out, "other")
+			if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt),
+				WithCheckpointDir(filepath.Join(other, "checkpoints")), WithHistory(filepath.Join(other, HistoryFile))); err != nil {
+				t.Fatalf("cut %d: resume into another folder: %v", cut, err)
+			}
+			if got := comparableHistory(readHistoryT(t, filepath.Join(other, HistoryFile))); !reflect.DeepEqual(got, want) {
+				t.Fatalf("cut %d: resumed into another folder: %d lines, uninterrupted %d", cut, len(got), len(want))
+			}
+		}
+
+		// A damaged line in the middle is dropped with a warning naming it.
+		b, _ := os.ReadFile(path)
+		lines := strings.SplitAfter(string(b), "\n")
+		lines = append(lines[:3], append([]string{"{garbage\n"}, lines[3:]...)...)
+		os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644)
+		var msgs []string
+		if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt), WithHistory(path),
+			WithProgress(func(p Progress) { msgs = append(msgs, p.Message) })); err != nil {
 			t.Fatalf("cut %d: resume: %v", cut, err)
+		}
+		if !slices.ContainsFunc(msgs, func(m string) bool { return strings.Contains(m, "line 4 is not a history line") }) {
+			t.Errorf("cut %d: no warning about the damaged line 4 in %q", cut, msgs)
 		}
 		recs := readHistoryT(t, path)
 		resumes := 0
@@ -214,5 +239,30 @@ func TestMeasureGradVariance(t *testing.T) {
 	t.Logf("uniform labels, 4 models warmed up 5 steps, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
 	if _, err := MeasureGradVariance(context.Background(), cfg, make([]float32, 7), g, WithData(ds)); err == nil {
 		t.Fatal("a 7-value label table was accepted")
+	}
+}
+
+// TestReadHistoryRefusesImplausible: values no run writes are refused naming the line and
+// value (a percentage beyond 100 drew a panel of 39-digit tick labels); huge losses read.
+func TestReadHistoryRefusesImplausible(t *testing.T) {
+	dir := t.TempDir()
+	start := `{"kind":"start","step":0,"schema":1}` + "\n"
+	for name, tc := range map[string]struct{ line, want string }{
+		"huge loss":     {`{"kind":"step","step":1,"label_loss":1e308,"error":50}`, ""},
+		"error 1e38":    {`{"kind":"step","step":1,"label_loss":2,"error":1e38}`, "line 2: error 1e+38 is not a percentage"},
+		"accuracy -1":   {`{"kind":"validation","step":1,"accuracy":-1}`, "line 2: accuracy -1 is not a percentage"},
+		"negative loss": {`{"kind":"step","step":1,"label_loss":-3}`, "line 2: label_loss -3 is negative"},
+		"beyond float":  {`{"kind":"step","step":1,"label_loss":1e999}`, `line 2: column 43: key "label_loss": 1e999 is out of range`},
+		"Infinity":      {`{"kind":"step","step":1,"label_loss":Infinity}`, "line 2: column 38: invalid character 'I'"},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
+		os.WriteFile(path, []byte(start+tc.line+"\n"), 0o644)
+		_, err := ReadHistory(path)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "Go struct") {
+			t.Errorf("%s: a Go type in %v", name, err)
+		}
 	}
 }

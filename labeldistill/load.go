@@ -5,6 +5,7 @@ package labeldistill
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
@@ -50,6 +52,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 		if base, err = data.SelectBaseAt(src.TargetSet, idx); err != nil {
 			return nil, fmt.Errorf("base_indices: %w", err)
 		}
+
 	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
 		return nil, config.NewFieldError("base_examples", err)
 	}
@@ -91,6 +94,41 @@ func LoadData(cfg config.Config) (*Data, error) {
 	return ds, nil
 }
 
+// checkBalanced refuses listed base examples said to be balanced whose classes are not
+// equally represented (a fresh run's check: runs from before base_selection "given"
+// recorded "balanced" for any list, and resume as they ran).
+func checkBalanced(labels []int64, classes int) error {
+	counts := make([]int, classes)
+	for _, c := range labels {
+		if c >= 0 && int(c) < classes {
+			counts[c]++
+		}
+	}
+	for _, n := range counts {
+		if n != counts[0] {
+			parts := make([]string, classes)
+			for c, n := range counts {
+				parts[c] = fmt.Sprintf("%d: %d", c, n)
+			}
+			return config.FieldErrorf("base_selection", "balanced, but the examples listed in base_indices are not (examples per class %s); leave base_selection out (given) or set unbalanced",
+				strings.Join(parts, ", "))
+		}
+	}
+	return nil
+}
+
+// readMagic returns the first 4 bytes of the file at path.
+func readMagic(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, 4)
+	n, err := io.ReadFull(f, b)
+	return b[:n], err
+}
+
 // LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
 func LoadTestSplit(cfg config.Config) (*data.Split, error) {
 	ds, err := loadOne(cfg, cfg.Dataset)
@@ -98,6 +136,29 @@ func LoadTestSplit(cfg config.Config) (*data.Split, error) {
 		return nil, err
 	}
 	return ds.Test, nil
+}
+
+// TestData is the test split of a dataset with what LoadData records of its files.
+type TestData struct {
+	Test     *data.Split
+	Files    map[string]string // "<dataset>/<file name>" → sha256, as Data.Files
+	Warnings []string          // the dataset's warnings (unknown checksums accepted, …)
+}
+
+// LoadTestData is LoadTestSplit with the files' checksums (to compare with an artifact's
+// data_sha256) and the data's warnings.
+func LoadTestData(cfg config.Config) (*TestData, error) {
+	ds, err := loadOne(cfg, cfg.Dataset)
+	if err != nil {
+		return nil, err
+	}
+	td := &TestData{Test: ds.Test, Files: map[string]string{}, Warnings: ds.Warnings}
+	for _, f := range ds.Files {
+		if td.Files[cfg.Dataset+"/"+filepath.Base(f)], err = fileSHA256(f); err != nil {
+			return nil, err
+		}
+	}
+	return td, nil
 }
 
 // loadOne reads and splits one dataset with the base seed. The target set is kept whole
@@ -152,6 +213,7 @@ func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
 }
 
 // fileSHA256 is the sha256 of a file, or data.TreeSHA256 of a folder (an image folder).
+// Only a regular file is hashed: a device (/dev/zero) would be read for ever.
 func fileSHA256(path string) (string, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return data.TreeSHA256(path, fileSHA256)
@@ -161,6 +223,13 @@ func fileSHA256(path string) (string, error) {
 		return "", err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: is %s, not a regular file: data files must be regular files", path, boundedread.TypeName(st.Mode()))
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", fmt.Errorf("%s: %w", path, err)
@@ -168,12 +237,35 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// MaxDistilledBytes bounds an artifact's distilled.npz (images and labels, float32): 2 GiB
+// holds the images of 160,000 colour 32×32 base examples, more than any registered train
+// set has.
+const MaxDistilledBytes = 2 << 30
+
+// MaxBaseIndexBytes bounds a base-index file given as text or .npy: a million indices, far
+// more than the largest train set (K-49's 232,365 images).
+const MaxBaseIndexBytes = 16 << 20
+
 // ReadBaseIndices reads base-example indices (positions in the source's train file) from
 // an .npy file (one integer array), an .npz archive holding base_indices (an artifact's
 // distilled.npz), or a text file of integers separated by spaces, commas or new lines
-// ('#' starts a comment).
+// ('#' starts a comment). A text or .npy file is read through MaxBaseIndexBytes, an .npz
+// archive through MaxDistilledBytes (an endless stream given as the file is an error
+// naming it and the bound).
 func ReadBaseIndices(path string) ([]int64, error) {
-	raw, err := os.ReadFile(path)
+	return ReadBaseIndicesContext(context.Background(), path)
+}
+
+// ReadBaseIndicesContext is ReadBaseIndices that gives up when ctx ends while a named
+// pipe given as the file waits for its writer.
+func ReadBaseIndicesContext(ctx context.Context, path string) ([]int64, error) {
+	limit := int64(MaxBaseIndexBytes)
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > limit {
+		if magic, _ := readMagic(path); bytes.HasPrefix(magic, []byte("PK\x03\x04")) {
+			limit = MaxDistilledBytes // an artifact's distilled.npz
+		}
+	}
+	raw, err := boundedread.ReadFileContext(ctx, path, limit, "base-index file")
 	if err != nil {
 		return nil, err
 	}

@@ -442,7 +442,11 @@ func (l *loop) queueStep(targetIdx []int) error {
 		}
 		return c.Err()
 	}))
-	v := c.T(out.vector(sums))
+	guards, err := l.guardValues(l.stateGuards()) // the rest of the state (divergence.go)
+	if err != nil {
+		return err
+	}
+	v := c.T(out.vector(append(sums, guards...)))
 	if c.Err() != nil {
 		return c.Err()
 	}
@@ -524,15 +528,28 @@ func (l *loop) read() error {
 func (l *loop) checkReading(v []float64, batch int64) (stepStats, error) {
 	st, err := checkReading(v, batch)
 	if err != nil {
+		var nf *NonFiniteError
+		if errors.As(err, &nf) {
+			nf.blame(l.in, blameLoss)
+		}
 		return st, err
 	}
 	sums := v[readSums:]
 	for _, lv := range l.learnt {
 		for range lv.params() {
 			if !finite(sums[0]) {
-				return st, &NonFiniteError{Quantity: lv.name() + " (sum after the step)", Value: sums[0]}
+				e := &NonFiniteError{Quantity: lv.name() + " (sum after the step)", Value: sums[0]}
+				e.blame(l.in, blameLabels)
+				return st, e
 			}
 			sums = sums[1:]
+		}
+	}
+	for i, g := range l.stateGuards() {
+		if i < len(sums) && !finite(sums[i]) {
+			e := &NonFiniteError{Quantity: g.what, Value: sums[i]}
+			e.blame(l.in, g.blame)
+			return st, e
 		}
 	}
 	return st, nil

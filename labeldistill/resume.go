@@ -14,6 +14,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch"
 )
 
 // ResumeError is why a run cannot be resumed from a checkpoint folder (none there, none
@@ -134,6 +135,10 @@ func (l *loop) resume(dir string) (position, error) {
 	}
 	l.note(Progress{Phase: "resume", Epoch: min(l.pos.epoch, l.in.cfg.Epochs), Epochs: l.in.cfg.Epochs,
 		Message: fmt.Sprintf("resumed from %s at meta-step %d%s", f.Path, l.pos.step, changed)})
+	if v := torch.Version(); m.LibtorchVersion != "" && m.LibtorchVersion != v {
+		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s was written with libtorch %s, this is libtorch %s: the run continues, but not bit-identically to an uninterrupted run (kernels and random streams may differ)",
+			f.Path, m.LibtorchVersion, v)})
+	}
 	return l.pos, nil
 }
 

@@ -28,14 +28,26 @@ func indexTensor(idx []int64, dev torch.Device) (*torch.Tensor, error) {
 	return torch.FromInt64On(dev, idx, int64(len(idx)))
 }
 
-// NonFiniteError reports a NaN or infinite quantity, naming the step and what it was.
+// NonFiniteError reports a NaN or infinite quantity, naming the step and what it was. In
+// the meta-loop (Diverged) it also names the setting most likely at fault (a config json
+// name; "" when none stands out).
 type NonFiniteError struct {
 	Step     int
 	Quantity string
 	Value    float64
+	// Diverged: found by the meta-loop's per-step guard; Setting, SettingValue and
+	// SettingDefault name the suspect, SmallIsRisky says it is too small (an epsilon).
+	Diverged                     bool
+	Setting                      string
+	SettingValue, SettingDefault float64
+	SmallIsRisky                 bool
 }
 
 func (e *NonFiniteError) Error() string {
+	if e.Diverged {
+		return fmt.Sprintf("non-finite %s (%v) at meta-step %d: the run diverged; stopped there, before any checkpoint or validation of it%s",
+			e.Quantity, e.Value, e.Step, e.cause())
+	}
 	return fmt.Sprintf("non-finite %s (%v) at meta-step %d: stopping before it reaches the labels", e.Quantity, e.Value, e.Step)
 }
 

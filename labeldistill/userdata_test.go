@@ -67,7 +67,7 @@ func TestAllowUnknownData(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := LoadData(cfg); err == nil || !strings.Contains(err.Error(), "unknown sha256 "+sum) ||
-		!strings.Contains(err.Error(), "--allow-unknown-data") || strings.Contains(err.Error(), "set AllowUnknown") {
+		!strings.Contains(err.Error(), "to accept it: allow_unknown_data") || strings.Contains(err.Error(), "Options.AllowUnknown") {
 		t.Fatalf("unknown file without --allow-unknown-data: got %v", err)
 	}
 	cfg.AllowUnknownData = true
@@ -78,7 +78,7 @@ func TestAllowUnknownData(t *testing.T) {
 	if got := ds.Files["mnist/t10k-labels-idx1-ubyte"]; got != sum {
 		t.Errorf("recorded checksum %q, want %s (all: %v)", got, sum, ds.Files)
 	}
-	if len(ds.Warnings) != 1 || !strings.Contains(ds.Warnings[0], sum) || !strings.Contains(ds.Warnings[0], "accepted: --allow-unknown-data") {
+	if len(ds.Warnings) != 1 || !strings.Contains(ds.Warnings[0], sum) || !strings.Contains(ds.Warnings[0], "accepted: allow_unknown_data") {
 		t.Errorf("warnings %q, want one naming %s as accepted", ds.Warnings, sum)
 	}
 }

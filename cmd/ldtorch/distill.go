@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -79,6 +78,7 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 	// --resume DIR starts from the checkpoint's own settings; what is given beside it
 	// (file, variables, flags) is applied over them and checked by the resume.
 	resuming := c.IsSet("resume")
+	var ckCfg config.Config
 	if resuming {
 		dir := c.String("resume")
 		if dir == "" {
@@ -92,7 +92,7 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			}
 			return cfg, src, usageErrorf("--resume: %v", err)
 		}
-		cfg = ck
+		cfg, ckCfg = ck, ck
 		cfg.Out = filepath.Clean(dir) // the resumed run's output folder
 		if filepath.Clean(ckptDir) == filepath.Clean(dir) && filepath.Base(ckptDir) == "checkpoints" {
 			cfg.Out = filepath.Dir(ckptDir)
@@ -108,8 +108,11 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			return cfg, src, usageErrorf("%s needs a file name", what)
 		}
 		src.configFile = path
-		loaded, err := config.ReadFile(path)
+		loaded, keys, err := config.ReadFileKeysContext(c.Context, path)
 		if err != nil {
+			if c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+				return cfg, src, err
+			}
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				if _, lerr := os.Lstat(path); lerr == nil {
@@ -119,14 +122,7 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			}
 			return cfg, src, usageErrorf("%s: %v", what, err)
 		}
-		if raw, err := os.ReadFile(path); err == nil {
-			var keys map[string]json.RawMessage
-			if json.Unmarshal(raw, &keys) == nil {
-				for k := range keys {
-					src.configKeys[k] = true
-				}
-			}
-		}
+		src.configKeys = keys
 		// Integers are capped like flags and variables: anything larger is a typo.
 		lv := reflect.ValueOf(loaded)
 		for _, f := range configFlags() {
@@ -158,6 +154,23 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 		cfg.DataDir = dir
 	}
 	resolved, err := cfg.Resolved()
+	if err != nil && resuming {
+		// A setting the checkpoint's run does not share is named as such, rather than a
+		// setting the checks blame because of it (another --dataset makes the recorded
+		// base_selection invalid for a cross-dataset run). (When the settings are valid,
+		// the resume itself compares them, resolved.)
+		if conflicts := config.ResumeConflicts(ckCfg, cfg); len(conflicts) > 0 {
+			var lines []string
+			for _, d := range config.DiffDetails(ckCfg, cfg) {
+				name, _, _ := strings.Cut(d, ":")
+				if slices.Contains(conflicts, name) {
+					lines = append(lines, d)
+				}
+			}
+			return cfg, src, usageErrorf("--resume: the run in %s has other settings (checkpoint -> now): %s; a resume continues the same run (start a new one with another --out)",
+				c.String("resume"), strings.Join(lines, "; "))
+		}
+	}
 	if err != nil {
 		return cfg, src, configError(err, src)
 	}
@@ -248,7 +261,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	}
 	// One run per folder: the lock is held until this process ends (the kernel drops it
 	// when the process dies, so a killed run leaves no stale lock).
-	unlock, err := lockOut(cfg.Out)
+	unlock, err := lockOut("--out", cfg.Out)
 	if err != nil {
 		return err
 	}
@@ -331,7 +344,11 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
 			if m, _ := checkpoint.Files(ckptDir); len(m) > 0 {
-				msg += fmt.Sprintf("; continue with: ldtorch distill --resume %s", cfg.Out)
+				world := 1
+				if rank.group != nil {
+					world = rank.group.Size()
+				}
+				msg += "; continue with: " + resumeCommand(c, cfg.Out, world)
 			}
 			return &exitError{code: exitInterrupted, msg: msg}
 		}
@@ -342,6 +359,15 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		var de *labeldistill.DivergedError
 		if errors.As(err, &de) {
 			return failuref("%s", divergedMessage(de))
+		}
+		var nf *labeldistill.NonFiniteError
+		if errors.As(err, &nf) && nf.Setting != "" { // named as the user gave it: flag, variable or file key
+			name, file, inFile := strings.Cut(src.describe(nf.Setting), " in ")
+			value := fmt.Sprintf("%g", nf.SettingValue)
+			if inFile {
+				value += " (in " + file + ")"
+			}
+			return failuref("%s", strings.Replace(err.Error(), nf.Setting+" "+fmt.Sprintf("%g", nf.SettingValue), name+" "+value, 1))
 		}
 		return distillError(err, src)
 	}
@@ -377,6 +403,41 @@ func saveModelsFlag(c *cli.Context) (string, error) {
 	return dir, nil
 }
 
+// resumeCommand is the command line that continues the run checkpointed in out: the
+// settings come from the checkpoint; what says where and how it runs is repeated when it
+// was given (--data-dir, --threads, --device), and a data-parallel run needs its --nproc.
+func resumeCommand(c *cli.Context, out string, world int) string {
+	parts := []string{"ldtorch distill --resume", shellQuote(out)}
+	if world > 1 {
+		parts = append(parts, fmt.Sprintf("--nproc %d", world))
+	}
+	for _, f := range []string{"data-dir", "threads", "device"} {
+		if c.IsSet(f) {
+			parts = append(parts, "--"+f, shellQuote(fmt.Sprint(c.Value(f))))
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but safe characters.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,+@%", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// commandLine is argv as a command to type again (program name as "ldtorch").
+func commandLine(argv []string) string {
+	parts := []string{"ldtorch"}
+	for _, a := range argv[1:] {
+		parts = append(parts, shellQuote(a))
+	}
+	return strings.Join(parts, " ")
+}
+
 // divergedMessage names the flag of a DivergedError's setting.
 func divergedMessage(de *labeldistill.DivergedError) string {
 	return fmt.Sprintf("%s: all %d evaluation model(s) diverged (non-finite parameters after %d training steps): --%s %g is too large; try a smaller one",
@@ -399,33 +460,33 @@ func copyConfigKeys(dst *config.Config, src config.Config, keys map[string]bool)
 }
 
 // lockFile is the lock of an output folder, held by the run writing into it.
-const lockFile = ".ldtorch.lock"
+const lockFile = atomicfile.LockFile
 
-// lockOut takes an exclusive flock on dir's lock file, writing this process's PID into
-// it, and returns the function that releases it. A folder locked by another process is a
-// usage error naming the folder and that process.
-func lockOut(dir string) (func(), error) {
-	path := filepath.Join(dir, lockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, usageErrorf("--out: cannot create the lock file %s: %v", path, unwrapPath(err))
+// lockOut takes the lock of the folder dir, given by flag ("": an argument), (atomicfile.LockDir) and returns the
+// function that releases it. A folder locked by another process is a usage error naming
+// the folder and that process.
+func lockOut(flag, dir string) (func(), error) {
+	unlock, err := atomicfile.LockDir(dir)
+	prefix := ""
+	if flag != "" {
+		prefix = flag + ": "
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			holder := "another ldtorch process"
-			b, _ := io.ReadAll(io.LimitReader(f, 32))
-			if pid := strings.TrimSpace(string(b)); pid != "" {
-				holder = "ldtorch process " + pid
-			}
-			return nil, usageErrorf("--out: %s is in use by another run (%s holds %s); wait for it to end, or choose another --out", dir, holder, path)
+	var le *atomicfile.LockedError
+	switch {
+	case errors.As(err, &le):
+		how := "wait for it to end"
+		if flag == "--out" {
+			how += ", or choose another --out"
 		}
-		return nil, failuref("--out: cannot lock %s: %v", path, err)
+		return nil, usageErrorf("%s%s is in use by another run (%s holds %s); %s", prefix, dir, le.Holder(), le.Path, how)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, usageErrorf("%scannot create the lock file %s: %v", prefix, pe.Path, pe.Err)
+		}
+		return nil, failuref("%s%v", prefix, err)
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
-	}
-	return func() { f.Close() }, nil
+	return unlock, nil
 }
 
 // unwrapPath returns the cause of a *fs.PathError (the path is named by the caller).

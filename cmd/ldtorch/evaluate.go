@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
@@ -47,7 +48,8 @@ func (e *env) evaluateCommand() *cli.Command {
 			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)", EnvVars: ev("threads")},
 			&cli.BoolFlag{Name: "allow-tf32", Usage: "let float32 products and convolutions on Ampere-or-later GPUs use TF32 (off: results agree with the CPU's)", EnvVars: ev("allow-tf32")},
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the artifact's data_dir)", EnvVars: ev("data-dir")},
-			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, only for artifacts without report.json", EnvVars: ev("dataset")},
+			&cli.StringFlag{Name: "dataset", Usage: "target `DATASET`, for artifacts without report.json; or imagefolder:PATH, where the run's image folder is now", EnvVars: ev("dataset")},
+			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", EnvVars: ev("allow-unknown-data")},
 			&cli.Int64Flag{Name: "seed", Usage: "`SEED` of the models' initialisation and batches (default: the artifact's seed)", EnvVars: ev("seed")},
 			&cli.StringFlag{Name: "save-models", Usage: "keep the trained models in `DIR` as model-K.pt (PyTorch state dicts of docs/ARTIFACT.md's modules) with models.json", EnvVars: ev("save-models")},
 			&cli.BoolFlag{Name: "json", Usage: "print the result as JSON"},
@@ -58,12 +60,18 @@ func (e *env) evaluateCommand() *cli.Command {
 }
 
 // positiveInt reads an int flag that must be in [1, maxIntFlag] when set.
-func positiveIntFlag(c *cli.Context, name string) (int, error) {
-	v := c.Int(name)
-	if c.IsSet(name) && (v < 1 || v > maxIntFlag) {
-		return 0, usageErrorf("--%s: must be between 1 and %d, got %d", name, maxIntFlag, v)
+// countArg reads a count given as text (--steps, a list item) and checks it as countFlag
+// does; a number beyond int64 is named as given.
+func countArg(flag, text string, lo, hi int, why string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(text, "+"))
+	if err != nil {
+		var ne *strconv.NumError
+		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
+			return 0, usageErrorf("--%s: %s", flag, config.CountMessageText(text, int64(lo), int64(hi), why))
+		}
+		return 0, usageErrorf("--%s: %q is not a whole number", flag, text)
 	}
-	return v, nil
+	return n, countFlag(flag, n, lo, hi, why)
 }
 
 func (e *env) evaluateAction(c *cli.Context) error {
@@ -113,25 +121,34 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		}
 	}
 	if s := strings.TrimSpace(c.String("steps")); s != "auto" && s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxIntFlag {
-			return usageErrorf("--steps: want a positive number of steps or auto, got %q", s)
+		if _, err := strconv.ParseFloat(s, 64); err != nil {
+			return usageErrorf("--steps: want a number of steps or auto, got %q", s)
+		}
+		n, err := countArg("steps", s, 1, config.MaxTrainSteps, config.WhySteps)
+		if err != nil {
+			return err
 		}
 		ec.Steps = n
 	}
 	if !c.IsSet("optimizer") {
 		ec.Optimizer = "" // the recipe's (adam for the standard one)
 	}
-	var err error
-	if ec.Models, err = positiveIntFlag(c, "models"); err != nil {
-		return err
+	ec.Models, ec.Batch = c.Int("models"), c.Int("batch")
+	if c.IsSet("models") {
+		if err := countFlag("models", ec.Models, 1, config.MaxEvalModels, config.WhyModels); err != nil {
+			return err
+		}
 	}
-	if ec.Batch, err = positiveIntFlag(c, "batch"); err != nil {
-		return err
+	if c.IsSet("batch") {
+		if err := countFlag("batch", ec.Batch, 1, 0, "a batch larger than the base examples is all of them"); err != nil {
+			return err
+		}
 	}
 	threads := c.Int("threads")
-	if threads < 0 || threads > config.MaxThreads() {
-		return usageErrorf("--threads: must be 0 (libtorch's default) or between 1 and %d, got %d", config.MaxThreads(), threads)
+	if threads != 0 {
+		if err := countFlag("threads", threads, 1, config.MaxThreads(), config.WhyThreads); err != nil {
+			return err
+		}
 	}
 
 	art, err := artifact.Read(dir)
@@ -161,6 +178,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if c.IsSet("data-dir") {
 		cfg.DataDir = c.String("data-dir")
 	}
+	if c.Bool("allow-unknown-data") {
+		cfg.AllowUnknownData = true
+	}
 	arch := ec.Arch
 
 	if _, err := checkRuntime(ec.Device); err != nil {
@@ -172,10 +192,12 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if err := torch.SetNumThreads(threads); err != nil {
 		return failuref("--threads %d: %v", threads, err)
 	}
-	test, err := labeldistill.LoadTestSplit(cfg)
+	td, err := labeldistill.LoadTestData(cfg)
 	if err != nil {
 		return err
 	}
+	test := td.Test
+	warnDataChanges(e.stderr, art, td.Files, td.Warnings)
 	steps := "T"
 	if ec.Steps > 0 {
 		steps = strconv.Itoa(ec.Steps)
@@ -237,6 +259,26 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestMean, r.TestStd, len(r.TestAccuracies))
 	}
 	return nil
+}
+
+// warnDataChanges warns (on w, also with --quiet) about data read now that differs from
+// what the artifact was made from (a file whose checksum changed since), and passes on the
+// data's own warnings (unknown checksums accepted).
+func warnDataChanges(w io.Writer, art *artifact.Artifact, files map[string]string, warnings []string) {
+	for _, msg := range warnings {
+		fmt.Fprintf(w, "warning: %s\n", settingWords(msg))
+	}
+	if art.Report == nil {
+		return
+	}
+	for _, d := range artifact.DataChanges(art.Report, files) {
+		fmt.Fprintf(w, "warning: %s\n", d)
+	}
+}
+
+// settingWords names allow_unknown_data as the flag the data commands share.
+func settingWords(msg string) string {
+	return strings.ReplaceAll(msg, "allow_unknown_data", "--allow-unknown-data")
 }
 
 // evaluateError turns a problem with a setting (*FieldError) into a usage error naming

@@ -96,7 +96,7 @@ var configHelp = map[string][2]string{
 	"data_dir":            {"`DIR` holding the datasets, one sub-folder each (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", catSystem},
 	"out":                 {"output `DIR` for distilled.npz and report.json", catSystem},
 	"emnist_transpose":    {"transpose EMNIST images to MNIST orientation", catData},
-	"allow_unknown_data":  {"accept data files the registry does not know (official CIFAR binaries, EMNIST, K-49, CUB, image folders); their sha256 goes into report.json", catData},
+	"allow_unknown_data":  {"accept data files the registry does not know (official CIFAR binaries, EMNIST, K-49, CUB, and registered datasets laid out as folders of images); their sha256 goes into report.json. imagefolder:PATH datasets need no flag: nothing is registered for them, and their files' checksums are recorded", catData},
 }
 
 // defaultTexts overrides the default shown in help for fields whose zero value means something.
@@ -213,6 +213,16 @@ func formatValue(v reflect.Value) string {
 // maxIntFlag bounds integer flags: anything larger is a typo, not a setting.
 const maxIntFlag = math.MaxInt32
 
+// countFlag checks a count given by the flag name (models, steps, processes, batches…)
+// against [lo, hi] before any work starts, in the one wording every command uses
+// (config.CountMessage): "--models: must be between 1 and 1000, got 5000 (why)".
+func countFlag(name string, n, lo, hi int, why string) error {
+	if n >= lo && (n <= hi || hi < lo) {
+		return nil
+	}
+	return usageErrorf("--%s: %s", name, config.CountMessage(int64(n), int64(lo), int64(hi), why))
+}
+
 // apply copies the value of every config flag that is set (on the command line or through
 // its environment variable) into cfg.
 func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
@@ -249,7 +259,10 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 				if path == "" {
 					return bad("needs a file name")
 				}
-				idx, err := labeldistill.ReadBaseIndices(path)
+				idx, err := labeldistill.ReadBaseIndicesContext(c.Context, path)
+				if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+					return err
+				}
 				if err != nil {
 					return bad("%v", err)
 				}

@@ -550,7 +550,7 @@ func TestHostileValues(t *testing.T) {
 		{"epochs 1e12", nil, distill("--epochs", "1000000000000"), exitUsage, []string{"--epochs", "out of range"}},
 		{"epochs 1e12 by variable", []string{"LDTORCH_EPOCHS=1000000000000"}, distill(), exitUsage, []string{"--epochs", "out of range"}},
 		{"eval models -1", nil, distill("--eval-models", "-1"), exitUsage, []string{"--eval-models", "-1"}},
-		{"eval models 1001", nil, distill("--eval-models", "1001"), exitUsage, []string{"--eval-models", "at most 1000", "1001"}},
+		{"eval models 1001", nil, distill("--eval-models", "1001"), exitUsage, []string{"--eval-models", "must be between 1 and 1000, got 1001"}},
 		{"label lr 1e400", nil, distill("--label-lr", "1e400"), exitUsage, []string{"--label-lr", "1e400"}},
 		{"label lr -1", nil, distill("--label-lr", "-1"), exitUsage, []string{"--label-lr", "-1"}},
 		{"threads 100000", nil, distill("--threads", "100000"), exitUsage, []string{"--threads", "100000"}},

@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -169,6 +170,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 		return exitOK
 	}
 	code, msg := classify(err, ctx)
+	msg = settingsAsFlags(app.Commands, e.command, msg)
 	prefix := "ldtorch"
 	if e.command != "" {
 		prefix += " " + e.command
@@ -193,8 +195,10 @@ func (e *env) newApp() *cli.App {
 		Writer:               e.stdout,
 		ErrWriter:            e.stderr,
 		EnableBashCompletion: false,
-		ExitErrHandler:       func(*cli.Context, error) {}, // run prints errors and exits
-		OnUsageError:         onUsageError,
+		// sweep --rows and --columns split on commas themselves (a label may hold one).
+		DisableSliceFlagSeparator: true,
+		ExitErrHandler:            func(*cli.Context, error) {}, // run prints errors and exits
+		OnUsageError:              onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
 				return usageErrorf("unknown command %q (commands: distill, evaluate, export, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
@@ -315,6 +319,29 @@ func classify(err error, ctx context.Context) (int, string) {
 		return code, err.Error()
 	}
 	return exitFailure, err.Error()
+}
+
+// settingsAsFlags words the library's setting names that the command has as flags (data
+// errors name allow_unknown_data) as those flags; a command without the flag keeps the
+// setting's name, so that no message names a flag its command does not have.
+func settingsAsFlags(cmds []*cli.Command, path, msg string) string {
+	var leaf *cli.Command
+	for _, name := range strings.Fields(path) {
+		if leaf = findCommand(cmds, name); leaf == nil {
+			return msg
+		}
+		cmds = leaf.Subcommands
+	}
+	if leaf == nil {
+		return msg
+	}
+	for _, key := range []string{"allow_unknown_data"} {
+		flag := strings.ReplaceAll(key, "_", "-")
+		if slices.ContainsFunc(leaf.Flags, func(f cli.Flag) bool { return slices.Contains(f.Names(), flag) }) {
+			msg = strings.ReplaceAll(msg, key, "--"+flag)
+		}
+	}
+	return msg
 }
 
 // missingMessage says which dataset is missing and the command that gets it.
@@ -452,6 +479,10 @@ func reorderArgs(cmds []*cli.Command, args []string) []string {
 		pos = append(pos, a)
 	}
 	out = append(out, flags...)
+	// `ldtorch study steps --help`: the command's help, not a help topic named "steps".
+	if !dashdash && slices.ContainsFunc(flags, func(f string) bool { return f == "-h" || f == "--help" || f == "-help" }) {
+		return out
+	}
 	if dashdash {
 		out = append(out, "--")
 	}

@@ -267,7 +267,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown baseline", nil, distill("--baselines", "true,bogus"), []string{"--baselines", "bogus"}},
 		{"betas", nil, distill("--model-betas", "0.9"), []string{"--model-betas"}},
 		{"colour source for greyscale target", nil, distill("--source", "cifar10"), []string{"--source", "cifar10"}},
-		{"resnet for mnist", nil, distill("--eval-arch", "resnet"), []string{"--eval-arch", "resnet"}},
+		{"alexnet for mnist", nil, distill("--eval-arch", "alexnet"), []string{"--eval-arch", "alexnet"}},
 		{"device", nil, distill("--device", "gpu"), []string{"--device", "gpu"}},
 		{"stray argument", nil, distill("mnist"), []string{"mnist"}},
 		{"env value", []string{"LDTORCH_EPOCHS=-2"}, distill(), []string{"LDTORCH_EPOCHS"}},

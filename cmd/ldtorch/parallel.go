@@ -36,14 +36,15 @@ func (r rankInfo) root() bool { return r.group == nil || r.group.IsRoot() }
 // rankOf reads --nproc and the distributed environment and, for a rank, joins its group.
 func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	n := c.Int("nproc")
-	if n < 1 {
-		return rankInfo{}, usageErrorf("--nproc: must be at least 1, got %d", n)
-	}
 	cfg, isRank, err := dist.FromEnv()
 	if err != nil {
 		return rankInfo{}, usageErrorf("%v", err)
 	}
 	if !isRank {
+		// Ranks started here share this machine's CPUs and memory.
+		if err := countFlag("nproc", n, 1, config.MaxProcs(), config.WhyProcs); err != nil {
+			return rankInfo{}, err
+		}
 		if n > 1 {
 			if _, err := dist.TimeoutFromEnv(); err != nil { // the ranks would refuse it
 				return rankInfo{}, usageErrorf("%v", err)
@@ -53,6 +54,9 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 		return rankInfo{}, nil
 	}
 	if c.IsSet("nproc") && n != cfg.WorldSize {
+		if n < 1 {
+			return rankInfo{}, countFlag("nproc", n, 1, cfg.WorldSize, "")
+		}
 		return rankInfo{}, usageErrorf("--nproc %d but WORLD_SIZE=%d in the environment", n, cfg.WorldSize)
 	}
 	if cfg.WorldSize == 1 {

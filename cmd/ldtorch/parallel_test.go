@@ -224,7 +224,7 @@ func TestParallelUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, []string{"--nproc", "0"}, "--nproc: must be at least 1"},
+		{nil, []string{"--nproc", "0"}, "--nproc: must be between 1 and"},
 		{[]string{"WORLD_SIZE=2", "RANK=0", "MASTER_ADDR=127.0.0.1"}, nil, "MASTER_PORT is not set"},
 		{[]string{"WORLD_SIZE=2", "RANK=5", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, nil, "RANK=5 is outside 0..1"},
 		{[]string{"WORLD_SIZE=2", "RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1"}, []string{"--nproc", "3"}, "--nproc 3 but WORLD_SIZE=2"},

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -104,6 +105,8 @@ func (e *env) gradvarCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the run's data_dir)"},
 			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)"},
 			&cli.StringFlag{Name: "device", Value: "", Usage: "`DEVICE` (default: the run's)"},
+			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress"},
+			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (default: the run's setting)"},
 		},
 		Action: e.gradvarAction,
 	}
@@ -114,15 +117,32 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Int("models") < 2 {
-		return usageErrorf("--models: need at least 2, got %d", c.Int("models"))
+	// Every count is checked before anything is read or trained.
+	if err := countFlag("models", c.Int("models"), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
+		return err
 	}
-	if c.Int("batches") < 1 {
-		return usageErrorf("--batches: need at least 1, got %d", c.Int("batches"))
+	if err := countFlag("batches", c.Int("batches"), 1, config.MaxGradVarBatches, "each batch pair trains every model anew"); err != nil {
+		return err
+	}
+	if err := countFlag("warmup", c.Int("warmup"), 0, config.MaxTrainSteps, config.WhySteps); err != nil {
+		return err
+	}
+	if t := c.Int("threads"); t != 0 {
+		if err := countFlag("threads", t, 1, config.MaxThreads(), config.WhyThreads); err != nil {
+			return err
+		}
+	}
+	var uniform bool
+	switch c.String("labels") {
+	case "distilled":
+	case "uniform":
+		uniform = true
+	default:
+		return usageErrorf("--labels: want distilled or uniform, got %q", c.String("labels"))
 	}
 	art, err := artifact.Read(dir)
 	if err != nil {
-		return failuref("%v", err)
+		return usageErrorf("%v", err)
 	}
 	if art.Report == nil {
 		return usageErrorf("%s holds no %s", dir, artifact.ReportFile)
@@ -140,31 +160,54 @@ func (e *env) gradvarAction(c *cli.Context) error {
 	}
 	if c.IsSet("device") {
 		cfg.Device = c.String("device")
+		if _, err := checkRuntime(cfg.Device); err != nil {
+			return err
+		}
 	}
-	var labels []float32
-	switch c.String("labels") {
-	case "distilled":
-		labels = art.Labels
-	case "uniform":
-	default:
-		return usageErrorf("--labels: want distilled or uniform, got %q", c.String("labels"))
+	if c.Bool("allow-unknown-data") {
+		cfg.AllowUnknownData = true
 	}
+	// gradvar.json goes into the run's folder: it must be writable, and no other run may
+	// be writing there, before minutes of training.
+	if err := atomicfile.EnsureWritableDir(dir); err != nil {
+		return usageErrorf("%s is not writable, so %s cannot be written: %v", dir, report.GradVarJSON, unwrapPath(err))
+	}
+	unlock, err := lockOut("", dir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	labels := art.Labels
+	if uniform {
+		labels = nil
+	}
+	pr := newProgress(e.stderr, false, c.Bool("quiet"))
+	pr.note("gradvar of %s: reading %s data", dir, cfg.Dataset)
 	ds, err := labeldistill.LoadData(cfg)
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
+	warnDataChanges(e.stderr, art, ds.Files, ds.Warnings)
 	// The artifact's own base images, whatever the data selection would pick today.
 	if len(ds.Base.Images) != len(art.Images) {
 		return usageErrorf("%s: the artifact holds %d base image values, the run's data %d", dir, len(art.Images), len(ds.Base.Images))
 	}
 	ds.Base.Images = art.Images
-	if c.Int("warmup") < 0 {
-		return usageErrorf("--warmup: must be 0 or positive, got %d", c.Int("warmup"))
-	}
 	g := labeldistill.GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR},
 		Models: c.Int("models"), Batches: c.Int("batches"), Warmup: c.Int("warmup")}
-	out, err := labeldistill.MeasureGradVariance(c.Context, cfg, labels, g, labeldistill.WithData(ds))
+	pr.note("%d fresh models × %d batch pairs, LD and LD RR, each model warmed up %d steps", g.Models, g.Batches, g.Warmup)
+	g.Progress = func(done, total int) {
+		pr.note("%.0f%% (%d/%d batch pairs and methods measured)", 100*float64(done)/float64(total), done, total)
+	}
+	ctx := c.Context
+	out, err := labeldistill.MeasureGradVariance(ctx, cfg, labels, g, labeldistill.WithData(ds))
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
 	if err != nil {
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+			return &exitError{code: exitInterrupted, msg: "interrupted; " + report.GradVarJSON + " was not written"}
+		}
 		return failuref("%v", err)
 	}
 	file := report.GradVarFile{Labels: c.String("labels"), Models: g.Models, Batches: g.Batches, Warmup: g.Warmup, Methods: out}

@@ -54,20 +54,22 @@ func (e *env) studyCommand() *cli.Command {
 			&cli.StringFlag{Name: "lr", Usage: "optimizer: comma-separated learning `RATES` (default: a grid per optimiser)", Category: catRun},
 			&cli.StringFlag{Name: "momentum", Usage: "optimizer: comma-separated SGD `MOMENTA` (default 0,0.9)", Category: catRun},
 			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet (default: those that fit the images)", Category: catRun},
+			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.studyAction,
 	}
 }
 
-func parseInts(flag, text string) ([]int, error) {
+// parseInts reads a comma-separated list of whole numbers, each in [lo, hi].
+func parseInts(flag, text string, lo, hi int, why string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(text, ",") {
 		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimPrefix(f, "+"))
-		if err != nil || n > maxIntFlag || n < -maxIntFlag {
-			return nil, usageErrorf("--%s: %q is not an integer", flag, f)
+		n, err := countArg(flag, f, lo, hi, why)
+		if err != nil {
+			return nil, err
 		}
 		out = append(out, n)
 	}
@@ -103,6 +105,27 @@ func parseNames(flag, text string, known []string) ([]string, error) {
 	return out, nil
 }
 
+// studyFlags are the flags that choose what each study varies; a flag of another study is
+// refused rather than silently ignored.
+var studyFlags = map[string][]string{
+	"deltas":     {study.Steps},
+	"steps":      {study.Steps, study.Optimizer, study.Arch, study.RRStandard},
+	"optimizers": {study.Optimizer},
+	"lr":         {study.Optimizer},
+	"momentum":   {study.Optimizer},
+	"archs":      {study.Arch},
+}
+
+// studyFlagsApply refuses the flags set that the study kind does not use.
+func studyFlagsApply(c *cli.Context, kind string) error {
+	for _, name := range []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs"} {
+		if kinds := studyFlags[name]; c.IsSet(name) && !slices.Contains(kinds, kind) {
+			return usageErrorf("--%s does not apply to the %s study (it is a setting of: %s)", name, kind, strings.Join(kinds, ", "))
+		}
+	}
+	return nil
+}
+
 func (e *env) studyAction(c *cli.Context) error {
 	kind := c.Args().First()
 	if kind == "" || c.Args().Len() > 1 {
@@ -115,25 +138,22 @@ func (e *env) studyAction(c *cli.Context) error {
 	if dir == "" {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
+	if err := studyFlagsApply(c, kind); err != nil {
+		return err
+	}
 	var sc study.Config
 	var err error
-	if sc.Models, err = positiveIntFlag(c, "models"); err != nil {
-		return err
-	}
-	if sc.Models > config.MaxEvalModels {
-		return usageErrorf("--models: at most %d, got %d", config.MaxEvalModels, sc.Models)
+	if sc.Models = c.Int("models"); c.IsSet("models") {
+		if err := countFlag("models", sc.Models, 1, config.MaxEvalModels, config.WhyModels); err != nil {
+			return err
+		}
 	}
 	sc.Seed = c.Int64("seed")
-	if sc.Deltas, err = parseInts("deltas", c.String("deltas")); err != nil {
+	if sc.Deltas, err = parseInts("deltas", c.String("deltas"), -config.MaxTrainSteps, config.MaxTrainSteps, "added to T"); err != nil {
 		return err
 	}
-	if sc.Steps, err = parseInts("steps", c.String("steps")); err != nil {
+	if sc.Steps, err = parseInts("steps", c.String("steps"), 1, config.MaxTrainSteps, config.WhySteps); err != nil {
 		return err
-	}
-	for _, s := range sc.Steps {
-		if s < 1 {
-			return usageErrorf("--steps: step counts must be positive, got %d", s)
-		}
 	}
 	if c.IsSet("steps") && c.IsSet("deltas") {
 		return usageErrorf("--steps and --deltas both set: give the step counts one way")
@@ -148,8 +168,20 @@ func (e *env) studyAction(c *cli.Context) error {
 	if sc.Momenta, err = parseFloats("momentum", c.String("momentum"), func(x float64) bool { return x >= 0 && x < 1 }, "a momentum in [0, 1)"); err != nil {
 		return err
 	}
+	if len(sc.Momenta) > 0 && len(sc.Optimizers) > 0 && !slices.Contains(sc.Optimizers, "sgd") {
+		return usageErrorf("--momentum applies to SGD only, and --optimizers %s leaves it out", strings.Join(sc.Optimizers, ","))
+	}
 	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet}); err != nil {
 		return err
+	}
+	// Every setting trains M models: the lists are bounded as the models are.
+	for _, l := range []struct {
+		flag string
+		n    int
+	}{{"deltas", len(sc.Deltas)}, {"steps", len(sc.Steps)}, {"lr", len(sc.LRs)}, {"momentum", len(sc.Momenta)}} {
+		if err := countFlag(l.flag, l.n, 0, config.MaxStudySettings, config.WhyList); err != nil {
+			return err
+		}
 	}
 	art, err := artifact.Read(dir)
 	if err != nil {
@@ -168,6 +200,9 @@ func (e *env) studyAction(c *cli.Context) error {
 		return err
 	}
 	adjust(&cfg) // --data-dir, --threads, --device when given; else the artifact's
+	if c.Bool("allow-unknown-data") {
+		cfg.AllowUnknownData = true
+	}
 	sc.Device = cfg.Device
 	if _, err := checkRuntime(cfg.Device); err != nil {
 		return err
@@ -179,7 +214,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	if err := torch.SetNumThreads(threads); err != nil {
 		return failuref("--threads %d: %v", threads, err)
 	}
-	unlock, err := lockOut(dir)
+	unlock, err := lockOut("--distilled", dir)
 	if err != nil {
 		return err
 	}
@@ -190,6 +225,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	if err != nil {
 		return distillError(err, &valueSource{args: e.args, isSet: c.IsSet})
 	}
+	warnDataChanges(e.stderr, art, d.Files, d.Warnings)
 	last, models := "", sc.Models
 	if models == 0 {
 		models = cfg.EvalModels
@@ -209,7 +245,16 @@ func (e *env) studyAction(c *cli.Context) error {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
 			return &exitError{code: exitInterrupted, msg: "interrupted; nothing was written to " + filepath.Join(dir, "studies")}
 		}
-		for _, k := range []string{"optimizers", "archs", "study rr-standard"} {
+		var fe *config.FieldError
+		switch {
+		case errors.As(err, &fe) && fe.Field == "settings":
+			return usageErrorf("too many settings: %s", fe.Msg)
+		case errors.As(err, &fe):
+			return usageErrorf("--%s: %s", fe.Field, fe.Msg)
+		case strings.HasPrefix(err.Error(), "study rr-standard: "):
+			return usageErrorf("%s", err.Error())
+		}
+		for _, k := range []string{"optimizers", "archs"} {
 			if strings.HasPrefix(err.Error(), k+": ") {
 				return usageErrorf("--%s", err.Error())
 			}

@@ -53,7 +53,7 @@ func TestSweepAndStudyCLI(t *testing.T) {
 		{[]string{"study", "speed", "--distilled", cell}, `unknown study "speed"`},
 		{[]string{"study", "steps"}, "--distilled DIR is required"},
 		{[]string{"study", "optimizer", "--distilled", cell, "--lr", "0.1,x"}, `--lr: "x"`},
-		{[]string{"study", "steps", "--distilled", cell, "--steps", "0"}, "--steps: step counts must be positive"},
+		{[]string{"study", "steps", "--distilled", cell, "--steps", "0"}, "--steps: must be between 1 and 1000000, got 0"},
 		{[]string{"study", "arch", "--distilled", cell, "--archs", "vgg"}, `--archs: unknown "vgg"`},
 		{[]string{"sweep", "--grid", filepath.Join(dir, "none.json"), "--out", out}, "--grid: cannot read"},
 		{[]string{"sweep", "--grid", grid, "--out", out, "--rows", "LD"}, `no row labelled "LD"`},

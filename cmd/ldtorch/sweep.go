@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,6 +20,9 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/sweep"
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // operationalFlags are the settings a sweep or study may take from the command line for
@@ -32,8 +36,20 @@ func operationalFlags() []cli.Flag {
 	}
 }
 
-// operational returns the adjustment of a config by the operational flags that are set.
+// operational returns the adjustment of a config by the operational flags that are set,
+// after checking them (so that a bad --threads is named as such, not as the grid's or
+// the artifact's).
 func operational(c *cli.Context) (func(*config.Config), error) {
+	if t := c.Int("threads"); c.IsSet("threads") && t != 0 {
+		if err := countFlag("threads", t, 1, config.MaxThreads(), config.WhyThreads); err != nil {
+			return nil, err
+		}
+	}
+	if c.IsSet("device") {
+		if _, err := torch.ParseDevice(c.String("device")); err != nil {
+			return nil, usageErrorf("--device: %v", err)
+		}
+	}
 	dataDir := c.String("data-dir")
 	if !c.IsSet("data-dir") {
 		dir, err := data.DataDir("")
@@ -82,34 +98,33 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (sweep takes only flags)", c.Args().First())
 	}
-	grid, err := sweep.ReadGrid(c.String("grid"))
+	adjust, err := operational(c)
+	if err != nil {
+		return err
+	}
+	grid, err := sweep.ReadGridContext(c.Context, c.String("grid"))
+	if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
+		return err
+	}
 	if err != nil {
 		var pe *os.PathError
 		if errors.As(err, &pe) {
 			return usageErrorf("--grid: cannot read %s: %v", pe.Path, pe.Err)
 		}
-		return usageErrorf("--grid: %s", flagWords(err.Error()))
+		return usageErrorf("--grid: %s", err)
 	}
 	dir := c.String("out")
-	adjust, err := operational(c)
+	cells, err := grid.Cells(dir, adjust)
+	if err != nil {
+		return usageErrorf("--grid %s: %s", c.String("grid"), err)
+	}
+	rows, err := selectLabels("rows", c.StringSlice("rows"), grid.Rows, c.String("grid"))
 	if err != nil {
 		return err
 	}
-	cells, err := grid.Cells(dir, adjust)
+	columns, err := selectLabels("columns", c.StringSlice("columns"), grid.Columns, c.String("grid"))
 	if err != nil {
-		return usageErrorf("--grid %s: %s", c.String("grid"), flagWords(err.Error()))
-	}
-	for _, sel := range []struct {
-		flag   string
-		labels []string
-		of     func(sweep.Cell) string
-	}{{"rows", c.StringSlice("rows"), func(x sweep.Cell) string { return x.Row }},
-		{"columns", c.StringSlice("columns"), func(x sweep.Cell) string { return x.Column }}} {
-		for _, l := range sel.labels {
-			if !slices.ContainsFunc(cells, func(x sweep.Cell) bool { return sel.of(x) == l }) {
-				return usageErrorf("--%s: no %s labelled %q in %s", sel.flag, strings.TrimSuffix(sel.flag, "s"), l, c.String("grid"))
-			}
-		}
+		return err
 	}
 	if c.Bool("list") {
 		for _, cell := range cells {
@@ -121,10 +136,21 @@ func (e *env) sweepAction(c *cli.Context) error {
 		}
 		return nil
 	}
+	// A grid that changes cells already run or started here is refused before anything is
+	// written (grid.json included).
+	if err := sweep.CheckGridFile(grid, dir); err != nil {
+		return usageErrorf("%v", err)
+	}
+	if !c.Bool("summary-only") {
+		// Before anything is created: a --device this build cannot use leaves no folder.
+		if _, err := checkRuntime(cells[0].Config.Device); err != nil {
+			return err
+		}
+	}
 	if err := checkWritable(dir); err != nil {
 		return err
 	}
-	unlock, err := lockOut(dir)
+	unlock, err := lockOut("--out", dir)
 	if err != nil {
 		return err
 	}
@@ -135,14 +161,11 @@ func (e *env) sweepAction(c *cli.Context) error {
 		}
 		return e.printSweepSummary(dir)
 	}
-	if _, err := checkRuntime(cells[0].Config.Device); err != nil {
-		return err
-	}
 	ctx := c.Context
 	quiet := c.Bool("quiet")
 	var pr *progress
 	opts := sweep.Options{
-		Rows: c.StringSlice("rows"), Columns: c.StringSlice("columns"), Adjust: adjust,
+		Rows: rows, Columns: columns, Adjust: adjust,
 		Cell: func(cell sweep.Cell, i, n int, st sweep.State) {
 			if quiet {
 				return
@@ -179,20 +202,68 @@ func (e *env) sweepAction(c *cli.Context) error {
 	}
 	if err != nil {
 		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
-			return &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted; finished cells are kept and the running one checkpointed; summary rewritten; continue with the same command: ldtorch sweep --grid %s --out %s",
-				c.String("grid"), dir)}
+			summary := "summary rewritten"
+			if _, why, ok := strings.Cut(err.Error(), sweep.SummaryNotWritten(errors.New(""))); ok {
+				summary = "the summary was not rewritten (" + why + ")"
+			}
+			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and the running one checkpointed; " + summary + "; continue with the same command: " + commandLine(e.argv)}
 		}
 		var fe *config.FieldError
-		if errors.As(err, &fe) {
-			return usageErrorf("%s", flagWords(err.Error()))
+		var le *atomicfile.LockedError
+		switch {
+		case errors.As(err, &fe):
+			return usageErrorf("%v", err)
+		case errors.As(err, &le):
+			return usageErrorf("%v; wait for it to end (finished cells are kept; rerun the same command then)", err)
 		}
 		return failuref("%v", err)
 	}
 	return e.printSweepSummary(dir)
 }
 
+// axisLabels lists an axis's labels, quoted, for messages.
+func axisLabels(axis sweep.GridAxis) string {
+	var ls []string
+	for _, e := range axis {
+		ls = append(ls, strconv.Quote(e.Label))
+	}
+	return strings.Join(ls, ", ")
+}
+
+// selectLabels resolves --rows or --columns: each value given is a label of the grid, or
+// a comma-separated list of labels (so a label holding a comma is selected whole).
+func selectLabels(flag string, given []string, axis sweep.GridAxis, grid string) ([]string, error) {
+	if len(given) == 0 {
+		return nil, nil
+	}
+	has := func(l string) bool {
+		return slices.ContainsFunc(axis, func(e sweep.GridEntry) bool { return e.Label == l })
+	}
+	var out []string
+	for _, g := range given {
+		if has(g) {
+			out = append(out, g)
+			continue
+		}
+		for _, l := range strings.Split(g, ",") {
+			if l = strings.TrimSpace(l); l == "" {
+				return nil, usageErrorf("--%s: an empty label in %q (labels: %s)", flag, g, axisLabels(axis))
+			}
+			if !has(l) {
+				return nil, usageErrorf("--%s: no %s labelled %q in %s (labels: %s)", flag, strings.TrimSuffix(flag, "s"), l, grid, axisLabels(axis))
+			}
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// maxSummaryBytes bounds summary.md read back for printing: a grid of config.MaxGridCells
+// cells and their baselines is a few hundred KiB.
+const maxSummaryBytes = 16 << 20
+
 func (e *env) printSweepSummary(dir string) error {
-	md, err := os.ReadFile(filepath.Join(dir, sweep.SummaryMD))
+	md, err := boundedread.ReadRegularFile(filepath.Join(dir, sweep.SummaryMD), maxSummaryBytes, "sweep summary")
 	if err != nil {
 		return failuref("%v", err)
 	}

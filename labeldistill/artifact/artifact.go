@@ -25,6 +25,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
@@ -320,7 +321,7 @@ type Artifact struct {
 // finite probability rows (non-negative, summing to 1 within 1e-3).
 func Read(dir string) (*Artifact, error) {
 	path := filepath.Join(dir, DistilledFile)
-	raw, err := os.ReadFile(path)
+	raw, err := boundedread.ReadRegularFile(path, labeldistill.MaxDistilledBytes, "distilled data file")
 	if err != nil {
 		return nil, err
 	}
@@ -392,20 +393,21 @@ func Read(dir string) (*Artifact, error) {
 			return nil, bad("'base_classes' must be int64 with one entry per image, got %s %v", bc.DType, bc.Shape)
 		}
 	}
-	js, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	repPath := filepath.Join(dir, ReportFile)
+	js, err := boundedread.ReadRegularFile(repPath, MaxReportBytes, "run report")
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:
 		return nil, err
 	default:
-		var rep Report
-		if err := json.Unmarshal(js, &rep); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ReportFile), err)
+		rep, err := parseReport(js)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", repPath, err)
 		}
 		if err := rep.checkAgainst(a, raw); err != nil {
 			return nil, err
 		}
-		a.Report = &rep
+		a.Report = rep
 	}
 	for _, name := range arc.Names() {
 		a.arrays = append(a.arrays, arc.Get(name))
@@ -414,6 +416,36 @@ func Read(dir string) (*Artifact, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// MaxReportBytes bounds report.json: its config (with an inline base_indices list), a
+// validation record per epoch and a reset per model reset make a few MiB at most.
+const MaxReportBytes = 64 << 20
+
+// parseReport decodes report.json: JSON errors give their line and column; a report of a
+// newer schema than this ldtorch knows, or one without the run's settings, is refused
+// before its values are checked.
+func parseReport(js []byte) (*Report, error) {
+	var head struct {
+		SchemaVersion *int            `json:"schema_version"`
+		Config        json.RawMessage `json:"config"`
+	}
+	if err := json.Unmarshal(js, &head); err != nil {
+		return nil, config.JSONError(js, err)
+	}
+	switch {
+	case head.SchemaVersion == nil:
+		return nil, errors.New("no schema_version (not written by ldtorch distill?)")
+	case *head.SchemaVersion < 1 || *head.SchemaVersion > Schema:
+		return nil, fmt.Errorf("schema_version %d: this ldtorch reads versions 1 to %d (written by a newer ldtorch, or edited?)", *head.SchemaVersion, Schema)
+	case len(bytes.TrimSpace(head.Config)) == 0 || string(bytes.TrimSpace(head.Config)) == "null":
+		return nil, errors.New("no \"config\": the run's settings are missing (not written by ldtorch distill?)")
+	}
+	var rep Report
+	if err := json.Unmarshal(js, &rep); err != nil {
+		return nil, config.JSONError(js, err)
+	}
+	return &rep, nil
 }
 
 // checkAgainst refuses a report that does not describe the artifact a (read from the
@@ -432,7 +464,7 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		return fmt.Errorf("%s: %s (edited, or not written by ldtorch?)", repPath, fmt.Sprintf(format, args...))
 	}
 	c := rep.Config
-	if err := c.Validate(); err != nil {
+	if err := c.ValidateRecorded(); err != nil {
 		return bad("config: %v", err)
 	}
 	switch {
@@ -444,7 +476,7 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		return bad("base_examples %d, config.base_examples %d, %s holds %d images", rep.BaseExamples, c.BaseExamples, DistilledFile, a.Shape[0])
 	case rep.Epochs != c.Epochs:
 		return bad("epochs %d but config.epochs %d", rep.Epochs, c.Epochs)
-	case c.NumClasses() != a.Classes:
+	case c.NumClasses() != a.Classes && !(isFolder(c.Dataset) && c.NumClasses() == 0): // (a folder no longer there: unknown)
 		return bad("dataset %s has %d classes, the labels of %s have %d", c.Dataset, c.NumClasses(), DistilledFile, a.Classes)
 	}
 	if f, ok := data.LookupFacts(c.Dataset); ok {
@@ -480,6 +512,31 @@ func (rep *Report) checkAgainst(a *Artifact, npzBytes []byte) error {
 		return bad("steps (T) %d but best_validation.steps_T %d", rep.T, rep.BestValidation.T)
 	}
 	return nil
+}
+
+// DataChanges compares the data files read now (files: "<dataset>/<file>" → sha256, as
+// labeldistill.Data.Files) with those the report's run read, and describes each file whose
+// checksum changed since: the run's numbers were measured on other data.
+func DataChanges(rep *Report, files map[string]string) []string {
+	var out []string
+	for _, k := range slices.Sorted(maps.Keys(files)) {
+		if was, ok := rep.DataSHA256[k]; ok && was != files[k] {
+			out = append(out, fmt.Sprintf("data file %s changed since the artifact was made (sha256 %s, the run read %s): results are not comparable with the run's", k, short(files[k]), short(was)))
+		}
+	}
+	return out
+}
+
+func short(sum string) string {
+	if len(sum) > 16 {
+		return sum[:16] + "…"
+	}
+	return sum
+}
+
+func isFolder(name string) bool {
+	_, ok := data.ImageFolderPath(name)
+	return ok
 }
 
 func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -68,7 +68,15 @@ func EvalDataConfig(art *Artifact, dataset string) (config.Config, error) {
 	if art.Report != nil {
 		cfg := art.Report.Config
 		if dataset != "" {
-			if f, ok := data.LookupFacts(dataset); !ok || f.Name != cfg.Dataset {
+			_, wasFolder := data.ImageFolderPath(cfg.Dataset)
+			_, isFolder := data.ImageFolderPath(dataset)
+			switch f, ok := data.LookupFacts(dataset); {
+			case wasFolder && isFolder: // the run's image folder, moved: its test images from there
+				if cfg.Source == cfg.Dataset {
+					cfg.Source = dataset
+				}
+				cfg.Dataset = dataset
+			case !ok || f.Name != cfg.Dataset:
 				return cfg, config.FieldErrorf("dataset", "the artifact was distilled for %s, not %s", cfg.Dataset, dataset)
 			}
 		}
@@ -101,6 +109,10 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	cfg, err := EvalDataConfig(art, ec.Dataset)
 	if err != nil {
 		return ec, err
+	}
+	if path, folder := data.ImageFolderPath(cfg.Dataset); folder && cfg.NumClasses() == 0 {
+		_, err := data.InspectImageFolder(path)
+		return ec, config.FieldErrorf("dataset", "the run's image folder cannot be read (moved?): %v; name where it is now as imagefolder:PATH", err)
 	}
 	if cfg.NumClasses() != art.Classes {
 		return ec, config.FieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
@@ -139,17 +151,19 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	}
 	switch {
 	case ec.Optimizer != "adam" && ec.Optimizer != "sgd":
-		return ec, config.FieldErrorf("optimizer", "unknown train.Optimizer %q (want adam or sgd)", ec.Optimizer)
+		return ec, config.FieldErrorf("optimizer", "unknown optimiser %q (want adam or sgd)", ec.Optimizer)
 	case !isFinite(ec.LR) || ec.LR <= 0:
 		return ec, config.FieldErrorf("lr", "must be a positive number, got %v", ec.LR)
 	case ec.Momentum != 0 && ec.Optimizer != "sgd":
-		return ec, config.FieldErrorf("momentum", "applies to the sgd train.Optimizer only")
+		return ec, config.FieldErrorf("momentum", "applies to the sgd optimiser only")
 	case math.IsNaN(ec.Momentum) || ec.Momentum < 0 || ec.Momentum >= 1:
 		return ec, config.FieldErrorf("momentum", "must be in [0, 1), got %v", ec.Momentum)
-	case ec.Steps < 1:
+	case ec.Steps < 1 && art.Report == nil:
 		return ec, config.FieldErrorf("steps", "must be at least 1, got %d (the artifact has no report to take T from)", ec.Steps)
+	case ec.Steps < 1 || ec.Steps > config.MaxTrainSteps:
+		return ec, config.FieldErrorf("steps", "%s", config.CountMessage(int64(ec.Steps), 1, config.MaxTrainSteps, config.WhySteps))
 	case ec.Models < 1 || ec.Models > config.MaxEvalModels:
-		return ec, config.FieldErrorf("models", "must be between 1 and %d, got %d", config.MaxEvalModels, ec.Models)
+		return ec, config.FieldErrorf("models", "%s", config.CountMessage(int64(ec.Models), 1, config.MaxEvalModels, config.WhyModels))
 	case ec.Batch < 1:
 		return ec, config.FieldErrorf("batch", "must be at least 1, got %d", ec.Batch)
 	}

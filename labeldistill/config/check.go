@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"strconv"
 	"strings"
 
@@ -162,9 +161,8 @@ func (k *configCheck) checkSchedule() {
 	k.positiveInt("reset_window", c.ResetWindow)
 	k.positiveInt("reset_mean_of_last", c.ResetMeanOfLast)
 	k.positiveInt("validate_every", c.ValidateEvery)
-	k.positiveInt("eval_models", c.EvalModels)
-	if c.EvalModels > MaxEvalModels {
-		k.bad("eval_models", "at most %d, got %d (each model trains for T steps and is scored on the test set)", MaxEvalModels, c.EvalModels)
+	if c.EvalModels < 1 || c.EvalModels > MaxEvalModels {
+		k.bad("eval_models", "%s", CountMessage(int64(c.EvalModels), 1, MaxEvalModels, WhyModels))
 	}
 	if c.TargetSetSize < 0 {
 		k.bad("target_set_size", "must be 0 (all) or positive, got %d", c.TargetSetSize)
@@ -235,8 +233,8 @@ func (k *configCheck) checkArchitectures() {
 		if targetOK {
 			k.bad("eval_arch", "must not be empty")
 		}
-	case ArchLeNet:
-	case ArchAlexNet, ArchResNet:
+	case ArchLeNet, ArchResNet: // resnet takes any image of at least 8×8, as evaluate and study do
+	case ArchAlexNet:
 		if targetOK && !target.Colour {
 			k.bad("eval_arch", "%s needs colour 32×32 images but dataset %s is greyscale", c.EvalArch, c.Dataset)
 		}
@@ -263,8 +261,12 @@ func (k *configCheck) checkBaseExamples() {
 				target.Classes, c.Dataset, n)
 		}
 	case SelectUnbalanced:
+	case SelectGiven:
+		if c.BaseIndices == nil {
+			k.bad("base_selection", "given needs the base examples listed in base_indices")
+		}
 	default:
-		k.bad("base_selection", "unknown selection %q (want balanced or unbalanced)", c.BaseSelection)
+		k.bad("base_selection", "unknown selection %q (want balanced, unbalanced, or given with base_indices)", c.BaseSelection)
 	}
 
 	if c.BaseIndices != nil {
@@ -383,10 +385,8 @@ func (k *configCheck) checkRuntime() {
 	if !validDevice(c.Device) {
 		k.bad("device", "unknown device %q (want cpu, cuda or cuda:N)", c.Device)
 	}
-	if c.Threads < 0 {
-		k.bad("threads", "must be 0 (libtorch default) or positive, got %d", c.Threads)
-	} else if limit := MaxThreads(); c.Threads > limit {
-		k.bad("threads", "must be at most %d (4 × the %d CPUs here), got %d", limit, runtime.NumCPU(), c.Threads)
+	if c.Threads != 0 && (c.Threads < 1 || c.Threads > MaxThreads()) {
+		k.bad("threads", "%s", CountMessage(int64(c.Threads), 1, int64(MaxThreads()), WhyThreads))
 	}
 	if c.Out == "" {
 		k.bad("out", "must not be empty")

@@ -5,8 +5,8 @@
 package config
 
 import (
+	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
@@ -50,6 +50,9 @@ const (
 const (
 	SelectBalanced   = "balanced"
 	SelectUnbalanced = "unbalanced"
+	// SelectGiven: the base examples listed in BaseIndices, whatever their classes (the
+	// auto value when BaseIndices is set).
+	SelectGiven = "given"
 )
 
 // Baseline names (Config.Baselines), docs/ALGORITHM.md §8. Under method "rr" every baseline
@@ -180,8 +183,10 @@ type Config struct {
 	// Arch: the network used during distillation (§2): "lenet" or "alexnet". "" = auto:
 	// lenet for greyscale targets, alexnet for colour targets.
 	Arch string `json:"arch"`
-	// BaseSelection: "balanced" or "unbalanced" (§1). "" = auto: balanced within-dataset,
-	// unbalanced cross-dataset (cross-dataset requires unbalanced).
+	// BaseSelection: "balanced" or "unbalanced" (§1), or "given" (BaseIndices). "" = auto:
+	// given when BaseIndices is set, else balanced within-dataset, unbalanced cross-dataset
+	// (cross-dataset requires unbalanced). With BaseIndices, "balanced" is checked against
+	// the listed examples' classes when the data is read.
 	BaseSelection string `json:"base_selection"`
 
 	// Baselines: which baselines to run (§8), a subset of "true", "smooth", "teacher";
@@ -415,6 +420,35 @@ func (c Config) Validate() error {
 	return c.withDefaults().check()
 }
 
+// ValidateRecorded is Validate for the settings a finished run recorded (report.json): an
+// image folder it read (dataset or source) that is no longer where it was, or no longer
+// readable, is not a fault of the settings; the commands that read its images say so.
+func (c Config) ValidateRecorded() error {
+	err := c.Validate()
+	var kept []error
+	for _, e := range unjoinErrors(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			name := map[string]string{"dataset": c.Dataset, "source": c.Source}[fe.Field]
+			if _, folder := data.ImageFolderPath(name); folder {
+				continue
+			}
+		}
+		kept = append(kept, e)
+	}
+	return errors.Join(kept...)
+}
+
+func unjoinErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	if err == nil {
+		return nil
+	}
+	return []error{err}
+}
+
 // withDefaults fills the auto values it can; it never fails (check reports problems).
 func (c Config) withDefaults() Config {
 	r := c
@@ -477,7 +511,9 @@ func (c Config) withDefaults() Config {
 		r.BaselineSteps = BaselineStepGrid(r.BaselineMaxSteps)
 	}
 	if r.BaseSelection == "" {
-		if cross {
+		if r.BaseIndices != nil {
+			r.BaseSelection = SelectGiven
+		} else if cross {
 			r.BaseSelection = SelectUnbalanced
 		} else {
 			r.BaseSelection = SelectBalanced
@@ -592,12 +628,3 @@ func NewFieldError(field string, err error) *FieldError {
 func FieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
-
-// MaxEvalModels bounds eval_models (and Evaluate's Models): the paper uses 20; thousands
-// would run for hours and add nothing to the mean.
-const MaxEvalModels = 1000
-
-// MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
-// only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
-// threads).
-func MaxThreads() int { return 4 * runtime.NumCPU() }

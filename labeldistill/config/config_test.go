@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -226,7 +227,7 @@ func TestValidateErrors(t *testing.T) {
 		{"window", func(c *Config) { c.ResetWindow = -50 }, "reset_window: must be positive, got -50"},
 		{"mean of last", func(c *Config) { c.ResetMeanOfLast = 0 }, "reset_mean_of_last: must be positive, got 0"},
 		{"validate every", func(c *Config) { c.ValidateEvery = 0 }, "validate_every: must be positive, got 0"},
-		{"eval models", func(c *Config) { c.EvalModels = 0 }, "eval_models: must be positive, got 0"},
+		{"eval models", func(c *Config) { c.EvalModels = 0 }, "eval_models: must be between 1 and 1000, got 0 (each model trains for T steps and is scored on the test set)"},
 		{"target set", func(c *Config) { c.TargetSetSize = -100 }, "target_set_size: must be 0 (all) or positive, got -100"},
 		{"validation size", func(c *Config) { c.ValidationSize = -1 }, "validation_size: must be positive, got -1"},
 		{"norm channels", func(c *Config) { c.NormMean = []float64{0.5, 0.5, 0.5} }, "norm_mean: needs 1 value(s) for the 1 channel(s) of mnist, got 3"},
@@ -234,11 +235,11 @@ func TestValidateErrors(t *testing.T) {
 		{"arch", func(c *Config) { c.Arch = "vgg" }, `arch: unknown architecture "vgg" (want lenet or alexnet)`},
 		{"arch resnet", func(c *Config) { c.Arch = "resnet" }, `arch: resnet is for evaluation only (set eval_arch), got "resnet"`},
 		{"alexnet grey", func(c *Config) { c.Arch = "alexnet" }, "arch: alexnet needs colour 32×32 images but dataset mnist is greyscale"},
-		{"eval arch grey", func(c *Config) { c.EvalArch = "resnet" }, "eval_arch: resnet needs colour 32×32 images but dataset mnist is greyscale"},
+		{"eval arch grey", func(c *Config) { c.EvalArch = "alexnet" }, "eval_arch: alexnet needs colour 32×32 images but dataset mnist is greyscale"},
 		{"eval arch", func(c *Config) { c.EvalArch = "mlp" }, `eval_arch: unknown architecture "mlp" (want lenet, alexnet or resnet)`},
 		{"balanced divisibility", func(c *Config) { c.BaseExamples = 25 }, "base_selection: balanced needs base_examples divisible by the 10 classes of mnist, got 25"},
 		{"balanced cross", func(c *Config) { c.Source = "emnist"; c.BaseSelection = "balanced" }, "base_selection: cross-dataset distillation (source emnist-letters, dataset mnist) requires unbalanced, got balanced"},
-		{"selection", func(c *Config) { c.BaseSelection = "random" }, `base_selection: unknown selection "random" (want balanced or unbalanced)`},
+		{"selection", func(c *Config) { c.BaseSelection = "random" }, `base_selection: unknown selection "random" (want balanced, unbalanced, or given with base_indices)`},
 		{"baseline unknown", func(c *Config) { c.Baselines = []string{"true", "oracle"} }, `baselines: unknown baseline "oracle" (want true, smooth, teacher or none)`},
 		{"baseline twice", func(c *Config) { c.Baselines = []string{"smooth", "smooth"} }, `baselines: "smooth" is listed twice`},
 		{"baseline cross", func(c *Config) { c.Source = "emnist"; c.Baselines = []string{"true"} }, `baselines: "true" needs within-dataset distillation, but source emnist-letters differs from dataset mnist`},
@@ -252,7 +253,7 @@ func TestValidateErrors(t *testing.T) {
 		{"teacher temperature", func(c *Config) { c.TeacherTemperature = 0 }, "teacher_temperature: must be a positive finite number, got 0"},
 		{"device", func(c *Config) { c.Device = "gpu" }, `device: unknown device "gpu" (want cpu, cuda or cuda:N)`},
 		{"device index", func(c *Config) { c.Device = "cuda:01" }, `device: unknown device "cuda:01" (want cpu, cuda or cuda:N)`},
-		{"threads", func(c *Config) { c.Threads = -2 }, "threads: must be 0 (libtorch default) or positive, got -2"},
+		{"threads", func(c *Config) { c.Threads = -2 }, fmt.Sprintf("threads: must be between 1 and %d, got -2 (4 × the CPUs here; 0: libtorch's default)", MaxThreads())},
 		{"out", func(c *Config) { c.Out = "" }, "out: must not be empty"},
 		{"learn", func(c *Config) { c.Learn = "pixels" }, `learn: unknown value "pixels" (want labels, images or both)`},
 		{"learn dd", func(c *Config) { c.Method = MethodDD; c.Learn = LearnBoth }, "learn: method dd learns images (and their step sizes), not both"},
@@ -401,7 +402,7 @@ func TestLoadConfigFile(t *testing.T) {
 		"case":      {`{"Base_Examples": 5}`, `unknown key "Base_Examples" (did you mean "base_examples"?)`},
 		"dash":      {`{"base-examples": 5}`, `unknown key "base-examples" (did you mean "base_examples"?)`},
 		"duplicate": {`{"epochs": 5, "epochs": 6}`, `key "epochs" appears twice`},
-		"type":      {`{"base_examples": "100"}`, `key "base_examples": cannot use JSON string as int`},
+		"type":      {`{"base_examples": "100"}`, `key "base_examples": want an integer, got a string`},
 		"syntax":    {"{\n  \"epochs\": 5,\n  \"seed\": ,\n}", "line 3, column"},
 		"trailing":  {`{"epochs": 5} {}`, "text after the JSON object"},
 		"array":     {`[1, 2]`, "expected a JSON object"},
@@ -420,6 +421,11 @@ func TestLoadConfigFile(t *testing.T) {
 	if _, err := ReadFile(filepath.Join(t.TempDir(), "missing.json")); err == nil ||
 		!strings.Contains(err.Error(), "missing.json") {
 		t.Errorf("missing file: %v", err)
+	}
+	// An endless stream given as the file ends at the bound, naming the file.
+	if _, err := ReadFile("/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero") ||
+		!strings.Contains(err.Error(), "16 MiB limit for config files") {
+		t.Errorf("/dev/zero: %v", err)
 	}
 }
 

@@ -5,13 +5,15 @@ package config
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"strings"
+
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // MarshalIndent returns the config as indented JSON with a trailing newline, the format
@@ -47,15 +49,41 @@ func jsonName(f reflect.StructField) string {
 // duplicate keys, wrongly typed values and trailing data are errors that name the file.
 // The result is not resolved or validated: apply command-line overrides, then Resolved.
 func ReadFile(path string) (Config, error) {
-	data, err := os.ReadFile(path)
+	cfg, _, err := ReadFileKeys(path)
+	return cfg, err
+}
+
+// MaxFileBytes bounds a config file (and a sweep's grid file, which holds configs): a
+// config with an inline base_indices list of a quarter of a million indices, pretty-printed,
+// is about 3 MiB.
+const MaxFileBytes = 16 << 20
+
+// ReadFileKeys is ReadFile that also returns the keys the file sets (json names). The file
+// is read once, through MaxFileBytes (an endless stream or a device given as the file is
+// an error naming it and the bound).
+func ReadFileKeys(path string) (Config, map[string]bool, error) {
+	return ReadFileKeysContext(context.Background(), path)
+}
+
+// ReadFileKeysContext is ReadFileKeys that gives up when ctx ends while a named pipe given
+// as the file waits for its writer.
+func ReadFileKeysContext(ctx context.Context, path string) (Config, map[string]bool, error) {
+	data, err := boundedread.ReadFileContext(ctx, path, MaxFileBytes, "config file")
 	if err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
 	cfg, err := Parse(data)
 	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
+		return Config{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return cfg, nil
+	keys := map[string]bool{}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(data, &raw) == nil {
+		for k := range raw {
+			keys[k] = true
+		}
+	}
+	return cfg, keys, nil
 }
 
 // Parse reads a config from JSON over the defaults: unknown keys (with a suggestion), keys
@@ -125,15 +153,34 @@ func suggestKey(key string) string {
 	return ""
 }
 
-func describeJSONError(data []byte, err error) error {
+func describeJSONError(data []byte, err error) error { return JSONError(data, err) }
+
+// JSONError rewords an error of encoding/json decoding data for people: the line and
+// column of a syntax error or a value of the wrong kind, "the file is empty" or "cut
+// short" for an early end, and kinds of value ("a number", "a list") instead of Go types.
+func JSONError(data []byte, err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
+	case err == nil:
+		return nil
 	case errors.As(err, &syn):
-		line, col := lineCol(data, syn.Offset)
-		return fmt.Errorf("line %d, column %d: %v", line, col, syn)
+		line, col := lineCol(data, max(syn.Offset-1, 0)) // Offset is just past the bad byte
+		return fmt.Errorf("line %d, column %d: %s", line, col, strings.TrimPrefix(syn.Error(), "json: "))
 	case errors.As(err, &typ):
-		return fmt.Errorf("key %q: cannot use JSON %s as %v", typ.Field, typ.Value, typ.Type)
+		where := ""
+		if typ.Offset > 0 {
+			line, col := lineCol(data, typ.Offset)
+			where = fmt.Sprintf("line %d, column %d: ", line, col)
+		}
+		field := ""
+		if typ.Field != "" {
+			field = fmt.Sprintf("key %q: ", typ.Field)
+		}
+		if k := typ.Type.Kind(); (k == reflect.Float64 || k == reflect.Float32) && strings.HasPrefix(typ.Value, "number ") {
+			return fmt.Errorf("%s%s%s is out of range", where, field, strings.TrimPrefix(typ.Value, "number "))
+		}
+		return fmt.Errorf("%s%swant %s, got %s", where, field, JSONKind(typ.Type), jsonValueWord(typ.Value))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		line, col := lineCol(data, int64(len(data)))
 		if len(bytes.TrimSpace(data)) == 0 {
@@ -141,7 +188,74 @@ func describeJSONError(data []byte, err error) error {
 		}
 		return fmt.Errorf("line %d, column %d: unexpected end of the file (an object, array or string is not closed)", line, col)
 	}
-	return err
+	msg := err.Error()
+	if k, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fmt.Errorf("unknown key %s", k)
+	}
+	return errors.New(strings.TrimPrefix(msg, "json: "))
+}
+
+// JSONKind names the kind of JSON value a Go type takes: "a number", "a list of numbers".
+func JSONKind(t reflect.Type) string {
+	if t == nil {
+		return "a value"
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return JSONKind(t.Elem())
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 && t.Kind() == reflect.Slice && t.Name() != "" {
+			return "a value" // json.RawMessage
+		}
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(plural(JSONKind(t.Elem())), "a "), "an ")
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "a value"
+}
+
+func plural(kind string) string {
+	switch kind {
+	case "true or false":
+		return "true/false values"
+	case "a value":
+		return "values"
+	}
+	if strings.HasPrefix(kind, "a list") {
+		return "lists"
+	}
+	return kind + "s"
+}
+
+// jsonValueWord names the kind of a JSON value as encoding/json describes it.
+func jsonValueWord(v string) string {
+	switch {
+	case v == "array":
+		return "a list"
+	case v == "object":
+		return "an object"
+	case v == "string":
+		return "a string"
+	case v == "bool":
+		return "true or false"
+	case v == "null":
+		return "null"
+	case strings.HasPrefix(v, "number"):
+		if n := strings.TrimSpace(strings.TrimPrefix(v, "number")); n != "" {
+			return "the number " + n
+		}
+		return "a number"
+	}
+	return v
 }
 
 func lineCol(data []byte, offset int64) (line, col int) {

@@ -45,7 +45,7 @@ type ChecksumError struct {
 
 func (e *ChecksumError) Error() string {
 	if e.SHA256 == "" {
-		return fmt.Sprintf("data: %s: %s: image folders cannot be checksummed (use --allow-unknown-data, Options.AllowUnknown, to read them anyway)", e.Dataset, e.File)
+		return fmt.Sprintf("data: %s: %s: image folders cannot be checksummed (to read them anyway: allow_unknown_data)", e.Dataset, e.File)
 	}
 	s := fmt.Sprintf("data: %s: %s: unknown sha256 %s", e.Dataset, e.File, e.SHA256)
 	if e.Content != "" {
@@ -56,8 +56,12 @@ func (e *ChecksumError) Error() string {
 	} else {
 		s += "; known: " + strings.Join(e.Known, ", ")
 	}
-	return s + " (use --allow-unknown-data, Options.AllowUnknown, to accept it)"
+	return s + " (" + acceptHint + ")"
 }
+
+// acceptHint ends a ChecksumError's message: the setting that accepts the file (a config
+// key; the command line words it as its flag).
+const acceptHint = "to accept it: allow_unknown_data"
 
 // MissingError reports that a dataset's files are not present. It matches
 // fs.ErrNotExist under errors.Is.

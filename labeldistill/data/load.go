@@ -127,7 +127,7 @@ func (ld *loader) verify(f *FileSpec, b *blob) error {
 	if !ld.opt.AllowUnknown {
 		return cerr
 	}
-	ld.warnings = append(ld.warnings, strings.TrimSuffix(cerr.Error(), " (use --allow-unknown-data, Options.AllowUnknown, to accept it)")+" (accepted: --allow-unknown-data)")
+	ld.warnings = append(ld.warnings, strings.TrimSuffix(cerr.Error(), " ("+acceptHint+")")+" (accepted: allow_unknown_data)")
 	return nil
 }
 
@@ -304,7 +304,7 @@ func readLayout(spec *Spec, dir string, loc *located, opt Options) (train, test 
 			err = &ChecksumError{Dataset: spec.Name, File: dir}
 			return
 		}
-		ld.warnings = append(ld.warnings, spec.Name+": image folders are not checksummed (accepted: --allow-unknown-data)")
+		ld.warnings = append(ld.warnings, spec.Name+": image folders are not checksummed (accepted: allow_unknown_data)")
 		var sets [2]*ImageSet
 		for i, role := range []Role{RoleTrain, RoleTest} {
 			for j, f := range l.Files {

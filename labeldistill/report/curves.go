@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -138,6 +139,7 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 	for _, p := range []*plot.Plot{loss, errs, val, tp} {
 		p.X.Label.Text = "meta-step"
 		p.X.Tick.Marker = stepTicks{}
+		p.Y.Tick.Marker = compactTicks{}
 		p.Add(plotter.NewGrid())
 		p.Legend.Top = true
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
@@ -348,6 +350,20 @@ func logY(p *plot.Plot, xys plotter.XYs) plotter.XYs {
 		p.Y.Min, p.Y.Max = lo-math.Log10(3), hi+math.Log10(3)
 	}
 	return logged
+}
+
+// compactTicks are gonum's default ticks labelled in at most 4 significant digits: a
+// value of 1e38 is "1e+38", not thirty-nine digits across the panel.
+type compactTicks struct{}
+
+func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" && len(ticks[i].Label) > 8 {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 4, 64)
+		}
+	}
+	return ticks
 }
 
 // log10Ticks are logTicks for an axis of log10 values.

@@ -10,6 +10,8 @@ import (
 	"image"
 	"image/color"
 	"math"
+	"strings"
+	"unicode/utf8"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -311,6 +313,26 @@ func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classe
 }
 
 // reconstructionFigure: per target class, its reconstruction beside real examples.
+// wrapTitle breaks the lines of title that would not fit a figure width inches wide (the
+// title font's average advance is about 0.07 inch per character) at spaces.
+func wrapTitle(title string, width float64) string {
+	limit := max(20, int((width-0.3)/0.07))
+	var out []string
+	for _, line := range strings.Split(title, "\n") {
+		for utf8.RuneCountInString(line) > limit {
+			r := []rune(line)
+			cut := strings.LastIndex(string(r[:limit]), " ")
+			if cut <= 0 {
+				break
+			}
+			out = append(out, line[:cut])
+			line = line[cut+1:]
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}
+
 func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, names []string, subtitle string) ([]byte, error) {
 	classes := len(recon)
 	// The class-specific part: each reconstruction minus their mean over the classes (a
@@ -354,7 +376,10 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 			}
 		}
 	}
-	p := newPlot("Label-weighted combination of the base images per target class\n" + subtitle)
+	side := math.Max(3, 0.45*float64(cols))
+	height := math.Max(3, 0.45*float64(classes)+1)
+	width := side + 1.8
+	p := newPlot(wrapTitle("Label-weighted combination of the base images per target class\n"+subtitle, width))
 	p.Add(plotter.NewImage(canvas, 0, 0, float64(cols), float64(classes)))
 	yt := make(plot.ConstantTicks, classes)
 	for k := 0; k < classes; k++ {
@@ -369,9 +394,7 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 	p.X.Min, p.X.Max, p.Y.Min, p.Y.Max = 0, float64(cols), 0, float64(classes)
 	p.Y.Tick.Label.Font.Size = vg.Points(9)
 	p.X.Tick.Label.Font.Size = vg.Points(9)
-	side := math.Max(3, 0.45*float64(cols))
-	height := math.Max(3, 0.45*float64(classes)+1)
-	return renderPNG([][]*plot.Plot{{p}}, vg.Length(side+1.8)*vg.Inch, vg.Length(height)*vg.Inch)
+	return renderPNG([][]*plot.Plot{{p}}, vg.Length(width)*vg.Inch, vg.Length(height)*vg.Inch)
 }
 
 // learntImagesFigure: per class, learnt images of the class (pix, n images in [0, 1] with

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"html/template"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // File names inside an output folder.
@@ -71,6 +73,19 @@ type GradVarFile struct {
 	Methods []labeldistill.MethodGradVariance `json:"methods"`
 }
 
+// figureName is a dataset's name short enough for a figure's title: an image folder by its
+// last path element ("imagefolder:…/flowers"); the captions and report.html give it whole.
+func figureName(name string) string {
+	if path, ok := data.ImageFolderPath(name); ok {
+		return "imagefolder:…/" + filepath.Base(path)
+	}
+	return name
+}
+
+// maxGradVarBytes bounds gradvar.json: per method, one record per batch pair (at most
+// config.MaxGradVarBatches).
+const maxGradVarBytes = 16 << 20
+
 // Write reads the artifact in dir (distilled.npz, report.json, and metrics.jsonl when
 // present) and writes dir/figures/*.png and dir/report.html.
 func Write(dir string, opt Options) (res *Result, err error) {
@@ -95,8 +110,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	rep := art.Report
 	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0])}
 	hist, err := labeldistill.ReadHistory(filepath.Join(dir, labeldistill.HistoryFile))
+	_, lerr := os.Lstat(filepath.Join(dir, labeldistill.HistoryFile))
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case errors.Is(err, os.ErrNotExist) && errors.Is(lerr, os.ErrNotExist): // a link to nothing is not "no history"
 		res.Notes = append(res.Notes, "no run history ("+labeldistill.HistoryFile+"): learning curves not drawn")
 	case err != nil:
 		return nil, err
@@ -108,10 +124,15 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		}
 	}
 	var gv *GradVarFile
-	if b, err := os.ReadFile(filepath.Join(dir, GradVarJSON)); err == nil {
+	gvPath := filepath.Join(dir, GradVarJSON)
+	switch b, err := boundedread.ReadRegularFile(gvPath, maxGradVarBytes, "gradient-variance file"); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return nil, err
+	default:
 		gv = &GradVarFile{}
 		if err := json.Unmarshal(b, gv); err != nil {
-			return nil, fmt.Errorf("%s: %w", filepath.Join(dir, GradVarJSON), err)
+			return nil, fmt.Errorf("%s: %w", gvPath, config.JSONError(b, err))
 		}
 	}
 	figDir := filepath.Join(dir, FiguresDir)
@@ -177,7 +198,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if err != nil {
 			return nil, err
 		}
-		subtitle := fmt.Sprintf("%d base examples from %s", n, cfg.Source)
+		subtitle := fmt.Sprintf("%d base examples from %s", n, figureName(cfg.Source))
 		if !cross {
 			res.Recovered = Recovered(art.Labels, classes, baseClasses)
 			subtitle = fmt.Sprintf("arg-max recovers the true class for %d of %d base examples (%.0f%%)",
@@ -223,7 +244,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	}
 	if imagesLearnt {
 		// 3. The learnt images per class beside real ones (in place of reconstructions).
-		real, note := realExamples(cfg, opt, classes, c*h*w)
+		real, note := realExamples(cfg, opt, classes, c, h*w, norm)
 		if note != "" {
 			res.Notes = append(res.Notes, note)
 		}
@@ -252,12 +273,12 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if err != nil {
 			return nil, err
 		}
-		real, note := realExamples(cfg, opt, classes, c*h*w)
+		real, note := realExamples(cfg, opt, classes, c, h*w, norm)
 		if note != "" {
 			res.Notes = append(res.Notes, note)
 		}
 		maxRows := min(classes, 20)
-		subtitle := fmt.Sprintf("%s base images → %s classes (contrast stretched)", cfg.Source, cfg.Dataset)
+		subtitle := fmt.Sprintf("%s base images → %s classes (contrast stretched)", figureName(cfg.Source), figureName(cfg.Dataset))
 		if classes > maxRows {
 			subtitle += fmt.Sprintf("; first %d of %d classes", maxRows, classes)
 		}
@@ -412,7 +433,10 @@ func classesFromIndices(cfg config.Config, opt Options, idx []int64) ([]int64, s
 }
 
 // realExamples reads k test images of each target class (as [0, 1] pixels), or says why not.
-func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]float64, string) {
+// The test images are normalised as the run's were: the artifact's normalisation, or the
+// target's own when the artifact's is a registered source's (an image folder's, computed
+// from its train images, has no registry entry).
+func realExamples(cfg config.Config, opt Options, classes, channels, pixels int, norm artifact.Normalisation) ([][][]float64, string) {
 	if opt.DataDir != "" {
 		cfg.DataDir = opt.DataDir
 	}
@@ -420,13 +444,21 @@ func realExamples(cfg config.Config, opt Options, classes, size int) ([][][]floa
 	if err != nil {
 		return nil, fmt.Sprintf("real %s examples not shown beside the reconstructions: %v", cfg.Dataset, err)
 	}
-	_, norm := artifact.DatasetInfo(cfg.Dataset)
+	if _, tn := artifact.DatasetInfo(cfg.Dataset); len(tn.Mean) > 0 {
+		norm = tn
+	} else if len(cfg.NormMean) == channels && len(cfg.NormStd) == channels {
+		norm = artifact.Normalisation{Mean: cfg.NormMean, Std: cfg.NormStd}
+	}
+	if len(norm.Mean) != channels {
+		return nil, fmt.Sprintf("real %s examples not shown beside the reconstructions: no normalisation of its %d channel(s) is known", cfg.Dataset, channels)
+	}
+	size := channels * pixels
 	out := make([][][]float64, classes)
 	for i, y := range test.Labels {
-		if y < 0 || int(y) >= classes || len(out[y]) >= opt.RealExamples {
+		if y < 0 || int(y) >= classes || len(out[y]) >= opt.RealExamples || (i+1)*size > len(test.Images) {
 			continue
 		}
-		p, err := Pixels(test.Images[i*size:(i+1)*size], len(norm.Mean), size/len(norm.Mean), norm)
+		p, err := Pixels(test.Images[i*size:(i+1)*size], channels, pixels, norm)
 		if err != nil {
 			return nil, err.Error()
 		}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
@@ -100,6 +101,8 @@ type Study struct {
 // split for rr-standard's early stopping.
 type Data struct {
 	Test, Validation *data.Split
+	Files            map[string]string // the data files' checksums (labeldistill.Data.Files)
+	Warnings         []string          // the data's warnings
 }
 
 // LoadData reads the test and validation splits of an artifact's configuration (the
@@ -109,7 +112,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Data{Test: &ds.Test, Validation: &ds.Validation}, nil
+	return &Data{Test: &ds.Test, Validation: &ds.Validation, Files: ds.Files, Warnings: ds.Warnings}, nil
 }
 
 // Run runs one study on an artifact (with its report).
@@ -171,7 +174,7 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 				lrs = orDefault(lrs, DefaultStudySGDLRs)
 				momenta = orDefault(sc.Momenta, DefaultStudyMomenta)
 			default:
-				return nil, fmt.Errorf("optimizers: unknown train.Optimizer %q (want adam or sgd)", opt)
+				return nil, fmt.Errorf("optimizers: unknown optimiser %q (want adam or sgd)", opt)
 			}
 			for _, m := range momenta {
 				for _, lr := range lrs {
@@ -204,9 +207,9 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 		for _, a := range orDefault(sc.Archs, DefaultStudyArchs) {
 			if _, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
 				if len(sc.Archs) > 0 {
-					return nil, fmt.Errorf("archs: %s does not fit %d×%d×%d images: %v", a, art.Shape[1], art.Shape[2], art.Shape[3], err)
+					return nil, fmt.Errorf("archs: %s does not fit %d×%d×%d images: %s", a, art.Shape[1], art.Shape[2], art.Shape[3], strings.TrimPrefix(err.Error(), "nets: "))
 				}
-				st.Notes = append(st.Notes, fmt.Sprintf("%s left out: it needs colour 32×32 images, these are %d×%d×%d", a, art.Shape[1], art.Shape[2], art.Shape[3]))
+				st.Notes = append(st.Notes, fmt.Sprintf("%s left out: %s", a, strings.TrimPrefix(err.Error(), "nets: ")))
 				continue
 			}
 			x := base
@@ -228,7 +231,13 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 		y.RR, y.Label = false, "standard model, early stopping on validation"
 		settings = append(settings, x, y)
 	default:
-		return nil, fmt.Errorf("study: unknown study %q (want %v)", kind, Kinds)
+		return nil, fmt.Errorf("study: unknown study %q (want %s)", kind, strings.Join(Kinds, ", "))
+	}
+	if len(settings) == 0 { // every delta left T+Δ below 1: nothing to train, nothing to write
+		return nil, config.FieldErrorf("deltas", "no step count left: %s (T = %d)", strings.Join(st.Notes, "; "), rep.T)
+	}
+	if len(settings) > config.MaxStudySettings {
+		return nil, config.FieldErrorf("settings", "%s", config.CountMessage(int64(len(settings)), 1, config.MaxStudySettings, "each setting trains M models"))
 	}
 	start := time.Now()
 	for i := range settings {

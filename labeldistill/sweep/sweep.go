@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -22,6 +23,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // Sweep file names inside a sweep folder.
@@ -71,6 +73,10 @@ func (a *GridAxis) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '[' {
 		var entries []GridEntry
 		if err := strictUnmarshal(b, &entries); err != nil {
+			var typ *json.UnmarshalTypeError
+			if errors.As(err, &typ) && typ.Field == "" {
+				return errors.New("want a list of {\"label\", \"set\"} objects")
+			}
 			return err
 		}
 		*a = entries
@@ -80,8 +86,11 @@ func (a *GridAxis) UnmarshalJSON(b []byte) error {
 		Key    string            `json:"key"`
 		Values []json.RawMessage `json:"values"`
 	}
+	if len(b) == 0 || b[0] != '{' {
+		return errors.New("want a list of {\"label\", \"set\"} or an object {\"key\", \"values\"}")
+	}
 	if err := strictUnmarshal(b, &short); err != nil {
-		return fmt.Errorf("want a list of {\"label\", \"set\"} or {\"key\", \"values\"}: %w", err)
+		return err
 	}
 	if short.Key == "" || len(short.Values) == 0 {
 		return errors.New("{\"key\", \"values\"} needs a key and at least one value")
@@ -108,24 +117,73 @@ type Cell struct {
 }
 
 // ReadGrid reads and checks a grid file: labels unique and non-empty, every cell's config
-// valid.
-func ReadGrid(path string) (*Grid, error) {
-	b, err := os.ReadFile(path)
+// valid, at most config.MaxGridCells cells. The file is read through config.MaxFileBytes
+// (an endless stream given as the file is an error naming it and the bound); JSON errors
+// give their line and column.
+func ReadGrid(path string) (*Grid, error) { return ReadGridContext(context.Background(), path) }
+
+// ReadGridContext is ReadGrid that gives up when ctx ends while a named pipe given as the
+// file waits for its writer.
+func ReadGridContext(ctx context.Context, path string) (*Grid, error) {
+	b, err := boundedread.ReadFileContext(ctx, path, config.MaxFileBytes, "grid file")
 	if err != nil {
 		return nil, err
 	}
-	var g Grid
-	if err := strictUnmarshal(b, &g); err != nil {
+	g, err := ParseGrid(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if len(g.Rows) == 0 || len(g.Columns) == 0 {
-		return nil, fmt.Errorf("%s: needs rows and columns", path)
+	return g, nil
+}
+
+// ParseGrid reads and checks a grid from JSON (see ReadGrid).
+func ParseGrid(b []byte) (*Grid, error) {
+	// The top level first (an object of known keys, nothing after it), with line and
+	// column for syntax errors, then each part, named.
+	var top struct {
+		Title   string                       `json:"title"`
+		Config  json.RawMessage              `json:"config"`
+		Rows    json.RawMessage              `json:"rows"`
+		Columns json.RawMessage              `json:"columns"`
+		Paper   map[string]map[string]string `json:"paper,omitempty"`
+		Notes   string                       `json:"notes,omitempty"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&top); err != nil {
+		return nil, config.JSONError(b, err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("text after the JSON object")
+	}
+	g := &Grid{Title: top.Title, Config: top.Config, Paper: top.Paper, Notes: top.Notes}
+	for _, axis := range []struct {
+		name string
+		raw  json.RawMessage
+		dst  *GridAxis
+	}{{"rows", top.Rows, &g.Rows}, {"columns", top.Columns, &g.Columns}} {
+		if len(bytes.TrimSpace(axis.raw)) == 0 || string(bytes.TrimSpace(axis.raw)) == "null" {
+			return nil, fmt.Errorf("needs %q: a list of {\"label\", \"set\"} or {\"key\", \"values\"}", axis.name)
+		}
+		if err := axis.dst.UnmarshalJSON(axis.raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", axis.name, config.JSONError(axis.raw, err))
+		}
+		if len(*axis.dst) == 0 {
+			return nil, fmt.Errorf("%s: needs at least one entry", axis.name)
+		}
+	}
+	if n := len(g.Rows) * len(g.Columns); n > config.MaxGridCells {
+		return nil, fmt.Errorf("%d rows × %d columns: the cells %s", len(g.Rows), len(g.Columns),
+			config.CountMessage(int64(n), 1, config.MaxGridCells, "each cell is a whole distillation"))
 	}
 	if _, err := g.Cells("", nil); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
-	return &g, nil
+	return g, nil
 }
+
+// maxFolderName is the longest file name Linux file systems take (NAME_MAX, in bytes).
+const maxFolderName = 255
 
 // Cells returns the grid's cells in row-major order, each config resolved with Out inside
 // dir/cells; adjust (may be nil) is applied to every config before resolving (operational
@@ -163,6 +221,10 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 				return nil, fmt.Errorf("column %q: %w", c.Label, err)
 			}
 			id := slug(r.Label) + "__" + slug(c.Label)
+			if len(id) > maxFolderName {
+				return nil, fmt.Errorf("cell %q/%q: its folder name %s… is %d bytes long, more than the %d a file name may have: shorten the labels",
+					short(r.Label), short(c.Label), id[:40], len(id), maxFolderName)
+			}
 			if other, dup := ids[id]; dup {
 				return nil, fmt.Errorf("cells %s and %q/%q have the same folder name %s", other, r.Label, c.Label, id)
 			}
@@ -203,6 +265,14 @@ func overlayConfig(c config.Config, set json.RawMessage) (config.Config, error) 
 	return out, nil
 }
 
+// short cuts a label for a message to 40 characters.
+func short(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "…"
+	}
+	return s
+}
+
 var nonSlug = regexp.MustCompile(`[^a-z0-9.+-]+`)
 
 // slug turns a label into a folder name: "LD RR" → "ld-rr", "E → M" → "e-m".
@@ -225,27 +295,49 @@ const (
 
 // CellState reports a cell's state from its folder. A finished or checkpointed cell whose
 // recorded settings differ from the cell's (other than operational ones) is an error: the
-// grid changed under an existing sweep folder.
+// grid changed under an existing sweep folder; so is a damaged artifact.
 func CellState(cell Cell) (State, error) {
+	rep, err := finished(cell)
+	if err != nil {
+		return "", err
+	}
+	if rep != nil {
+		return CellDone, nil
+	}
 	dir := cell.Config.Out
-	if fileExistsAt(filepath.Join(dir, artifact.ReportFile)) && fileExistsAt(filepath.Join(dir, artifact.DistilledFile)) {
-		a, err := artifact.Read(dir)
+	if m, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
+		ck, _, _, err := labeldistill.CheckpointConfig(filepath.Join(dir, "checkpoints"))
 		if err != nil {
 			return "", fmt.Errorf("cell %s: %w", cell.ID, err)
 		}
-		if a.Report == nil {
-			return "", fmt.Errorf("cell %s: no report.json", cell.ID)
+		if diff := config.ResumeConflicts(ck, cell.Config); len(diff) > 0 {
+			return "", fmt.Errorf("cell %s in %s was started with other settings (%s): the grid changed; use another sweep folder",
+				cell.ID, dir, strings.Join(diff, "; "))
 		}
-		if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
-			return "", fmt.Errorf("cell %s in %s was run with other settings (%s): the grid changed; use another sweep folder",
-				cell.ID, dir, strings.Join(DiffDetailsOf(a.Report.Config, cell.Config, diff), "; "))
-		}
-		return CellDone, nil
-	}
-	if m, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
 		return CellResume, nil
 	}
 	return CellNew, nil
+}
+
+// finished returns a finished cell's report: nil when the cell has no artifact yet; an
+// error when its artifact cannot be read or was made with other settings than the cell's.
+func finished(cell Cell) (*artifact.Report, error) {
+	dir := cell.Config.Out
+	if !fileExistsAt(filepath.Join(dir, artifact.ReportFile)) && !fileExistsAt(filepath.Join(dir, artifact.DistilledFile)) {
+		return nil, nil
+	}
+	a, err := artifact.Read(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cell %s: %w", cell.ID, err)
+	}
+	if a.Report == nil {
+		return nil, fmt.Errorf("cell %s: %s has %s but no %s", cell.ID, dir, artifact.DistilledFile, artifact.ReportFile)
+	}
+	if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
+		return nil, fmt.Errorf("cell %s in %s was run with other settings (%s): the grid changed; use another sweep folder",
+			cell.ID, dir, strings.Join(DiffDetailsOf(a.Report.Config, cell.Config, diff), "; "))
+	}
+	return a.Report, nil
 }
 
 // settingsDiff lists the non-operational settings that differ between a finished run and
@@ -273,8 +365,49 @@ func DiffDetailsOf(a, b config.Config, names []string) []string {
 }
 
 func fileExistsAt(path string) bool {
-	_, err := os.Stat(path)
+	_, err := os.Lstat(path)
 	return err == nil
+}
+
+// CheckGridFile refuses a grid that gives a cell of an earlier grid of dir (its
+// grid.json) other settings, before anything in dir is changed; cells only one of the two
+// grids has (rows or columns added or dropped) are fine.
+func CheckGridFile(g *Grid, dir string) error {
+	path := filepath.Join(dir, GridFile)
+	b, err := boundedread.ReadRegularFile(path, config.MaxFileBytes, "grid file")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	old, err := ParseGrid(b)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	oldCells, err := old.Cells(dir, nil)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	cells, err := g.Cells(dir, nil)
+	if err != nil {
+		return err
+	}
+	byID := map[string]Cell{}
+	for _, c := range oldCells {
+		byID[c.ID] = c
+	}
+	for _, c := range cells {
+		o, ok := byID[c.ID]
+		if !ok {
+			continue
+		}
+		if diff := settingsDiff(o.Config, c.Config); len(diff) > 0 {
+			return fmt.Errorf("%s was run with another grid (%s): cell %s would change (%s); use another sweep folder",
+				dir, path, c.ID, strings.Join(DiffDetailsOf(o.Config, c.Config, diff), "; "))
+		}
+	}
+	return nil
 }
 
 // Options control Run.
@@ -311,6 +444,9 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 				return fmt.Errorf("%s: no %s labelled %q in the grid", sel.name, strings.TrimSuffix(sel.name, "s"), l)
 			}
 		}
+	}
+	if err := CheckGridFile(g, dir); err != nil {
+		return err
 	}
 	var todo []Cell
 	states := map[string]State{}
@@ -352,13 +488,40 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 			o.Cell(c, i+1, len(todo), "finished")
 		}
 	}
-	if err := WriteSummary(g, dir); err != nil && runErr == nil {
-		runErr = err
+	if err := WriteSummary(g, dir); err != nil {
+		if runErr == nil {
+			runErr = err
+		} else {
+			runErr = fmt.Errorf("%w; %s", runErr, SummaryNotWritten(err))
+		}
 	}
 	return runErr
 }
 
-func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) error {
+func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) (err error) {
+	// One writer per folder: the cell's own lock, as distill takes it, so that a distill
+	// --resume of this cell is refused while the sweep runs it (and the other way round).
+	_, statErr := os.Stat(c.Config.Out)
+	created := errors.Is(statErr, os.ErrNotExist)
+	if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
+		return err
+	}
+	unlock, err := atomicfile.LockDir(c.Config.Out)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	defer func() {
+		// A new cell that failed before writing anything leaves no folder behind.
+		if entries, _ := os.ReadDir(c.Config.Out); created && err != nil && len(entries) == 1 && entries[0].Name() == atomicfile.LockFile {
+			os.Remove(filepath.Join(c.Config.Out, atomicfile.LockFile))
+			os.Remove(c.Config.Out)
+		}
+	}()
+	// Looked at again under the lock: another process may have finished or started it.
+	if st, err = CellState(c); err != nil || st == CellDone {
+		return err
+	}
 	ckpt := filepath.Join(c.Config.Out, "checkpoints")
 	opts := append(slices.Clone(run), labeldistill.WithCheckpointDir(ckpt), labeldistill.WithHistory(filepath.Join(c.Config.Out, labeldistill.HistoryFile)))
 	if st == CellResume {
@@ -369,6 +532,7 @@ func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption
 		err = ctx.Err()
 	}
 	if err != nil {
+		os.Remove(ckpt) // only when empty: a cell that failed before its first checkpoint leaves none
 		return err
 	}
 	return artifact.Write(c.Config.Out, res)
@@ -399,11 +563,13 @@ func WriteSummary(g *Grid, dir string) error {
 	}
 	done := map[string]summaryCell{}
 	for _, c := range cells {
-		a, err := artifact.Read(c.Config.Out)
-		if err != nil || a.Report == nil {
-			continue // not finished
+		rep, err := finished(c)
+		if err != nil {
+			return err // a damaged cell, or one of another grid: never shown as not run
 		}
-		done[c.ID] = summaryCell{c, a.Report}
+		if rep != nil {
+			done[c.ID] = summaryCell{c, rep}
+		}
 	}
 	var csvBuf bytes.Buffer
 	w := csv.NewWriter(&csvBuf)
@@ -477,6 +643,10 @@ func WriteSummary(g *Grid, dir string) error {
 	md.WriteString("\nPer-cell settings, seeds, steps and wall times: summary.csv; artifacts: cells/<row>__<column>/.\n")
 	return atomicfile.WriteFile(filepath.Join(dir, SummaryMD), []byte(md.String()))
 }
+
+// SummaryNotWritten says why the summary was not rewritten after a run that failed or was
+// interrupted.
+func SummaryNotWritten(err error) string { return "the summary was not rewritten: " + err.Error() }
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 

@@ -9,6 +9,7 @@
 package boundedread
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -92,6 +93,79 @@ func ReadFile(path string, limit int64, what string) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// NotRegularError is a path that names something other than a regular file (a named
+// pipe, a device, a socket) where only a regular file makes sense.
+type NotRegularError struct {
+	File string
+	What string // the kind of file expected: "run history"
+	Mode fs.FileMode
+}
+
+func (e *NotRegularError) Error() string {
+	what := e.What
+	if what == "" {
+		what = "file"
+	}
+	return fmt.Sprintf("%s: is %s, not a regular file (a %s is a file ldtorch writes)", e.File, TypeName(e.Mode), what)
+}
+
+// TypeName says what a file mode's type is, for messages: "a named pipe", "a device".
+func TypeName(m fs.FileMode) string {
+	t := m.Type()
+	switch {
+	case t&fs.ModeDir != 0:
+		return "a folder"
+	case t&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case t&fs.ModeSocket != 0:
+		return "a socket"
+	case t&fs.ModeDevice != 0:
+		return "a device"
+	case t == 0:
+		return "a regular file"
+	}
+	return "a special file (" + t.String() + ")"
+}
+
+// ReadFileContext is ReadFile that gives up when ctx ends while it waits for the writer
+// of a named pipe (opening one blocks until a writer comes, through signals: a command
+// given a FIFO nobody writes to could not be interrupted). The open then left waiting is
+// abandoned; the process is expected to end.
+func ReadFileContext(ctx context.Context, path string, limit int64, what string) ([]byte, error) {
+	if st, err := os.Stat(path); err != nil || st.Mode()&fs.ModeNamedPipe == 0 {
+		return ReadFile(path, limit, what)
+	}
+	type result struct {
+		b   []byte
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := ReadFile(path, limit, what)
+		done <- result{b, err}
+	}()
+	select {
+	case r := <-done:
+		return r.b, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w while waiting for a writer to the named pipe", path, ctx.Err())
+	}
+}
+
+// ReadRegularFile is ReadFile for the files ldtorch itself writes (reports, histories,
+// summaries): anything but a regular file (a device or a pipe put in its place) is a
+// *NotRegularError at once, without reading or waiting for a writer.
+func ReadRegularFile(path string, limit int64, what string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() && !st.IsDir() {
+		return nil, &NotRegularError{File: path, What: what, Mode: st.Mode()}
+	}
+	return ReadFile(path, limit, what)
 }
 
 // ReadAll reads r whole when it yields at most limit bytes, else returns a *TooLargeError

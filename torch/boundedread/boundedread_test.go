@@ -100,3 +100,31 @@ func TestSize(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRegularFile: a file ldtorch writes, replaced by a device or a pipe, is refused
+// at once, without reading it or waiting for a writer.
+func TestReadRegularFile(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Skip(err)
+	}
+	for path, want := range map[string]string{"/dev/zero": "is a device", fifo: "is a named pipe"} {
+		done := make(chan error, 1)
+		go func() { _, err := ReadRegularFile(path, 1<<30, "run history"); done <- err }()
+		select {
+		case err := <-done:
+			var nr *NotRegularError
+			if !errors.As(err, &nr) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "run history") {
+				t.Errorf("%s: %v", path, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: still reading after 5 s", path)
+		}
+	}
+	small := filepath.Join(dir, "small")
+	os.WriteFile(small, []byte("ok"), 0o644)
+	if b, err := ReadRegularFile(small, 10, "run history"); err != nil || string(b) != "ok" {
+		t.Errorf("a regular file: %q, %v", b, err)
+	}
+}

@@ -1,0 +1,87 @@
+package config
+
+// limits.go: the bounds of every count a user gives that spawns work or memory (models,
+// steps, processes, threads, batches, grid cells, study settings), and the one message
+// shape of a count outside them, used by every command: "must be between 1 and 1000, got
+// 5000 (why)".
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+)
+
+// MaxEvalModels bounds eval_models, and the fresh models of evaluate, study and gradvar:
+// the paper uses 20; thousands would run for hours and add nothing to the mean.
+const MaxEvalModels = 1000
+
+// MaxTrainSteps bounds the training steps of one fresh model that evaluate and study take
+// from the command line: the paper's T is in the hundreds and its baselines search up to
+// 1,700; a million LeNet steps already take hours on a CPU.
+const MaxTrainSteps = 1_000_000
+
+// MaxGradVarBatches bounds gradvar's fixed (base, target) batch pairs: each trains every
+// model anew; the paper's figure uses a handful.
+const MaxGradVarBatches = 1000
+
+// MaxGridCells bounds a sweep's rows × columns: each cell is a whole distillation (minutes
+// to hours); the paper's largest table has 12.
+const MaxGridCells = 1000
+
+// MaxStudySettings bounds the settings of one study (step counts, learning rates × momenta,
+// architectures): each trains M models.
+const MaxStudySettings = 200
+
+// MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
+// only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
+// threads).
+func MaxThreads() int { return 4 * runtime.NumCPU() }
+
+// MaxProcs is the largest --nproc: twice the CPUs of this machine, at least 2. Every rank
+// is a process with its own libtorch threads and its own copy of the data (about 250 MB
+// for MNIST), and the ranks only split the work of one meta-step: one rank per core is
+// the most that speeds a run up; up to as many again still lets a run of more ranks be
+// tried out or resumed on a smaller machine than it ran on. Beyond that, ranks only
+// time-slice while each holds its data (64 ranks on 2 cores started, and ground on).
+// (Ranks started by torchrun on other machines are not bounded here.)
+func MaxProcs() int { return max(2, 2*runtime.NumCPU()) }
+
+// CountMessage is the one wording of a count outside its bounds: "must be between lo and
+// hi, got n (why)"; why (may be empty) says what the bound protects.
+func CountMessage(n, lo, hi int64, why string) string {
+	return CountMessageText(strconv.FormatInt(n, 10), lo, hi, why)
+}
+
+// CountMessageText is CountMessage for a count given as text (one too large for an int64).
+// hi < lo means no upper bound: "must be at least lo, got n".
+func CountMessageText(n string, lo, hi int64, why string) string {
+	msg := fmt.Sprintf("must be between %d and %d, got %s", lo, hi, n)
+	if hi < lo {
+		msg = fmt.Sprintf("must be at least %d, got %s", lo, n)
+	}
+	if why != "" {
+		msg += " (" + why + ")"
+	}
+	return msg
+}
+
+// CheckCount returns a *FieldError for field when n is outside [lo, hi] (hi < lo: at
+// least lo), else nil.
+func CheckCount(field string, n, lo, hi int64, why string) error {
+	if n >= lo && (n <= hi || hi < lo) {
+		return nil
+	}
+	return &FieldError{Field: field, Msg: CountMessage(n, lo, hi, why)}
+}
+
+// Reasons the bounds give in messages.
+const (
+	WhyModels = "each model trains for T steps and is scored on the test set"
+	// WhyGradVarModels: gradvar's models are not scored.
+	WhyGradVarModels = "a variance needs 2; each model trains --warmup steps for every batch pair"
+	// WhyList: the lists of a study, each value a setting.
+	WhyList    = "the number of values; each is a setting that trains M models"
+	WhySteps   = "steps of one fresh model"
+	WhyThreads = "4 × the CPUs here; 0: libtorch's default"
+	WhyProcs   = "twice the CPUs here: more ranks only time-slice, each holding its own copy of the data"
+)

@@ -1,0 +1,61 @@
+package atomicfile
+
+// lock.go: one writer per folder. A run (distill, a sweep and each of its cells, a study)
+// takes an exclusive flock on DIR/.ldtorch.lock for as long as it writes there and writes
+// its PID into it; a second writer is refused at once, naming the holder. The kernel drops
+// the lock when the process dies, so a killed run never leaves a stale lock (the file
+// itself stays).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// LockFile is the lock file's name inside a folder.
+const LockFile = ".ldtorch.lock"
+
+// LockedError is a folder whose lock another process holds.
+type LockedError struct {
+	Dir, Path string
+	PID       string // the holder's PID as it wrote it; "" when unknown
+}
+
+func (e *LockedError) Error() string {
+	return fmt.Sprintf("%s is in use by another run (%s holds %s)", e.Dir, e.Holder(), e.Path)
+}
+
+// Holder names the process holding the lock: "ldtorch process 12345".
+func (e *LockedError) Holder() string {
+	if e.PID == "" {
+		return "another ldtorch process"
+	}
+	return "ldtorch process " + e.PID
+}
+
+// LockDir takes the exclusive lock of dir (which must exist), writing this process's PID
+// into the lock file, and returns the function that releases it. A folder locked by
+// another process is a *LockedError; other failures name the lock file.
+func LockDir(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			b, _ := io.ReadAll(io.LimitReader(f, 32))
+			return nil, &LockedError{Dir: dir, Path: path, PID: strings.TrimSpace(string(b))}
+		}
+		return nil, fmt.Errorf("cannot lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
+	}
+	return func() { f.Close() }, nil
+}

@@ -1,0 +1,33 @@
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestLockDir: a second lock of a folder is refused naming the holder's PID, and free
+// again once released.
+func TestLockDir(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = LockDir(dir)
+	var le *LockedError
+	if !errors.As(err, &le) || le.PID != fmt.Sprint(os.Getpid()) || !strings.Contains(err.Error(), "is in use by another run") {
+		t.Fatalf("second lock: %v", err)
+	}
+	unlock()
+	unlock2, err := LockDir(dir)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	unlock2()
+	if _, err := LockDir(dir + "/missing"); err == nil {
+		t.Error("a missing folder was locked")
+	}
+}
