@@ -59,6 +59,11 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	if err := torch.SetAllowTF32(cfg.AllowTF32); err != nil {
 		return nil, err
 	}
+	if o.baseFile != nil { // before the data: a file of another split names the setting
+		if err := CheckBaseFile(cfg, o.baseFile); err != nil {
+			return nil, err
+		}
+	}
 	ds := o.dataset
 	if ds == nil {
 		if ds, err = LoadData(cfg); err != nil {
@@ -70,11 +75,6 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	}
 	if ds.Base.N != cfg.BaseExamples {
 		return nil, config.FieldErrorf("base_examples", "config asks for %d, the dataset holds %d", cfg.BaseExamples, ds.Base.N)
-	}
-	if o.baseFile != nil {
-		if err := CheckBaseFile(cfg, o.baseFile); err != nil {
-			return nil, err
-		}
 	}
 	if len(cfg.NormMean) == 0 { // an image folder's, computed from its images: recorded
 		cfg.NormMean, cfg.NormStd = ds.NormMean, ds.NormStd

@@ -307,6 +307,13 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	if resuming {
 		opts = append(opts, labeldistill.WithResume(c.String("resume")))
 	}
+	if c.IsSet("base-indices") { // the file is recorded with the run (report.json base_origin)
+		bf, err := labeldistill.ReadBaseFile(strings.TrimSpace(c.String("base-indices")))
+		if err != nil {
+			return usageErrorf("--base-indices: %v", err)
+		}
+		opts = append(opts, labeldistill.WithBaseFile(bf))
+	}
 	if rank.group != nil {
 		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
 		opts = append(opts, labeldistill.WithGroup(rank.group))
