@@ -260,10 +260,10 @@ func settingsText(s selectbase.Settings) string {
 func printSelection(w io.Writer, sel *selectbase.Selection, out string) error {
 	fmt.Fprintf(w, "%s: %d base examples of %s chosen by %s (base seed %d) in %s\n", out, sel.BaseExamples, sel.Dataset,
 		sel.Strategy, sel.BaseSeed, elapsedSeconds(sel.WallSeconds))
-	if len(sel.Candidates) > 0 {
-		ch := sel.Candidates[sel.Chosen]
+	if p := sel.Paper; p != nil {
+		ch := p.Candidates[p.Chosen]
 		fmt.Fprintf(w, "candidate %d of %d wins: best mean validation accuracy %.2f%% after %d steps (%d repeats); the set distill draws itself (candidate 0): %.2f%%\n",
-			sel.Chosen, len(sel.Candidates), ch.Best, ch.BestStep, len(ch.Accuracies), sel.Candidates[0].Best)
+			p.Chosen, len(p.Candidates), ch.Best, ch.BestStep, len(ch.Accuracies), p.Candidates[0].Best)
 	}
 	if sel.FeatureNetAcc > 0 {
 		fmt.Fprintf(w, "feature network: %d steps, validation accuracy %.2f%%\n", sel.Settings.FeatureSteps, sel.FeatureNetAcc)

@@ -62,10 +62,10 @@ func TestSelectBaseBadInput(t *testing.T) {
 	}
 }
 
-// paperArgs is a quick paper selection of real MNIST (6 candidates × 2 trainings of 100 steps).
+// paperArgs is a quick paper selection of real MNIST (6 candidates × 2 trainings of 50 steps).
 func paperArgs(shared, out string) []string {
 	return []string{"select-base", "--data-dir", shared, "--dataset", "mnist", "--base", "10", "--strategy", "paper",
-		"--candidates", "6", "--repeats", "2", "--max-steps", "100", "--validation-size", "1000", "--threads", "1", "--out", out}
+		"--candidates", "6", "--repeats", "2", "--max-steps", "50", "--validation-size", "1000", "--threads", "1", "--out", out}
 }
 
 func TestSelectBaseResumeAfterKill9(t *testing.T) {
@@ -120,7 +120,7 @@ wait:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(sa.Candidates, sb.Candidates) {
+	if sa.Paper == nil || !reflect.DeepEqual(sa.Paper, sb.Paper) {
 		t.Fatal("the candidates' scores differ")
 	}
 	if _, err := os.Stat(progress); err == nil {
@@ -238,5 +238,34 @@ func TestDistillRecordsSelection(t *testing.T) {
 	}
 	if o := readOrigin(t, out); o.Balanced || o.Strategy != "" || !slices.Equal(o.ClassCounts, []int{2, 2, 2, 2, 2, 0, 0, 0, 0, 0}) {
 		t.Fatalf("unbalanced list: base_origin %+v", o)
+	}
+}
+
+// Two ranks (--nproc 2) share the paper strategy's candidates and write the selection one
+// process writes, every score equal.
+func TestSelectBaseTwoRanks(t *testing.T) {
+	shared := sharedDatasets(t)
+	one, two := filepath.Join(t.TempDir(), "sel.txt"), filepath.Join(t.TempDir(), "sel.txt")
+	args := func(out string) []string { return append(paperArgs(shared, out), "--candidates", "5") }
+	if r := ldtorch(t, nil, args(one)...); r.code != 0 {
+		t.Fatalf("1 process: exit %d\n%s", r.code, r.stderr)
+	}
+	r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, append(args(two), "--nproc", "2")...)
+	if r.code != 0 {
+		t.Fatalf("2 ranks: exit %d\n%s", r.code, r.stderr)
+	}
+	if a, b := mustReadFile(t, one), mustReadFile(t, two); !bytes.Equal(a, b) {
+		t.Fatalf("2 ranks chose otherwise:\n%s\n%s", a, b)
+	}
+	sa, err := selectbase.ReadSelection(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := selectbase.ReadSelection(two)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.Paper == nil || !reflect.DeepEqual(sa.Paper, sb.Paper) || len(sb.Paper.Candidates) != 5 {
+		t.Fatal("the candidates' scores differ between 1 process and 2 ranks")
 	}
 }

@@ -100,7 +100,6 @@ func (s *selector) loadProgress(cands []Candidate, grid []int) (map[int]bool, er
 func (s *selector) paper(ctx context.Context) error {
 	K, R := s.o.Candidates, s.o.Repeats
 	grid := validationSteps(s.cfg.BaselineMaxSteps)
-	s.sel.Steps = grid
 	ts := &s.ds.TargetSet
 	cands := make([]Candidate, K)
 	rows := make([][]int, K)
@@ -212,7 +211,7 @@ func (s *selector) paper(ctx context.Context) error {
 			best = k
 		}
 	}
-	s.sel.Candidates, s.sel.Chosen, s.sel.ValidationAcc = cands, best, cands[best].Best
+	s.sel.Paper = &PaperResult{Steps: grid, Candidates: cands, Chosen: best, Accuracy: cands[best].Best}
 	s.take(rows[best], nil)
 	return nil
 }

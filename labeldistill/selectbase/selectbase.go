@@ -140,6 +140,15 @@ type Candidate struct {
 	BestStep int       `json:"best_step"`
 }
 
+// PaperResult is the paper strategy's outcome: every candidate's scores and the winner.
+type PaperResult struct {
+	Steps      []int       `json:"validation_steps"` // when the models were validated
+	Candidates []Candidate `json:"candidates"`
+	Chosen     int         `json:"chosen_candidate"`
+	// Accuracy is the chosen candidate's best mean validation accuracy (%).
+	Accuracy float64 `json:"validation_accuracy"`
+}
+
 // ClassResult is a geometric strategy's outcome in one class.
 type ClassResult struct {
 	Class int `json:"class"`
@@ -170,12 +179,9 @@ type Selection struct {
 	// Scores, one per index: kmeans, the distance to its centroid; herding, the distance of
 	// the picks' running mean to the class mean after it; kcenter, its distance to the
 	// nearest earlier pick of its class.
-	Scores        []float64     `json:"scores,omitempty"`
-	ClassResults  []ClassResult `json:"class_results,omitempty"`
-	Candidates    []Candidate   `json:"candidates,omitempty"`
-	Chosen        int           `json:"chosen_candidate,omitempty"`
-	Steps         []int         `json:"validation_steps,omitempty"`
-	ValidationAcc float64       `json:"validation_accuracy,omitempty"` // paper: the chosen set's best mean
+	Scores       []float64     `json:"scores,omitempty"`
+	ClassResults []ClassResult `json:"class_results,omitempty"`
+	Paper        *PaperResult  `json:"paper,omitempty"`
 	// FeatureNetAcc is the feature network's validation accuracy (%), herding and kcenter.
 	FeatureNetAcc   float64 `json:"feature_network_validation_accuracy,omitempty"`
 	Fingerprint     string  `json:"fingerprint"`
@@ -546,10 +552,10 @@ func (sel *Selection) Write(path string) error {
 	}
 	notes := []string{fmt.Sprintf("%d base examples of %s (base seed %d), strategy %s; scores and settings: %s",
 		sel.BaseExamples, sel.Dataset, sel.BaseSeed, sel.Strategy, filepath.Base(SidecarPath(path)))}
-	if sel.Strategy == Paper && len(sel.Candidates) > 0 {
-		c := sel.Candidates[sel.Chosen]
+	if p := sel.Paper; p != nil {
+		c := p.Candidates[p.Chosen]
 		notes = append(notes, fmt.Sprintf("candidate %d of %d: best mean validation accuracy %.2f%% after %d steps (%d repeats)",
-			sel.Chosen, len(sel.Candidates), c.Best, c.BestStep, len(c.Accuracies)))
+			p.Chosen, len(p.Candidates), c.Best, c.BestStep, len(c.Accuracies)))
 	}
 	text, err := labeldistill.FormatBaseFile(h, notes, sel.Indices, sel.Classes)
 	if err != nil {

@@ -195,43 +195,44 @@ func TestPaperPicksTheBestValidatedCandidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSelection(t, ds, sel, 10)
-	if !slices.Equal(sel.Steps, []int{50, 100}) || len(sel.Candidates) != 3 {
-		t.Fatalf("steps %v, %d candidates", sel.Steps, len(sel.Candidates))
+	ps := sel.Paper
+	if ps == nil || !slices.Equal(ps.Steps, []int{50, 100}) || len(ps.Candidates) != 3 {
+		t.Fatalf("paper result %+v", ps)
 	}
 	best := 0
-	for k, c := range sel.Candidates {
+	for k, c := range ps.Candidates {
 		if len(c.Accuracies) != 2 || len(c.Accuracies[0]) != 2 {
 			t.Fatalf("candidate %d: accuracies %v", k, c.Accuracies)
 		}
 		top := math.Inf(-1)
-		for s := range sel.Steps {
+		for s := range ps.Steps {
 			m := (c.Accuracies[0][s] + c.Accuracies[1][s]) / 2
 			top = max(top, m)
 		}
 		if top != c.Best {
 			t.Fatalf("candidate %d: best %v, its mean accuracies peak at %v", k, c.Best, top)
 		}
-		if c.Best > sel.Candidates[best].Best {
+		if c.Best > ps.Candidates[best].Best {
 			best = k
 		}
 	}
-	if sel.Chosen != best || !slices.Equal(sel.Indices, sel.Candidates[best].Indices) || sel.ValidationAcc != sel.Candidates[best].Best {
-		t.Fatalf("chose candidate %d (%v), the best is %d", sel.Chosen, sel.ValidationAcc, best)
+	if ps.Chosen != best || !slices.Equal(sel.Indices, ps.Candidates[best].Indices) || ps.Accuracy != ps.Candidates[best].Best {
+		t.Fatalf("chose candidate %d (%v), the best is %d", ps.Chosen, ps.Accuracy, best)
 	}
-	if slices.Equal(sel.Candidates[0].Indices, sel.Candidates[1].Indices) {
+	if slices.Equal(ps.Candidates[0].Indices, ps.Candidates[1].Indices) {
 		t.Fatal("candidates 0 and 1 are the same set")
 	}
 	run, err := labeldistill.LoadData(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(sel.Candidates[0].Indices, run.BaseIndices) {
+	if !slices.Equal(ps.Candidates[0].Indices, run.BaseIndices) {
 		t.Fatal("candidate 0 is not the set distill draws itself")
 	}
 	// Repeat 1 of the chosen candidate, retrained alone through train.Trainer.TrainOne.
-	k := sel.Chosen
+	k := ps.Chosen
 	idx := make([]int, 10)
-	for i, f := range sel.Candidates[k].Indices {
+	for i, f := range ps.Candidates[k].Indices {
 		idx[i] = int(f)
 	}
 	b, err := data.SelectBaseAt(&ds.TargetSet, idx)
@@ -264,8 +265,8 @@ func TestPaperPicksTheBestValidatedCandidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
-	if !slices.Equal(lone, sel.Candidates[k].Accuracies[1]) {
-		t.Fatalf("repeat 1 of candidate %d retrained alone: %v, recorded %v", k, lone, sel.Candidates[k].Accuracies[1])
+	if !slices.Equal(lone, ps.Candidates[k].Accuracies[1]) {
+		t.Fatalf("repeat 1 of candidate %d retrained alone: %v, recorded %v", k, lone, ps.Candidates[k].Accuracies[1])
 	}
 
 	// Interrupted after its first candidate, then run again: the same selection.
@@ -290,8 +291,8 @@ func TestPaperPicksTheBestValidatedCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(again.Candidates, sel.Candidates) || again.Chosen != sel.Chosen {
-		t.Fatalf("continued selection differs: chose %d, uninterrupted %d", again.Chosen, sel.Chosen)
+	if !reflect.DeepEqual(again.Paper, sel.Paper) {
+		t.Fatalf("continued selection differs: chose %d, uninterrupted %d", again.Paper.Chosen, ps.Chosen)
 	}
 	if !slices.Contains(notes, "1 of 3 candidates finished earlier") || len(slices.DeleteFunc(notes, func(n string) bool { return !strings.HasPrefix(n, "candidate ") })) != 2 {
 		t.Fatalf("continued selection trained other than the 2 unfinished candidates: %q", notes)
