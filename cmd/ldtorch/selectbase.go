@@ -42,12 +42,12 @@ func (e *env) selectBaseCommand() *cli.Command {
 			&cli.StringFlag{Name: "strategy", Usage: "`STRATEGY`: " + strings.Join(selectbase.Strategies, ", "), Required: true, Category: catRun},
 			&cli.StringFlag{Name: "out", Usage: "index `FILE` to write (FILE.json beside it)", Required: true, Category: catRun},
 			&cli.Int64Flag{Name: "seed", Value: def.Seed, Usage: "`SEED`: the default of --base-seed", Category: catRun},
-			&cli.Int64Flag{Name: "base-seed", Usage: "`SEED` of the train/validation split and of every choice (default: --seed)", DefaultText: "--seed", Category: catData},
-			&cli.IntFlag{Name: "validation-size", Usage: "size of the validation part of the train split (auto: as distill)", DefaultText: "auto", Category: catData},
+			&cli.Int64Flag{Name: "base-seed", Usage: "`SEED` of the train/validation split and of every choice", DefaultText: "--seed", Category: catData},
+			&cli.IntFlag{Name: "validation-size", Usage: "`N` images of the train split for validation", DefaultText: "auto, as distill", Category: catData},
 			&cli.IntFlag{Name: "candidates", Value: selectbase.DefaultCandidates, Usage: "paper: `K` random balanced sets", Category: catRun},
 			&cli.IntFlag{Name: "repeats", Value: selectbase.DefaultRepeats, Usage: "paper: `M` trainings of each set", Category: catRun},
-			&cli.IntFlag{Name: "max-steps", Usage: "paper: train each set `STEPS` steps, validating every 50 (auto: 1000; 1700 above 100 base examples)", DefaultText: "auto", Category: catRun},
-			&cli.IntFlag{Name: "feature-epochs", Value: selectbase.DefaultFeatureEpochs, Usage: "herding, kcenter: passes over the target set that train the feature network", Category: catRun},
+			&cli.IntFlag{Name: "max-steps", Usage: "paper: train each set `STEPS` steps, validating every 50", DefaultText: "auto: 1000; 1700 above 100 base examples", Category: catRun},
+			&cli.IntFlag{Name: "feature-epochs", Value: selectbase.DefaultFeatureEpochs, Usage: "herding, kcenter: train the feature network `EPOCHS` passes over the target set", Category: catRun},
 			&cli.BoolFlag{Name: "overwrite", Usage: "replace an existing FILE and forget the progress of an earlier selection into it", Category: catRun},
 			&cli.IntFlag{Name: "nproc", Value: 1, Usage: "paper: spread the candidates over `N` processes on this machine (c10d Gloo; as distill --nproc)", Category: catSystem},
 			&cli.StringFlag{Name: "arch", Usage: "network `ARCH` trained by paper, herding and kcenter (default: as distill)", Category: catRun},
@@ -112,6 +112,9 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	out := c.String("out")
 	if out == "" || strings.HasSuffix(out, "/") {
 		return usageErrorf("--out: needs a file name, got %q", out)
+	}
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return usageErrorf("--out: %s is a folder; name the index file to write", out)
 	}
 	if ext := strings.ToLower(filepath.Ext(out)); ext == ".npy" || ext == ".npz" || ext == ".json" {
 		return usageErrorf("--out: select-base writes a text index file (as .txt), not %s", ext)
