@@ -395,7 +395,7 @@ func (c *checkpointer) write(l *loop, reason string, pos position) error {
 		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
 		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N, WorldSize: l.par.size(),
 		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.step, Resets: l.tracker.Resets(),
-			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version()},
+			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version(), BaseOrigin: in.origin},
 		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
 	}
 	for _, sc := range l.scalarStates(&meta) {

@@ -53,6 +53,7 @@ type runOptions struct {
 	group         *dist.Group
 	learn         func(*runData) ([]learnable, error) // nil: the labels (tests give others)
 	saveModels    string
+	baseFile      *BaseFile
 }
 
 // RunOption configures one Distill call.
@@ -143,6 +144,9 @@ type Record struct {
 	// ResumeChanges are the settings changed when the run was last resumed ("epochs: 6 -> 8").
 	ResumeChanges []string `json:"resume_changes,omitempty"`
 	DataWarnings  []string `json:"data_warnings,omitempty"` // the dataset's warnings (Data.Warnings)
+	// BaseOrigin is where the base examples came from and their classes (absent in reports
+	// written before it was recorded).
+	BaseOrigin *BaseOrigin `json:"base_origin,omitempty"`
 }
 
 // Result is what a distillation run produced: its record and the distilled data.
@@ -300,6 +304,7 @@ func (l *loop) result() *Result {
 			DataSHA256:      ds.Files,
 			ResumeChanges:   l.resumed,
 			DataWarnings:    ds.Warnings,
+			BaseOrigin:      l.in.origin,
 		},
 		Classes:     ds.Classes,
 		BaseShape:   [4]int64{int64(ds.Base.N), s[0], s[1], s[2]},

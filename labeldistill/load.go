@@ -259,16 +259,26 @@ func ReadBaseIndices(path string) ([]int64, error) {
 // ReadBaseIndicesContext is ReadBaseIndices that gives up when ctx ends while a named
 // pipe given as the file waits for its writer.
 func ReadBaseIndicesContext(ctx context.Context, path string) ([]int64, error) {
+	raw, err := readBaseIndexFile(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	return parseBaseIndices(path, raw)
+}
+
+// readBaseIndexFile reads a base-index file's bytes through its bound (ReadBaseIndices).
+func readBaseIndexFile(ctx context.Context, path string) ([]byte, error) {
 	limit := int64(MaxBaseIndexBytes)
 	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > limit {
 		if magic, _ := readMagic(path); bytes.HasPrefix(magic, []byte("PK\x03\x04")) {
 			limit = MaxDistilledBytes // an artifact's distilled.npz
 		}
 	}
-	raw, err := boundedread.ReadFileContext(ctx, path, limit, "base-index file")
-	if err != nil {
-		return nil, err
-	}
+	return boundedread.ReadFileContext(ctx, path, limit, "base-index file")
+}
+
+// parseBaseIndices parses the bytes of the base-index file at path (ReadBaseIndices).
+func parseBaseIndices(path string, raw []byte) ([]int64, error) {
 	if bytes.HasPrefix(raw, []byte("\x93NUMPY")) || bytes.HasPrefix(raw, []byte("PK\x03\x04")) {
 		arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
 		if err != nil {

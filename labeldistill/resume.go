@@ -127,6 +127,10 @@ func (l *loop) resume(dir string) (position, error) {
 	if err := l.restore(f, m); err != nil {
 		return position{}, fmt.Errorf("resume from %s: %w", f.Path, err)
 	}
+	// The index file the base examples were read from, when this call does not name it.
+	if o, was := l.in.origin, m.BaseOrigin; o != nil && o.File == "" && was != nil && was.Selection == o.Selection {
+		o.File, o.FileSHA256, o.Strategy, o.Settings = was.File, was.FileSHA256, was.Strategy, was.Settings
+	}
 	// The allowed changes (more epochs, threads, device, ...) are recorded.
 	l.resumed = config.DiffDetails(m.Config, l.in.cfg)
 	changed := ""

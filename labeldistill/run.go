@@ -20,7 +20,8 @@ type runData struct {
 	seed                           uint64
 	net, evalNet                   *nets.Net // distillation and test architectures
 	base, target, validation, test deviceSplit
-	digest                         string // dataDigest(ds), computed when first needed
+	digest                         string      // dataDigest(ds), computed when first needed
+	origin                         *BaseOrigin // where the base examples came from
 }
 
 // dataDigest is the SHA-256 of the data the run trains on (computed once).
@@ -58,6 +59,11 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	if err := torch.SetAllowTF32(cfg.AllowTF32); err != nil {
 		return nil, err
 	}
+	if o.baseFile != nil { // before the data: a file of another split names the setting
+		if err := CheckBaseFile(cfg, o.baseFile); err != nil {
+			return nil, err
+		}
+	}
 	ds := o.dataset
 	if ds == nil {
 		if ds, err = LoadData(cfg); err != nil {
@@ -73,7 +79,7 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	if len(cfg.NormMean) == 0 { // an image folder's, computed from its images: recorded
 		cfg.NormMean, cfg.NormStd = ds.NormMean, ds.NormStd
 	}
-	d := &runData{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed)}
+	d := &runData{cfg: cfg, ds: ds, dev: dev, seed: uint64(cfg.Seed), origin: baseOrigin(cfg, ds, o.baseFile)}
 	if err := d.upload(); err != nil {
 		d.close()
 		return nil, err

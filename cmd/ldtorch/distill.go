@@ -330,6 +330,9 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	if saveModels != "" {
 		opts = append(opts, labeldistill.WithSaveModels(saveModels))
 	}
+	if bf := baseFileRead(c); bf != nil { // the file is recorded with the run (report.json base_origin)
+		opts = append(opts, labeldistill.WithBaseFile(bf))
+	}
 	if rank.group != nil {
 		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
 		opts = append(opts, labeldistill.WithGroup(rank.group))

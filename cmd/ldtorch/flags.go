@@ -259,14 +259,20 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 				if path == "" {
 					return bad("needs a file name")
 				}
-				idx, err := labeldistill.ReadBaseIndicesContext(c.Context, path)
+				// Read once (a named pipe gives its bytes once): distill records the file
+				// with the run from baseFileRead.
+				bf, err := labeldistill.ReadBaseFileContext(c.Context, path)
 				if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
 					return err
 				}
 				if err != nil {
 					return bad("%v", err)
 				}
-				fv.Set(reflect.ValueOf(idx))
+				if c.App.Metadata == nil {
+					c.App.Metadata = map[string]any{}
+				}
+				c.App.Metadata[baseFileKey] = bf
+				fv.Set(reflect.ValueOf(bf.Indices))
 				continue
 			}
 			parsed, err := parseList(c.String(f.name), f.typ)
@@ -277,6 +283,16 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 		}
 	}
 	return nil
+}
+
+// baseFileKey is where applyConfigFlags leaves the --base-indices file it read
+// (cli.App.Metadata); baseFileRead takes it from there.
+const baseFileKey = "base-indices file"
+
+// baseFileRead returns the --base-indices file applyConfigFlags read, nil when none.
+func baseFileRead(c *cli.Context) *labeldistill.BaseFile {
+	bf, _ := c.App.Metadata[baseFileKey].(*labeldistill.BaseFile)
+	return bf
 }
 
 // parseList parses comma-separated text into a []string, []int, []float64 or [2]float64.

@@ -201,12 +201,13 @@ func (e *env) newApp() *cli.App {
 		OnUsageError:              onUsageError,
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {
-				return usageErrorf("unknown command %q (commands: distill, evaluate, export, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
+				return usageErrorf("unknown command %q (commands: distill, select-base, evaluate, export, data, version, bench, sweep, study, report, gradvar; see ldtorch --help)", c.Args().First())
 			}
 			return cli.ShowAppHelp(c)
 		},
 		Commands: []*cli.Command{
 			e.distillCommand(),
+			e.selectBaseCommand(),
 			e.evaluateCommand(),
 			e.exportCommand(),
 			e.dataCommand(),

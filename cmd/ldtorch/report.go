@@ -75,6 +75,7 @@ func writeReport(w io.Writer, dir, dataDir string) error {
 		}
 		return failuref("%v", err)
 	}
+	fmt.Fprintf(w, "base examples: %s\n", res.Base)
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

@@ -61,6 +61,9 @@ type Result struct {
 	// Recovered is how many base examples' label arg-max is their true class (within a
 	// dataset; -1 across datasets).
 	Recovered, BaseExamples int
+	// Base says where the base examples came from (report.json base_origin, or what the
+	// config says for a report written before it was recorded).
+	Base string
 }
 
 // GradVarFile is gradvar.json: the label meta-gradient's variance across fresh models at
@@ -108,7 +111,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, fmt.Errorf("report: %s has no %s", dir, artifact.ReportFile)
 	}
 	rep := art.Report
-	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0])}
+	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0]), Base: BaseOrigin(rep)}
 	hist, err := labeldistill.ReadHistory(filepath.Join(dir, labeldistill.HistoryFile))
 	_, lerr := os.Lstat(filepath.Join(dir, labeldistill.HistoryFile))
 	switch {
@@ -555,6 +558,7 @@ func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvem
 		{"wall time", fmt.Sprintf("%s (meta-steps %s, %.3f s each)", time.Duration(rep.WallSeconds*float64(time.Second)).Round(time.Second), time.Duration(rep.DistillSeconds*float64(time.Second)).Round(time.Second), rep.SecondsPerStep)},
 		{"versions", fmt.Sprintf("ldtorch %s, libtorch %s", version, rep.LibtorchVersion)},
 	}
+	facts = append(facts, [2]string{"base examples", res.Base})
 	if res.Recovered >= 0 {
 		facts = append(facts, [2]string{"labels whose arg-max is the true class", fmt.Sprintf("%d of %d (%.0f%%)", res.Recovered, res.BaseExamples, 100*float64(res.Recovered)/float64(res.BaseExamples))})
 	}
@@ -577,4 +581,17 @@ func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvem
 		"History": histErr == nil, "Version": labeldistill.Version,
 	})
 	return []byte(b.String()), err
+}
+
+// BaseOrigin says in one line where a run's base examples came from: its record's
+// base_origin, or, for a report written before that was recorded, what its config says.
+func BaseOrigin(rep *artifact.Report) string {
+	if rep.BaseOrigin != nil {
+		return rep.BaseOrigin.Describe()
+	}
+	cfg := rep.Config
+	if cfg.BaseIndices != nil {
+		return fmt.Sprintf("given (%d base_indices; the report does not record their file or classes)", len(cfg.BaseIndices))
+	}
+	return fmt.Sprintf("drawn by the run (%s, with its base seed)", cfg.BaseSelection)
 }

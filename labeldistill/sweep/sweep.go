@@ -49,19 +49,29 @@ const (
 // are each a list of {"label", "set"} or the shorthand {"key", "values"} (labels are the
 // values). "paper" holds the published numbers by printed row label and column label;
 // summary.md shows them in a "(paper)" row under each row.
+//
+// "base_file" (on the grid, a row or a column; a column's wins over its row's, a row's over
+// the grid's) names an index file of base examples, as `distill --base-indices` takes it
+// (one written by `ldtorch select-base`): the cell distils exactly those examples and
+// records the file. In its name {base_examples}, {base_seed}, {seed} and {dataset} stand
+// for the cell's settings; a relative name is relative to the grid file's folder.
 type Grid struct {
-	Title   string                       `json:"title"`
-	Config  json.RawMessage              `json:"config"`
-	Rows    GridAxis                     `json:"rows"`
-	Columns GridAxis                     `json:"columns"`
-	Paper   map[string]map[string]string `json:"paper,omitempty"`
-	Notes   string                       `json:"notes,omitempty"`
+	Title    string                       `json:"title"`
+	Config   json.RawMessage              `json:"config"`
+	BaseFile string                       `json:"base_file,omitempty"`
+	Rows     GridAxis                     `json:"rows"`
+	Columns  GridAxis                     `json:"columns"`
+	Paper    map[string]map[string]string `json:"paper,omitempty"`
+	Notes    string                       `json:"notes,omitempty"`
+	dir      string                       // the grid file's folder (ReadGrid)
 }
 
-// GridEntry is one row or column: its label and the config keys it sets.
+// GridEntry is one row or column: its label, the config keys it sets and, optionally, its
+// cells' base-example file.
 type GridEntry struct {
-	Label string          `json:"label"`
-	Set   json.RawMessage `json:"set"`
+	Label    string          `json:"label"`
+	Set      json.RawMessage `json:"set"`
+	BaseFile string          `json:"base_file,omitempty"`
 }
 
 // GridAxis is a grid's rows or columns.
@@ -114,6 +124,12 @@ type Cell struct {
 	Row, Column string        // labels
 	ID          string        // folder name under cells/
 	Config      config.Config // resolved, Out = the cell's folder
+	// BaseFile is the index file the cell's base_indices were read from (nil: none named).
+	// BaseFileErr says why a named file could not be read (the cell cannot run until it
+	// can); BaseFilePath is its path.
+	BaseFile     *labeldistill.BaseFile
+	BaseFilePath string
+	BaseFileErr  error
 }
 
 // ReadGrid reads and checks a grid file: labels unique and non-empty, every cell's config
@@ -129,24 +145,29 @@ func ReadGridContext(ctx context.Context, path string) (*Grid, error) {
 	if err != nil {
 		return nil, err
 	}
-	g, err := ParseGrid(b)
+	g, err := parseGrid(b, filepath.Dir(path))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return g, nil
 }
 
-// ParseGrid reads and checks a grid from JSON (see ReadGrid).
-func ParseGrid(b []byte) (*Grid, error) {
+// ParseGrid reads and checks a grid from JSON (see ReadGrid); relative base_file paths are
+// taken from the current folder.
+func ParseGrid(b []byte) (*Grid, error) { return parseGrid(b, "") }
+
+// parseGrid is ParseGrid with relative base_file paths taken from dir.
+func parseGrid(b []byte, dir string) (*Grid, error) {
 	// The top level first (an object of known keys, nothing after it), with line and
 	// column for syntax errors, then each part, named.
 	var top struct {
-		Title   string                       `json:"title"`
-		Config  json.RawMessage              `json:"config"`
-		Rows    json.RawMessage              `json:"rows"`
-		Columns json.RawMessage              `json:"columns"`
-		Paper   map[string]map[string]string `json:"paper,omitempty"`
-		Notes   string                       `json:"notes,omitempty"`
+		Title    string                       `json:"title"`
+		Config   json.RawMessage              `json:"config"`
+		BaseFile string                       `json:"base_file,omitempty"`
+		Rows     json.RawMessage              `json:"rows"`
+		Columns  json.RawMessage              `json:"columns"`
+		Paper    map[string]map[string]string `json:"paper,omitempty"`
+		Notes    string                       `json:"notes,omitempty"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
@@ -156,7 +177,7 @@ func ParseGrid(b []byte) (*Grid, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("text after the JSON object")
 	}
-	g := &Grid{Title: top.Title, Config: top.Config, Paper: top.Paper, Notes: top.Notes}
+	g := &Grid{Title: top.Title, Config: top.Config, BaseFile: top.BaseFile, Paper: top.Paper, Notes: top.Notes, dir: dir}
 	for _, axis := range []struct {
 		name string
 		raw  json.RawMessage
@@ -220,6 +241,15 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 			if err != nil {
 				return nil, fmt.Errorf("column %q: %w", c.Label, err)
 			}
+			cell := Cell{Row: r.Label, Column: c.Label}
+			if cell.BaseFilePath, err = g.baseFilePath(r, c, cfg); err != nil {
+				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
+			}
+			if cell.BaseFilePath != "" {
+				if cell.BaseFile, cell.BaseFileErr = labeldistill.ReadBaseFile(cell.BaseFilePath); cell.BaseFileErr == nil {
+					cfg.BaseIndices = cell.BaseFile.Indices
+				}
+			}
 			id := slug(r.Label) + "__" + slug(c.Label)
 			if len(id) > maxFolderName {
 				return nil, fmt.Errorf("cell %q/%q: its folder name %s… is %d bytes long, more than the %d a file name may have: shorten the labels",
@@ -236,10 +266,34 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 			if cfg, err = cfg.Resolved(); err != nil {
 				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
 			}
-			cells = append(cells, Cell{Row: r.Label, Column: c.Label, ID: id, Config: cfg})
+			cell.ID, cell.Config = id, cfg
+			cells = append(cells, cell)
 		}
 	}
 	return cells, nil
+}
+
+// baseFilePath is the base_file of the cell of row r and column c (config cfg), with its
+// placeholders filled and relative to the grid's folder; "" when none is named.
+func (g *Grid) baseFilePath(r, c GridEntry, cfg config.Config) (string, error) {
+	name := g.BaseFile
+	for _, e := range []GridEntry{r, c} {
+		if e.BaseFile != "" {
+			name = e.BaseFile
+		}
+	}
+	if name == "" {
+		return "", nil
+	}
+	name = strings.NewReplacer("{base_examples}", strconv.Itoa(cfg.BaseExamples), "{base_seed}", strconv.FormatInt(cfg.BaseSelectionSeed(), 10),
+		"{seed}", strconv.FormatInt(cfg.Seed, 10), "{dataset}", cfg.Dataset).Replace(name)
+	if strings.ContainsAny(name, "{}") {
+		return "", fmt.Errorf("base_file %q: unknown placeholder (known: {base_examples}, {base_seed}, {seed}, {dataset})", name)
+	}
+	if !filepath.IsAbs(name) && g.dir != "" {
+		name = filepath.Join(g.dir, name)
+	}
+	return name, nil
 }
 
 // overlayConfig decodes a JSON object of config keys over c, with the checks of a config
@@ -291,6 +345,8 @@ const (
 	CellDone   State = "done"   // report.json and distilled.npz are there
 	CellResume State = "resume" // checkpoints are there
 	CellNew    State = "new"
+	// CellNeedsBase: the cell's base_file cannot be read (not made yet).
+	CellNeedsBase State = "needs-base-file"
 )
 
 // CellState reports a cell's state from its folder. A finished or checkpointed cell whose
@@ -305,6 +361,9 @@ func CellState(cell Cell) (State, error) {
 		return CellDone, nil
 	}
 	dir := cell.Config.Out
+	if cell.BaseFileErr != nil {
+		return CellNeedsBase, nil
+	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
 		ck, _, _, err := labeldistill.CheckpointConfig(filepath.Join(dir, "checkpoints"))
 		if err != nil {
@@ -458,6 +517,9 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 		if err != nil {
 			return err
 		}
+		if st == CellNeedsBase {
+			return fmt.Errorf("cell %s: base_file: %v (make it with ldtorch select-base --out %s)", c.ID, c.BaseFileErr, c.BaseFilePath)
+		}
 		states[c.ID] = st
 		todo = append(todo, c)
 	}
@@ -480,7 +542,11 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 		if st == CellDone {
 			continue
 		}
-		if runErr = runCell(ctx, c, st, o.Run); runErr != nil {
+		run := o.Run
+		if c.BaseFile != nil {
+			run = append(slices.Clone(run), labeldistill.WithBaseFile(c.BaseFile))
+		}
+		if runErr = runCell(ctx, c, st, run); runErr != nil {
 			runErr = fmt.Errorf("cell %s: %w", c.ID, runErr)
 			break
 		}
@@ -574,7 +640,7 @@ func WriteSummary(g *Grid, dir string) error {
 	var csvBuf bytes.Buffer
 	w := csv.NewWriter(&csvBuf)
 	w.Write([]string{"row", "column", "labels", "mean", "std", "models", "steps", "method", "dataset", "source",
-		"base_examples", "seed", "base_seed", "target_set_size", "epochs", "wall_seconds", "folder", "paper"})
+		"base_examples", "seed", "base_seed", "target_set_size", "epochs", "wall_seconds", "folder", "paper", "base_origin"})
 	rowsOut := summaryRows(g, cells, done)
 	for _, r := range rowsOut {
 		for _, col := range g.Columns {
@@ -590,7 +656,7 @@ func WriteSummary(g *Grid, dir string) error {
 			w.Write([]string{r.GridRow, col.Label, r.Label, f2(mean), f2(std), strconv.Itoa(models), strconv.Itoa(steps),
 				cfg.Method, cfg.Dataset, cfg.Source, strconv.Itoa(cfg.BaseExamples), strconv.FormatInt(cfg.Seed, 10),
 				strconv.FormatInt(cfg.BaseSelectionSeed(), 10), strconv.Itoa(cfg.TargetSetSize), strconv.Itoa(cfg.Epochs),
-				strconv.FormatFloat(sc.rep.WallSeconds, 'f', 1, 64), filepath.Join(CellsFolder, sc.cell.ID), g.Paper[r.Label][col.Label]})
+				strconv.FormatFloat(sc.rep.WallSeconds, 'f', 1, 64), filepath.Join(CellsFolder, sc.cell.ID), g.Paper[r.Label][col.Label], baseOriginText(sc.rep)})
 		}
 	}
 	w.Flush()
@@ -647,6 +713,18 @@ func WriteSummary(g *Grid, dir string) error {
 // SummaryNotWritten says why the summary was not rewritten after a run that failed or was
 // interrupted.
 func SummaryNotWritten(err error) string { return "the summary was not rewritten: " + err.Error() }
+
+// baseOriginText is a cell's base examples in a word or two: the select-base strategy, or
+// how the run drew them.
+func baseOriginText(rep *artifact.Report) string {
+	switch o := rep.BaseOrigin; {
+	case o == nil:
+		return ""
+	case o.Strategy != "":
+		return o.Strategy
+	}
+	return rep.BaseOrigin.Selection
+}
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 

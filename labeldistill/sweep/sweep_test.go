@@ -5,10 +5,13 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/selectbase"
 )
 
 func tinyGrid(t *testing.T) (*Grid, string) {
@@ -109,6 +112,92 @@ func TestGridErrors(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// A grid names its cells' base examples by a base_file template relative to the grid's
+// folder: a cell whose file exists distils exactly those examples and records the file; one
+// whose file is missing cannot run, and says how to make it.
+func TestGridBaseFile(t *testing.T) {
+	dataDir, _ := filepath.Abs(sharedDataDir(t))
+	gdir := t.TempDir()
+	path := filepath.Join(gdir, "grid.json")
+	text := `{
+  "config": {"dataset": "mnist", "method": "rr", "epochs": 1, "eval_models": 1, "baselines": [], "target_set_size": 500,
+             "validation_size": 500, "threads": 1, "data_dir": "` + dataDir + `"},
+  "base_file": "sel/mnist-{base_examples}-{base_seed}.txt",
+  "rows": [{"label": "LD RR", "set": {}}],
+  "columns": {"key": "base_examples", "values": [10, 20]}
+}`
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g, err := ReadGrid(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells, err := g.Cells(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want10 := filepath.Join(gdir, "sel", "mnist-10-1234.txt")
+	if cells[0].BaseFilePath != want10 || cells[0].BaseFileErr == nil {
+		t.Fatalf("cell 10: base file %q, %v", cells[0].BaseFilePath, cells[0].BaseFileErr)
+	}
+	// Make the 10-example file (kmeans, as select-base would), not the 20-example one.
+	cfg := cells[0].Config
+	sel, err := selectbase.Select(context.Background(), cfg, selectbase.Options{Strategy: selectbase.KMeans})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Dir(want10), 0o755)
+	if err := sel.Write(want10); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if cells, err = g.Cells(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cells[0].Config.BaseIndices, sel.Indices) || cells[0].BaseFile == nil {
+		t.Fatalf("cell 10 does not distil the file's examples: %v", cells[0].Config.BaseIndices)
+	}
+	if st, err := CellState(cells[1]); err != nil || st != CellNeedsBase {
+		t.Fatalf("cell 20 without its file: %v %v", st, err)
+	}
+	if err := Run(context.Background(), g, dir, Options{Columns: []string{"20"}}); err == nil || !strings.Contains(err.Error(), "select-base") {
+		t.Fatalf("running the cell without its file: %v", err)
+	}
+	if err := Run(context.Background(), g, dir, Options{Columns: []string{"10"}}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := artifact.Read(cells[0].Config.Out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := a.Report.BaseOrigin; o == nil || o.Strategy != "kmeans" || o.File != want10 || o.FileSHA256 != sel.IndexFileSHA256 || !slices.Equal(a.BaseIndices, sel.Indices) {
+		t.Fatalf("cell 10's record: %+v", a.Report.BaseOrigin)
+	}
+	recs := readCSV(t, filepath.Join(dir, SummaryCSV))
+	if len(recs) != 2 || recs[1][len(recs[1])-1] != "kmeans" {
+		t.Fatalf("summary.csv: %v", recs)
+	}
+	// An unknown placeholder is an error of the grid.
+	os.WriteFile(path, []byte(strings.Replace(text, "{base_seed}", "{strategy}", 1)), 0o644)
+	if _, err := ReadGrid(path); err == nil || !strings.Contains(err.Error(), "placeholder") {
+		t.Fatalf("unknown placeholder: %v", err)
+	}
+}
+
+func readCSV(t *testing.T, path string) [][]string {
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
 }
 
 // TestSweepOfLearntImages: rows that learn images (learn images, method dd) run as cells
