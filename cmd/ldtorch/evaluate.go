@@ -34,7 +34,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
-			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet or resnet (default: the artifact's eval arch)", EnvVars: ev("arch")},
+			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet or convnet (default: the artifact's eval arch)", EnvVars: ev("arch")},
 			&cli.StringFlag{Name: "optimizer", Value: "adam", Usage: "`OPT`: adam or sgd", EnvVars: ev("optimizer")},
 			&cli.Float64Flag{Name: "lr", Usage: "learning `RATE` (default: 0.001 for adam, 0.01 for sgd)", EnvVars: ev("lr")},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD `MOMENTUM` in [0, 1) (sgd only)", EnvVars: ev("momentum")},
@@ -89,9 +89,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--optimizer: unknown optimizer %q (want adam or sgd)", ec.Optimizer)
 	}
 	switch ec.Arch {
-	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet:
+	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet:
 	default:
-		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet or resnet)", ec.Arch)
+		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet, resnet or convnet)", ec.Arch)
 	}
 	if c.IsSet("lr") && (math.IsNaN(ec.LR) || math.IsInf(ec.LR, 0) || ec.LR <= 0) {
 		return usageErrorf("--lr: must be a positive finite number, got %v", ec.LR)
