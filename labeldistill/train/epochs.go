@@ -63,7 +63,7 @@ func (r EpochRecipe) Check() error {
 		return fmt.Errorf("batch must be at least 1, got %d", r.Batch)
 	case !finite(r.Schedule.LR) || r.Schedule.LR <= 0:
 		return fmt.Errorf("learning rate must be a positive number, got %v", r.Schedule.LR)
-	case r.Schedule.StepSize < 0 || !finite(r.Schedule.Gamma) || r.Schedule.Gamma <= 0:
+	case r.Schedule.StepSize < 0 || (r.Schedule.StepSize > 0 && (!finite(r.Schedule.Gamma) || r.Schedule.Gamma <= 0)):
 		return fmt.Errorf("schedule: step size must be ≥ 0 and gamma positive, got %d and %v", r.Schedule.StepSize, r.Schedule.Gamma)
 	case math.IsNaN(r.Momentum) || r.Momentum < 0 || r.Momentum >= 1:
 		return fmt.Errorf("momentum must be in [0, 1), got %v", r.Momentum)

@@ -51,6 +51,25 @@ func TestStepLR(t *testing.T) {
 	if c := (EpochRecipe{Epochs: 2, ValidateEvery: 20}).Checks(); !slices.Equal(c, []int{2}) {
 		t.Errorf("checks of 2 epochs every 20: %v, want [2]", c)
 	}
+	ok := EpochRecipe{Epochs: 2, Batch: 256, Schedule: StepLR{LR: 0.01}, Momentum: 0.9, WeightDecay: 5e-4, ValidateEvery: 20}
+	if err := ok.Check(); err != nil {
+		t.Errorf("a constant rate: %v", err)
+	}
+	for name, mod := range map[string]func(*EpochRecipe){
+		"epochs":       func(r *EpochRecipe) { r.Epochs = 0 },
+		"batch":        func(r *EpochRecipe) { r.Batch = 0 },
+		"lr":           func(r *EpochRecipe) { r.Schedule.LR = math.NaN() },
+		"gamma":        func(r *EpochRecipe) { r.Schedule.StepSize, r.Schedule.Gamma = 1, 0 },
+		"momentum":     func(r *EpochRecipe) { r.Momentum = 1 },
+		"weight decay": func(r *EpochRecipe) { r.WeightDecay = -1e-4 },
+		"validate":     func(r *EpochRecipe) { r.ValidateEvery = 0 },
+	} {
+		r := ok
+		mod(&r)
+		if r.Check() == nil {
+			t.Errorf("%s: %+v accepted", name, r)
+		}
+	}
 }
 
 // The SGD the recipe builds (momentum 0.9, weight decay 5e-4) with the learning rate
