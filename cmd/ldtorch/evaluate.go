@@ -12,6 +12,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -27,21 +28,30 @@ import (
 func (e *env) evaluateCommand() *cli.Command {
 	ev := func(name string) []string { return []string{envName(name)} }
 	return &cli.Command{
-		Name:      "evaluate",
-		Usage:     "train fresh models on distilled labels and report their test accuracy",
-		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--save-models DIR] [--json]",
+		Name:  "evaluate",
+		Usage: "train fresh models on distilled labels and report their test accuracy",
+		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--save-models DIR] [--json]\n" +
+			"ldtorch evaluate --distilled DIR --protocol ddranking [--arch convnet] [--epochs E] [--models M] [--augment dsa|none] [--json]",
 		Description: "Reads DIR/distilled.npz and DIR/report.json (written by ldtorch distill), trains --models fresh " +
 			"models on the distilled images and labels and scores them on the target dataset's test split. " +
-			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder.",
+			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder. " +
+			"--protocol ddranking scores the artifact as the DD-Ranking benchmark's soft-label evaluator does " +
+			"(docs/ALGORITHM.md §13): ConvNet-3 models trained for 1000 epochs with SGD and DSA over a learning-rate " +
+			"grid, the distilled images with hard and with distilled labels, random real images with a full-data " +
+			"model's labels, and the full data; it reports hlr, ior and score and writes DIR/evaluations/ddranking.json.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
-			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet or resnet (default: the artifact's eval arch)", EnvVars: ev("arch")},
+			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet or convnet (default: the artifact's eval arch; ddranking: convnet)", EnvVars: ev("arch")},
 			&cli.StringFlag{Name: "recipe", Value: "auto", Usage: "`RECIPE`: standard (the optimizer on random minibatches) or dd (method dd's learnt step sizes in its fixed order); auto: dd for a method dd artifact unless --optimizer, --lr, --momentum, --steps, --batch or --rr is given", EnvVars: ev("recipe")},
+			&cli.StringFlag{Name: "protocol", Value: artifact.ProtocolPaper, Usage: "evaluation `PROTOCOL`: paper (the paper's recipe) or ddranking (DD-Ranking's soft-label evaluator and its scores)", EnvVars: ev("protocol")},
+			&cli.IntFlag{Name: "epochs", Usage: "ddranking: training `EPOCHS` instead of the recipe's (1000; 200 for the full data), for quick checks", EnvVars: ev("epochs")},
+			&cli.StringFlag{Name: "augment", Usage: "ddranking: `AUG`mentation of the training batches, dsa or none (default dsa)", EnvVars: ev("augment")},
+			&cli.StringFlag{Name: "cache-dir", Usage: "ddranking: `DIR` keeping the full-data models (default: the data folder's ddranking/)", EnvVars: ev("cache-dir")},
 			&cli.StringFlag{Name: "optimizer", Value: "adam", Usage: "`OPT`: adam or sgd", EnvVars: ev("optimizer")},
 			&cli.Float64Flag{Name: "lr", Usage: "learning `RATE` (default: 0.001 for adam, 0.01 for sgd)", EnvVars: ev("lr")},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD `MOMENTUM` in [0, 1) (sgd only)", EnvVars: ev("momentum")},
 			&cli.StringFlag{Name: "steps", Value: "auto", Usage: "training `STEPS` per model, or auto for the artifact's T", EnvVars: ev("steps")},
-			&cli.IntFlag{Name: "models", Usage: "`M`, the number of fresh models (default: the artifact's eval_models, else 20)", EnvVars: ev("models")},
+			&cli.IntFlag{Name: "models", Usage: "`M`, the number of fresh models (default: the artifact's eval_models, else 20; ddranking: 5 runs)", EnvVars: ev("models")},
 			&cli.IntFlag{Name: "batch", Usage: "base examples per step (default: the artifact's eval_batch)", EnvVars: ev("batch")},
 			&cli.BoolFlag{Name: "rr", Usage: "train the ridge-regression head (default: when the artifact's method is rr; --rr=false to turn off)", EnvVars: ev("rr")},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "`DEVICE`: cpu, cuda or cuda:N", EnvVars: ev("device")},
@@ -82,6 +92,24 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if dir == "" {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
+	protocol := c.String("protocol")
+	if !slices.Contains(artifact.Protocols, protocol) {
+		return usageErrorf("--protocol: unknown protocol %q (want %s)", protocol, strings.Join(artifact.Protocols, " or "))
+	}
+	only := map[string][]string{
+		artifact.ProtocolPaper:     {"optimizer", "lr", "momentum", "steps", "batch", "rr", "save-models", "recipe"},
+		artifact.ProtocolDDRanking: {"epochs", "augment", "cache-dir"},
+	}
+	for p, flags := range only {
+		for _, f := range flags {
+			if p != protocol && c.IsSet(f) {
+				return usageErrorf("--%s applies to --protocol %s only", f, p)
+			}
+		}
+	}
+	if protocol == artifact.ProtocolDDRanking {
+		return e.evaluateDDRanking(c, dir)
+	}
 	ec := artifact.EvalConfig{Arch: c.String("arch"), Optimizer: strings.ToLower(c.String("optimizer")),
 		LR: c.Float64("lr"), Momentum: c.Float64("momentum"), Seed: c.Int64("seed"),
 		Device: c.String("device"), Dataset: c.String("dataset"), AllowTF32: c.Bool("allow-tf32"), SaveModels: c.String("save-models")}
@@ -105,9 +133,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		return usageErrorf("--optimizer: unknown optimizer %q (want adam or sgd)", ec.Optimizer)
 	}
 	switch ec.Arch {
-	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet:
+	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet:
 	default:
-		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet or resnet)", ec.Arch)
+		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet, resnet or convnet)", ec.Arch)
 	}
 	if c.IsSet("lr") && (math.IsNaN(ec.LR) || math.IsInf(ec.LR, 0) || ec.LR <= 0) {
 		return usageErrorf("--lr: must be a positive finite number, got %v", ec.LR)
@@ -151,19 +179,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		}
 	}
 
-	art, err := artifact.Read(dir)
+	art, err := readArtifact(dir)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			path := filepath.Join(dir, artifact.DistilledFile)
-			if _, lerr := os.Lstat(path); lerr == nil { // there, but not readable
-				return usageErrorf("--distilled: %s", unreadable(path, err))
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, artifact.DistilledFile)
-			}
-		}
-		return usageErrorf("--distilled: %v", err)
+		return err
 	}
 
 	// The data and every default come from the artifact (its report, or the defaults for
@@ -296,4 +314,23 @@ func evaluateError(err error, dir string, c *cli.Context) error {
 		return usageErrorf("--%s %s: %s", fe.Field, v, fe.Msg)
 	}
 	return usageErrorf("--%s: %s", fe.Field, fe.Msg)
+}
+
+// readArtifact reads --distilled DIR; problems are usage errors naming the flag.
+func readArtifact(dir string) (*artifact.Artifact, error) {
+	art, err := artifact.Read(dir)
+	if err == nil {
+		return art, nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path := filepath.Join(dir, artifact.DistilledFile)
+		if _, lerr := os.Lstat(path); lerr == nil { // there, but not readable
+			return nil, usageErrorf("--distilled: %s", unreadable(path, err))
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, artifact.DistilledFile)
+		}
+	}
+	return nil, usageErrorf("--distilled: %v", err)
 }

@@ -117,6 +117,18 @@ func (pr *progress) evalSteps(done, total int) {
 	pr.line(fmt.Sprintf("%.0f%% (%d/%d training steps and scoring blocks of the models)", 100*float64(done)/float64(total), done, total))
 }
 
+// stageEpochs shows the progress of `ldtorch evaluate --protocol ddranking`: each
+// training's stage and epochs, a line when a stage starts, every plainEvery and when it ends.
+func (pr *progress) stageEpochs(stage string, done, total int) {
+	if pr.quiet {
+		return
+	}
+	if stage != pr.phase || done == total || time.Since(pr.last) >= plainEvery {
+		pr.phase = stage
+		pr.line(fmt.Sprintf("%s: epoch %d/%d", stage, done, total))
+	}
+}
+
 func (pr *progress) barUpdate(p labeldistill.Progress) {
 	if pr.bar == nil {
 		if p.TotalSteps <= 0 {

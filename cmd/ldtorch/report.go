@@ -76,6 +76,10 @@ func writeReport(w io.Writer, dir, dataDir string) error {
 		return failuref("%v", err)
 	}
 	fmt.Fprintf(w, "base examples: %s\n", res.Base)
+	if r := res.DDRanking; r != nil {
+		fmt.Fprintf(w, "DD-Ranking protocol (%s, %d runs, %d epochs; fractions): hlr %.4f ± %.4f, ior %.4f ± %.4f, score %.4f ± %.4f\n",
+			r.Arch, r.Models, r.Recipe.Epochs, r.HLR, r.HLRStd, r.IOR, r.IORStd, r.Score, r.ScoreStd)
+	}
 	for _, n := range res.Notes {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}

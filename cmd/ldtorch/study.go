@@ -35,7 +35,7 @@ func (e *env) studyCommand() *cli.Command {
 		ArgsUsage: "NAME",
 		UsageText: "ldtorch study steps --distilled DIR [--deltas=-50,0,100 | --steps 195,245,345]\n" +
 			"ldtorch study optimizer --distilled DIR [--optimizers adam,sgd] [--lr 0.001,0.01] [--momentum 0,0.9]\n" +
-			"ldtorch study arch --distilled DIR [--archs lenet,alexnet,resnet]\n" +
+			"ldtorch study arch --distilled DIR [--archs lenet,alexnet,resnet,convnet]\n" +
 			"ldtorch study rr-standard --distilled DIR",
 		Description: "Trains --models fresh models per setting on the artifact's base examples and labels and scores " +
 			"them on the target's test split. steps: T + each of --deltas (the paper's −50 … +100) or the --steps " +
@@ -53,7 +53,7 @@ func (e *env) studyCommand() *cli.Command {
 			&cli.StringFlag{Name: "optimizers", Usage: "optimizer: `LIST` of adam, sgd", Category: catRun},
 			&cli.StringFlag{Name: "lr", Usage: "optimizer: comma-separated learning `RATES` (default: a grid per optimiser)", Category: catRun},
 			&cli.StringFlag{Name: "momentum", Usage: "optimizer: comma-separated SGD `MOMENTA` (default 0,0.9)", Category: catRun},
-			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet (default: those that fit the images)", Category: catRun},
+			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet, convnet (default: those of lenet, alexnet, resnet that fit the images)", Category: catRun},
 			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.studyAction,
@@ -171,7 +171,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	if len(sc.Momenta) > 0 && len(sc.Optimizers) > 0 && !slices.Contains(sc.Optimizers, "sgd") {
 		return usageErrorf("--momentum applies to SGD only, and --optimizers %s leaves it out", strings.Join(sc.Optimizers, ","))
 	}
-	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet}); err != nil {
+	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet}); err != nil {
 		return err
 	}
 	// Every setting trains M models: the lists are bounded as the models are.

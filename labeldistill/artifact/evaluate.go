@@ -22,7 +22,7 @@ import (
 // Zero values are defaults, filled by Resolved from the artifact's report (report.json), or
 // for an artifact without one from the defaults for Dataset.
 type EvalConfig struct {
-	Arch      string  // "lenet", "alexnet" or "resnet"; "" = the report's eval_arch
+	Arch      string  // "lenet", "alexnet", "resnet" or "convnet"; "" = the report's eval_arch
 	Optimizer string  // "adam" (default) or "sgd"
 	LR        float64 // 0 = 1e-3 for adam, 0.01 for sgd
 	Momentum  float64 // sgd only, in [0, 1)

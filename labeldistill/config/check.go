@@ -217,7 +217,7 @@ func (k *configCheck) checkArchitectures() {
 		if targetOK { // unknown dataset: auto could not be filled, dataset is reported
 			k.bad("arch", "must not be empty")
 		}
-	case ArchLeNet:
+	case ArchLeNet, ArchConvNet:
 	case ArchAlexNet:
 		if targetOK && !target.Colour {
 			k.bad("arch", "alexnet needs colour 32×32 images but dataset %s is greyscale", c.Dataset)
@@ -225,7 +225,7 @@ func (k *configCheck) checkArchitectures() {
 	case ArchResNet:
 		k.bad("arch", "resnet is for evaluation only (set eval_arch), got %q", c.Arch)
 	default:
-		k.bad("arch", "unknown architecture %q (want lenet or alexnet)", c.Arch)
+		k.bad("arch", "unknown architecture %q (want lenet, alexnet or convnet)", c.Arch)
 	}
 	switch c.EvalArch {
 	case c.Arch: // the default; arch's check covers it (resnet: see arch)
@@ -233,13 +233,13 @@ func (k *configCheck) checkArchitectures() {
 		if targetOK {
 			k.bad("eval_arch", "must not be empty")
 		}
-	case ArchLeNet, ArchResNet: // resnet takes any image of at least 8×8, as evaluate and study do
+	case ArchLeNet, ArchResNet, ArchConvNet: // resnet and convnet take any image of at least 8×8, as evaluate and study do
 	case ArchAlexNet:
 		if targetOK && !target.Colour {
 			k.bad("eval_arch", "%s needs colour 32×32 images but dataset %s is greyscale", c.EvalArch, c.Dataset)
 		}
 	default:
-		k.bad("eval_arch", "unknown architecture %q (want lenet, alexnet or resnet)", c.EvalArch)
+		k.bad("eval_arch", "unknown architecture %q (want lenet, alexnet, resnet or convnet)", c.EvalArch)
 	}
 }
 

@@ -44,6 +44,7 @@ const (
 	ArchLeNet   = "lenet"
 	ArchAlexNet = "alexnet" // AlexCifarNet
 	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18"; evaluation only
+	ArchConvNet = "convnet" // ConvNet-3, the benchmarks' network (DC-BENCH, DD-Ranking)
 )
 
 // Base-example selection modes (Config.BaseSelection), docs/ALGORITHM.md §1.
@@ -153,7 +154,8 @@ type Config struct {
 	// EvalBatch: base examples per step when training fresh models (§7). 0 = auto: InnerBatch.
 	EvalBatch int `json:"eval_batch"`
 	// EvalArch: architecture of fresh models at test time (§2, architecture transfer).
-	// "" = auto: Arch. "resnet" is allowed here only.
+	// "" = auto: Arch. "resnet" is allowed here only; lenet, convnet (any data) or alexnet,
+	// resnet (colour 32×32 data).
 	EvalArch string `json:"eval_arch"`
 
 	// TargetSetSize: subsample the target set to this many examples (§1, ablation).
@@ -180,8 +182,8 @@ type Config struct {
 	// train file (an artifact's base_indices); they must lie in the target-set part of the
 	// split under BaseSeed. null (default) = chosen by BaseSelection with BaseSeed.
 	BaseIndices []int64 `json:"base_indices"`
-	// Arch: the network used during distillation (§2): "lenet" or "alexnet". "" = auto:
-	// lenet for greyscale targets, alexnet for colour targets.
+	// Arch: the network used during distillation (§2): "lenet", "alexnet" (colour data) or
+	// "convnet" (ConvNet-3). "" = auto: lenet for greyscale targets, alexnet for colour targets.
 	Arch string `json:"arch"`
 	// BaseSelection: "balanced" or "unbalanced" (§1), or "given" (BaseIndices). "" = auto:
 	// given when BaseIndices is set, else balanced within-dataset, unbalanced cross-dataset

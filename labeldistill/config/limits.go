@@ -20,6 +20,11 @@ const MaxEvalModels = 1000
 // 1,700; a million LeNet steps already take hours on a CPU.
 const MaxTrainSteps = 1_000_000
 
+// MaxEvalEpochs bounds the training epochs of the benchmark protocol's models (evaluate
+// --protocol ddranking --epochs): its recipe trains 1,000; a hundred thousand already take
+// days on a CPU.
+const MaxEvalEpochs = 100_000
+
 // MaxGradVarBatches bounds gradvar's fixed (base, target) batch pairs: each trains every
 // model anew; the paper's figure uses a handful.
 const MaxGradVarBatches = 1000

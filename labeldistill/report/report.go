@@ -64,6 +64,9 @@ type Result struct {
 	// Base says where the base examples came from (report.json base_origin, or what the
 	// config says for a report written before it was recorded).
 	Base string
+	// DDRanking is the benchmark evaluation (evaluations/ddranking.json, written by
+	// `ldtorch evaluate --protocol ddranking`), nil when the folder has none.
+	DDRanking *artifact.DDRankingResult
 }
 
 // GradVarFile is gradvar.json: the label meta-gradient's variance across fresh models at
@@ -137,6 +140,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if err := json.Unmarshal(b, gv); err != nil {
 			return nil, fmt.Errorf("%s: %w", gvPath, config.JSONError(b, err))
 		}
+	}
+	if res.DDRanking, err = readDDRanking(dir); err != nil {
+		return nil, err
 	}
 	figDir := filepath.Join(dir, FiguresDir)
 	if err := os.MkdirAll(figDir, 0o755); err != nil {
@@ -497,7 +503,8 @@ func accuracies(rep *artifact.Report) (entries, improvements []accuracyEntry) {
 }
 
 var page = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct": func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"pct":  func(v float64) string { return fmt.Sprintf("%.2f", v) },
+	"frac": func(v float64) string { return fmt.Sprintf("%.4f", v) },
 	"signed": func(v float64) string {
 		return fmt.Sprintf("%+.2f", v)
 	},
@@ -516,7 +523,21 @@ th{background:#f3f3f3}figure{margin:2em 0}img{max-width:100%;border:1px solid #d
 <table><tr><th>labels</th><th>test accuracy (%)</th><th>std</th><th>models</th><th>distilled minus these</th></tr>
 {{range $i, $e := .Entries}}<tr><td>{{$e.Name}}</td><td>{{pct $e.Mean}}</td><td>{{pct $e.Std}}</td><td>{{$e.Models}}</td><td>{{if $i}}{{signed $e.Gain}}{{end}}</td></tr>
 {{end}}</table>
-{{range .Notes}}<p class="note">{{.}}</p>
+{{with .DDRanking}}<h2>Benchmark protocol (DD-Ranking soft-label evaluation)</h2>
+<p>{{.Models}} runs of {{.Arch}} models, {{.Recipe.Epochs}} epochs (full data {{.FullDataRecipe.Epochs}}), SGD with momentum {{.Recipe.Momentum}} and weight decay {{.Recipe.WeightDecay}},
+learning rate and epoch chosen on the validation split; accuracies and scores are fractions (evaluations/ddranking.json).</p>
+<table><tr><th>training set</th><th>test accuracy</th><th>std</th><th>learning rates chosen</th></tr>
+<tr><td>full data, hard labels</td><td>{{frac .FullData.Accuracy}}</td><td></td><td>{{index .FullDataRecipe.LRs 0}}</td></tr>
+<tr><td>distilled images, hard labels</td><td>{{frac .HardLabel.Mean}}</td><td>{{frac .HardLabel.Std}}</td><td>{{.HardLabel.LRs}}</td></tr>
+<tr><td>distilled images and labels</td><td>{{frac .SoftLabel.Mean}}</td><td>{{frac .SoftLabel.Std}}</td><td>{{.SoftLabel.LRs}}</td></tr>
+<tr><td>random real images, full-data model's labels</td><td>{{frac .RandomSoftLabel.Mean}}</td><td>{{frac .RandomSoftLabel.Std}}</td><td>{{.RandomSoftLabel.LRs}}</td></tr>
+</table>
+<table><tr><th>score</th><th>mean</th><th>std</th></tr>
+<tr><td>hlr (hard-label recovery: full data minus distilled images, hard labels; lower is better)</td><td>{{frac .HLR}}</td><td>{{frac .HLRStd}}</td></tr>
+<tr><td>ior (improvement over random: distilled minus random images, soft labels)</td><td>{{frac .IOR}}</td><td>{{frac .IORStd}}</td></tr>
+<tr><td>score ((e<sup>α</sup> − e<sup>−1</sup>)/(e − e<sup>−1</sup>), α = ½·ior − ½·hlr)</td><td>{{frac .Score}}</td><td>{{frac .ScoreStd}}</td></tr>
+</table>
+{{end}}{{range .Notes}}<p class="note">{{.}}</p>
 {{end}}
 {{range .Figures}}<figure><h2>{{.Title}}</h2><img src="{{.Src}}" alt="{{.Title}}"><figcaption>{{.Caption}}</figcaption></figure>
 {{end}}
@@ -578,7 +599,7 @@ func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvem
 	var b strings.Builder
 	err := page.Execute(&b, map[string]any{
 		"Title": title, "Facts": facts, "Entries": hes, "Notes": res.Notes, "Figures": figs,
-		"History": histErr == nil, "Version": labeldistill.Version,
+		"History": histErr == nil, "Version": labeldistill.Version, "DDRanking": res.DDRanking,
 	})
 	return []byte(b.String()), err
 }
@@ -594,4 +615,24 @@ func BaseOrigin(rep *artifact.Report) string {
 		return fmt.Sprintf("given (%d base_indices; the report does not record their file or classes)", len(cfg.BaseIndices))
 	}
 	return fmt.Sprintf("drawn by the run (%s, with its base seed)", cfg.BaseSelection)
+}
+
+// readDDRanking reads dir/evaluations/ddranking.json, nil when there is none.
+func readDDRanking(dir string) (*artifact.DDRankingResult, error) {
+	path := filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile)
+	b, err := boundedread.ReadFile(path, 16<<20, "a benchmark evaluation")
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r artifact.DDRankingResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Protocol != artifact.ProtocolDDRanking || len(r.FullDataRecipe.LRs) == 0 {
+		return nil, fmt.Errorf("%s: not a DD-Ranking evaluation written by ldtorch evaluate --protocol ddranking", path)
+	}
+	return &r, nil
 }

@@ -3,10 +3,12 @@ package report
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"image/png"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -168,6 +170,10 @@ func TestWriteReportRealRuns(t *testing.T) {
 				t.Skipf("no %s in %s", tc.source, shared)
 			}
 			dir := tinyRun(t, shared, tc.target, tc.source)
+			var ddr *artifact.DDRankingResult
+			if tc.source == tc.target {
+				ddr = writeDDRanking(t, dir)
+			}
 			res, err := Write(dir, Options{DataDir: shared})
 			if err != nil {
 				t.Fatal(err)
@@ -202,8 +208,51 @@ func TestWriteReportRealRuns(t *testing.T) {
 			if (tc.source == tc.target) != (res.Recovered >= 0) {
 				t.Fatalf("recovered %d for %s → %s", res.Recovered, tc.source, tc.target)
 			}
+			// The benchmark evaluation, where there is one, is in the report.
+			if !reflect.DeepEqual(res.DDRanking, ddr) {
+				t.Fatalf("DDRanking %+v, want %+v", res.DDRanking, ddr)
+			}
+			for _, want := range []string{"Benchmark protocol", "0.1900", "0.0500", "0.2402", "0.9900"} {
+				if has := strings.Contains(string(html), want); has != (ddr != nil) {
+					t.Errorf("report.html contains %q: %v; the folder has an evaluation: %v", want, has, ddr != nil)
+				}
+			}
+			if ddr != nil {
+				path := filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile)
+				if err := os.WriteFile(path, []byte(`{"protocol": "ddranking",`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := Write(dir, Options{DataDir: shared}); err == nil || !strings.Contains(err.Error(), path) {
+					t.Errorf("a truncated %s: error %v, want one naming it", artifact.DDRankingFile, err)
+				}
+			}
 		})
 	}
+}
+
+// writeDDRanking writes an evaluations/ddranking.json with known numbers into dir.
+func writeDDRanking(t *testing.T, dir string) *artifact.DDRankingResult {
+	t.Helper()
+	hlr, ior, score := artifact.DDRankingScores(0.99, 0.80, 0.90, 0.85)
+	labels := func(acc float64) artifact.DDRankingLabels {
+		return artifact.DDRankingLabels{Images: 20, Accuracies: []float64{acc}, Mean: acc, LRs: []float64{0.01}, Epochs: []int{20}, Validation: []float64{acc}}
+	}
+	r := &artifact.DDRankingResult{Protocol: artifact.ProtocolDDRanking, Dataset: "mnist", Arch: "convnet", Models: 1, Seed: 1234,
+		HLR: hlr, IOR: ior, Score: score, Runs: []artifact.DDRankingRun{{HLR: hlr, IOR: ior, Score: score}},
+		HardLabel: labels(0.80), SoftLabel: labels(0.90), RandomSoftLabel: labels(0.85),
+		FullData: artifact.DDRankingFullData{Accuracy: 0.99, Images: 1024}}
+	r.Recipe, r.FullDataRecipe = artifact.DDRankingConfig{Augment: artifact.AugmentDSA}.DDRankingRecipes()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, artifact.EvaluationsFolder), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // TestWriteReportNeedsArtifact: a folder without an artifact is an error naming the file.

@@ -55,7 +55,7 @@ type Config struct {
 	Optimizers []string  // optimizer: "adam", "sgd"
 	LRs        []float64 // optimizer: learning rates (default per optimiser)
 	Momenta    []float64 // optimizer: SGD momenta
-	Archs      []string  // arch: architectures (those that fit the images)
+	Archs      []string  // arch: architectures (default: the paper's three, those that fit the images; convnet on request)
 	Device     string
 	// Progress hears the setting being trained and its training steps done.
 	Progress func(setting string, done, total int)

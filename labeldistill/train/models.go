@@ -38,7 +38,10 @@ type Models struct {
 	SOpt    *torch.Adam       // RR only, over scale
 	Cfg     config.Config
 	OnBlock func(block int) // when set, told of each scored block (progress)
-	steps   int             // training steps taken (Step calls): BatchNorm's num_batches_tracked
+	// Augment, when set, transforms each training batch (M, B, C, H, W) before the forward
+	// pass (Step); nil trains on the images as they are.
+	Augment func(x *torch.Tensor) (*torch.Tensor, error)
+	steps   int // training steps taken (Step calls): BatchNorm's num_batches_tracked
 }
 
 // NewModels initialises len(seeds) models, model i from torch.NewGenerator(seeds[i])
@@ -157,6 +160,9 @@ func (l *Models) Step(baseX, table, idx *torch.Tensor, batch int64) error {
 	in := l.Batched.Net.InShape
 	xb := c.T(c.T(baseX.IndexSelect(0, idx)).Reshape(m, batch, in[0], in[1], in[2]))
 	yb := c.T(c.T(table.IndexSelect(0, idx)).Reshape(m, batch, -1))
+	if l.Augment != nil && c.Err() == nil {
+		xb = c.T(l.Augment(xb))
+	}
 	if c.Err() != nil {
 		return c.Err()
 	}

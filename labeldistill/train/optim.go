@@ -13,6 +13,7 @@ import (
 // Optimizer is what a model needs of torch.Adam and torch.SGD.
 type Optimizer interface {
 	StepWith(grads []*torch.Tensor) error
+	SetLR(lr float64) error
 	Reset() error
 	Close()
 }
@@ -22,6 +23,9 @@ type OptSpec struct {
 	Kind     string
 	LR       float64
 	Momentum float64 // sgd only
+	// WeightDecay (sgd only) adds WeightDecay·θ to each gradient before the momentum
+	// buffer, as torch.optim.SGD's weight_decay does (L2 regularisation, not decoupled).
+	WeightDecay float64
 }
 
 // AdamSpec is Adam at learning rate lr.
@@ -38,7 +42,7 @@ func NewOptimizer(spec OptSpec, cfg config.Config, params []*torch.Tensor) (Opti
 		}
 		return a, nil
 	case "sgd":
-		o, err := torch.NewSGD(params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum})
+		o, err := torch.NewSGD(params, torch.SGDOpts{LR: spec.LR, Momentum: spec.Momentum, WeightDecay: spec.WeightDecay})
 		if err != nil {
 			return nil, err
 		}

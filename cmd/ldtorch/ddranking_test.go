@@ -1,0 +1,74 @@
+package main
+
+// ddranking_test.go: `ldtorch evaluate --protocol ddranking` on a tiny artifact of real
+// MNIST (one epoch, one run, LeNet): the scores printed as JSON and written to
+// evaluations/ddranking.json, the full-data model cached, the same numbers again; a
+// setting the artifact rules out is a usage error naming its flag.
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestEvaluateDDRanking(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := filepath.Join(t.TempDir(), "run")
+	r := ldtorch(t, nil, "distill", "--data-dir", shared, "--dataset", "mnist", "--method", "rr", "--base", "10",
+		"--target-set-size", "300", "--validation-size", "300", "--epochs", "1", "--eval-models", "1",
+		"--baselines", "none", "--threads", "1", "--quiet", "--out", out)
+	if r.code != 0 {
+		t.Fatalf("distill: exit %d\n%s", r.code, r.stderr)
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	eval := func() map[string]any {
+		t.Helper()
+		r := ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "lenet", "--epochs", "1",
+			"--models", "1", "--cache-dir", cache, "--threads", "1", "--quiet", "--json")
+		if r.code != 0 {
+			t.Fatalf("evaluate --protocol ddranking: exit %d\n%s", r.code, r.stderr)
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("--json: %v: %q", err, r.stdout)
+		}
+		return res
+	}
+	first := eval()
+	for _, k := range []string{"hlr", "ior", "score", "runs", "hard_label", "soft_label", "random_soft_label", "full_data", "recipe", "full_data_recipe"} {
+		if _, ok := first[k]; !ok {
+			t.Errorf("--json lacks %q", k)
+		}
+	}
+	if first["protocol"] != "ddranking" || first["arch"] != "lenet" || !strings.Contains(first["accuracy_unit"].(string), "fraction") {
+		t.Errorf("protocol %v, arch %v, unit %v", first["protocol"], first["arch"], first["accuracy_unit"])
+	}
+	b, err := os.ReadFile(filepath.Join(out, "evaluations", "ddranking.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var onDisk map[string]any
+	if err := json.Unmarshal(b, &onDisk); err != nil || onDisk["score"] != first["score"] {
+		t.Errorf("ddranking.json: score %v (%v), --json printed %v", onDisk["score"], err, first["score"])
+	}
+	second := eval()
+	full := second["full_data"].(map[string]any)
+	if full["cached"] != true {
+		t.Errorf("second run: the full-data model was not read from the cache: %v", full)
+	}
+	for _, k := range []string{"hlr", "ior", "score"} {
+		if first[k] != second[k] {
+			t.Errorf("%s: %v, then %v with the same seed", k, first[k], second[k])
+		}
+	}
+	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--augment", "mixup", "--cache-dir", cache)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--augment") || !strings.Contains(r.stderr, "mixup") {
+		t.Errorf("--augment mixup: exit %d: %s", r.code, r.stderr)
+	}
+	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "alexnet", "--cache-dir", cache)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--arch") {
+		t.Errorf("--arch alexnet on MNIST: exit %d: %s", r.code, r.stderr)
+	}
+}
