@@ -162,6 +162,10 @@ func (e *env) flexStudies(c *cli.Context, pr *progress, dir string, art *artifac
 			}
 		}
 		if st, err = runStudy(c, kind, art, d, sc, pr, cfg, dir); err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code == exitInterrupted {
+				return nil, &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted during the %s study of %s; the studies finished before it are written (the same command reuses them), flexibility.json and .png are not", kind, dir)}
+			}
 			return nil, err
 		}
 		if _, _, err := writeStudy(dir, st); err != nil {

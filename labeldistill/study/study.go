@@ -3,7 +3,9 @@ package study
 // study.go: the paper's flexibility and sensitivity studies on a distilled artifact: fresh
 // models trained with other step counts (steps), optimisers and learning rates
 // (optimizer), architectures beside their true-label baselines (arch), and RR labels used
-// to train a standard model with early stopping on validation (rr-standard).
+// to train a standard model with early stopping on validation (rr-standard); on a method
+// dd artifact, DD's sensitivity studies (steps, lr, order, arch: dd.go); the flexibility
+// figure's data (flexibility.go).
 
 import (
 	"context"
@@ -53,7 +55,7 @@ type Config struct {
 	Models     int       // M fresh models per setting; 0 = the artifact's eval_models
 	Seed       int64     // 0 = the artifact's seed
 	Deltas     []int     // steps: T + Δ for each Δ (used when Steps is empty)
-	Steps      []int     // steps: absolute step counts; also the step count of the other studies (first value; default T)
+	Steps      []int     // steps: absolute step counts; also the step count of the other studies (first value; default T; refused by dd's)
 	Optimizers []string  // optimizer: "adam", "sgd"
 	LRs        []float64 // optimizer: learning rates (default per optimiser)
 	Momenta    []float64 // optimizer: SGD momenta
