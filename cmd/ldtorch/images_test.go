@@ -56,10 +56,11 @@ func TestImageArtifactCommands(t *testing.T) {
 	wantOneLine(t, ldtorch(t, nil, "evaluate", "--distilled", dd, "--data-dir", shared, "--recipe", "dd", "--lr", "0.1"),
 		exitUsage, "--recipe", "step sizes")
 
-	// study: runs on the images (standard recipe), saying so.
-	r = ldtorch(t, nil, "study", "steps", "--distilled", dd, "--data-dir", shared, "--models", "1", "--steps", "5,10", "--threads", "1", "--quiet")
-	if r.code != 0 || !strings.Contains(r.stdout, "method dd artifact") {
-		t.Errorf("study steps: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	// study: optimizer runs on the images with the standard recipe, saying so (steps, lr,
+	// order and arch train with dd's own: ddstudy_test.go).
+	r = ldtorch(t, nil, "study", "optimizer", "--distilled", dd, "--data-dir", shared, "--models", "1", "--optimizers", "adam", "--lr", "0.001", "--threads", "1", "--quiet")
+	if r.code != 0 || !strings.Contains(r.stdout, "method dd artifact") || !strings.Contains(r.stdout, "standard recipe") {
+		t.Errorf("study optimizer: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// Commands that need labels for real images refuse it.

@@ -551,6 +551,29 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench without --batched-eval-steps reports an evaluation comparison: %v", res)
 	}
 
+	// Learnt images: method dd (its own backward pass and recipe) and Our DD RR.
+	for _, c := range []struct {
+		args             []string
+		name, learn, bwd string
+	}{
+		{[]string{"--method", "dd", "--dd-steps", "2", "--dd-epochs", "2", "--dd-backward", "graph"}, "DD", "images", "graph"},
+		{[]string{"--method", "rr", "--learn", "images"}, "Our DD RR", "images", ""},
+	} {
+		r := ldtorch(t, nil, append([]string{"bench", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
+			"--outer-batch", "128", "--steps", "2", "--warmup", "1", "--threads", "1"}, c.args...)...)
+		res = nil
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+			t.Fatalf("bench %v: exit %d: %s%s", c.args, r.code, r.stdout, r.stderr)
+		}
+		bwd, _ := res["dd_backward"].(string)
+		if ms, _ := res["meta_step_cpu_median_s"].(float64); ms <= 0 || res["method_name"] != c.name || res["learn"] != c.learn || bwd != c.bwd {
+			t.Errorf("bench %v: %v", c.args, res)
+		}
+		if es, _ := res["eval_step_median_s"].(float64); es <= 0 {
+			t.Errorf("bench %v: no evaluation step time: %v", c.args, res)
+		}
+	}
+
 	// The evaluation comparison: both paths train the same models (equal accuracies on CPU).
 	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--method", "rr", "--base", "20", "--target-set-size", "1000",
 		"--outer-batch", "128", "--steps", "1", "--warmup", "0", "--batched-eval-steps", "5", "--eval-models", "3")

@@ -27,8 +27,12 @@ import (
 
 // Result is one benchmark run (`ldtorch bench` prints it as one JSON line).
 type Result struct {
-	Impl           string  `json:"impl"`
-	Method         string  `json:"method"`
+	Impl       string `json:"impl"`
+	Method     string `json:"method"`
+	Learn      string `json:"learn"`       // config.Config.Learn: labels, images or both
+	MethodName string `json:"method_name"` // "LD", "LD RR", "Our DD", "Our DD RR", "DD", …
+	// DDBackward is method dd's backward pass through the unrolled steps (recompute or graph).
+	DDBackward     string  `json:"dd_backward,omitempty"`
 	Dataset        string  `json:"dataset"`
 	Base           int     `json:"base"`
 	InnerBatch     int     `json:"inner_batch"`
@@ -138,7 +142,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		ranks = g.Size()
 	}
 	return &Result{
-		Impl: "ldtorch", Method: cfg.Method, Dataset: cfg.Dataset, Base: cfg.BaseExamples, InnerBatch: cfg.InnerBatch,
+		Impl: "ldtorch", Method: cfg.Method, Learn: cfg.Learn, MethodName: cfg.MethodName(), DDBackward: cfg.DDBackward, Dataset: cfg.Dataset, Base: cfg.BaseExamples, InnerBatch: cfg.InnerBatch,
 		OuterBatch: cfg.OuterBatch, Steps: steps, MetaStepMedian: quantile(times, 0.5), MetaStepP90: quantile(times, 0.9),
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
@@ -148,7 +152,9 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 }
 
 // evalSteps times single training steps of one fresh model of cfg's evaluation recipe on
-// ds's base images with uniform labels.
+// ds's base images with uniform labels: Adam on random minibatches of eval_batch, or for
+// method dd its own recipe's plain gradient steps on blocks of N/dd_steps images from
+// Wang et al.'s initialisation.
 func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, dev torch.Device, warmup, steps int) (wall, cpu []float64, err error) {
 	type timings struct{ wall, cpu []float64 }
 	t, err := torch.Guard("bench", func() (timings, error) {
@@ -159,14 +165,17 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 		if err != nil {
 			return out, err
 		}
-		m, err := train.NewModels(in.net, cfg.Method == config.MethodRR, cfg, train.AdamSpec(cfg.EvalLR),
+		net, spec, batch := in.net, train.AdamSpec(cfg.EvalLR), min(cfg.EvalBatch, ds.Base.N)
+		if cfg.Method == config.MethodDD {
+			net, spec, batch = net.XavierInit(), train.OptSpec{Kind: "sgd", LR: cfg.DDStepLRInit}, ds.Base.N/max(1, cfg.DDSteps)
+		}
+		m, err := train.NewModels(net, cfg.Method == config.MethodRR, cfg, spec,
 			[]uint64{train.Seed(uint64(cfg.Seed), "bench-eval", 0)}, dev, in.images.DType(), train.Mode(dev))
 		if err != nil {
 			return out, err
 		}
 		defer m.Close()
 		n := ds.Base.N
-		batch := min(cfg.EvalBatch, n)
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xbe7c4))
 		for i := 0; i < warmup+steps; i++ {
 			if err := ctx.Err(); err != nil {

@@ -154,7 +154,12 @@ func barsPlot(p *plot.Plot, st *study.Study) error {
 		}
 		bars.Color, bars.LineStyle.Width = b.col, 0
 		p.Add(bars)
-		if st.Study == study.Arch {
+		switch {
+		case st.Study == study.Arch && st.DD():
+			if b.legend == "distilled labels" {
+				p.Legend.Add("distilled images (learnt step sizes, fixed order)", bars)
+			}
+		case st.Study == study.Arch:
 			p.Legend.Add(b.legend, bars)
 		}
 	}

@@ -3,7 +3,9 @@ package study
 // study.go: the paper's flexibility and sensitivity studies on a distilled artifact: fresh
 // models trained with other step counts (steps), optimisers and learning rates
 // (optimizer), architectures beside their true-label baselines (arch), and RR labels used
-// to train a standard model with early stopping on validation (rr-standard).
+// to train a standard model with early stopping on validation (rr-standard); on a method
+// dd artifact, DD's sensitivity studies (steps, lr, order, arch: dd.go); the flexibility
+// figure's data (flexibility.go).
 
 import (
 	"context"
@@ -23,16 +25,19 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// Study kinds.
+// Study kinds. steps and arch on a method dd artifact, lr and order (which need one) are
+// Wang et al.'s sensitivity studies of DD (dd.go).
 const (
 	Steps      = "steps"
 	Optimizer  = "optimizer"
 	Arch       = "arch"
 	RRStandard = "rr-standard"
+	LR         = "lr"
+	Order      = "order"
 )
 
 // Kinds lists the study kinds.
-var Kinds = []string{Steps, Optimizer, Arch, RRStandard}
+var Kinds = []string{Steps, Optimizer, Arch, RRStandard, LR, Order}
 
 // Defaults of the studies: the paper's step deviations (Table "Sensitivity to number of
 // training steps") and a learning-rate grid around each optimiser's usual value.
@@ -51,7 +56,7 @@ type Config struct {
 	Models     int       // M fresh models per setting; 0 = the artifact's eval_models
 	Seed       int64     // 0 = the artifact's seed
 	Deltas     []int     // steps: T + Δ for each Δ (used when Steps is empty)
-	Steps      []int     // steps: absolute step counts; also the step count of the other studies (first value; default T)
+	Steps      []int     // steps: absolute step counts; also the step count of the other studies (first value; default T; refused by dd's)
 	Optimizers []string  // optimizer: "adam", "sgd"
 	LRs        []float64 // optimizer: learning rates (default per optimiser)
 	Momenta    []float64 // optimizer: SGD momenta
@@ -78,6 +83,14 @@ type Setting struct {
 	Diverged   int       `json:"diverged_models"`
 	// ValidationErrors: rr-standard's early stopping, validation error (%) per step count.
 	ValidationErrors map[int]float64 `json:"validation_errors,omitempty"`
+	// Method dd's recipe (the studies of dd.go): Recipe "dd", the step sizes and the order
+	// of the images the models train with; Optimizer is then "sgd" (plain gradient steps)
+	// and LR the mean step size where one is used, else 0.
+	Recipe    string `json:"recipe,omitempty"`
+	StepSizes string `json:"step_sizes,omitempty"`
+	Order     string `json:"order,omitempty"`
+	// ddLRs are the step sizes of a dd setting, one per training step.
+	ddLRs []float64
 }
 
 // Study is DIR/studies/NAME.json.
@@ -136,6 +149,72 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 		steps = sc.Steps[0]
 	}
 	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
+	var settings []Setting
+	var err error
+	if isDD(art) && slices.Contains(DDKinds, kind) {
+		settings, err = ddSettings(kind, art, sc, st)
+	} else {
+		settings, err = labelSettings(kind, art, sc, st, base, steps)
+	}
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for i := range settings {
+		s := &settings[i]
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a := art
+		if s.Labels == "true" {
+			a = withTrueLabels(art)
+		}
+		if kind == RRStandard && !s.RR {
+			best, valErr, err := searchSteps(ctx, a, d.Validation, cfg, sc.Device, uint64(st.Seed))
+			if err != nil {
+				return nil, err
+			}
+			s.Steps, s.ValidationErrors = best, valErr
+			s.Label = fmt.Sprintf("standard model, early stopping on validation (%d steps)", best)
+		}
+		rr := s.RR
+		ec := artifact.EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
+			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device}
+		if sc.Progress != nil {
+			label := s.Label
+			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }
+		}
+		var res *artifact.EvalResult
+		var err error
+		if s.Recipe == artifact.RecipeDD {
+			res, err = ddEvaluate(ctx, a, d.Test, s, ec)
+		} else {
+			res, err = artifact.Evaluate(ctx, a, d.Test, ec)
+		}
+		var de *labeldistill.DivergedError
+		switch {
+		case errors.As(err, &de): // every model diverged: a result of the study, not a failure
+			s.Accuracies, s.Diverged = []float64{}, st.Models
+			s.Mean, s.Std = 0, 0
+			st.Notes = append(st.Notes, fmt.Sprintf("%s: all %d models diverged", s.Label, st.Models))
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("%s: %w", s.Label, err)
+		}
+		s.Accuracies, s.Mean, s.Std, s.Diverged = res.Accuracies, res.Mean, res.Std, res.Diverged
+	}
+	st.Settings = settings
+	st.WallSeconds = time.Since(start).Seconds()
+	return st, nil
+}
+
+// labelSettings are the settings of the studies that train with the standard recipe
+// (every study of an artifact other than method dd's, and optimizer and rr-standard of a
+// method dd artifact).
+func labelSettings(kind string, art *artifact.Artifact, sc Config, st *Study, base Setting, steps int) ([]Setting, error) {
+	rep := art.Report
+	cfg := rep.Config
+	rr := base.RR
 	var settings []Setting
 	if art.StepLRs != nil {
 		st.Notes = append(st.Notes, "a method dd artifact: every setting trains with the standard recipe (the optimizer on random minibatches of eval_batch, soft cross-entropy); its own recipe (learnt step sizes in their fixed order) is ldtorch evaluate's default")
@@ -230,6 +309,8 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 		y := base
 		y.RR, y.Label = false, "standard model, early stopping on validation"
 		settings = append(settings, x, y)
+	case LR, Order:
+		return nil, fmt.Errorf("study %s: the artifact was distilled with method %s (%s); the %s study varies method dd's learnt step sizes and fixed order, so it needs a method dd artifact", kind, cfg.Method, cfg.MethodName(), kind)
 	default:
 		return nil, fmt.Errorf("study: unknown study %q (want %s)", kind, strings.Join(Kinds, ", "))
 	}
@@ -239,47 +320,7 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 	if len(settings) > config.MaxStudySettings {
 		return nil, config.FieldErrorf("settings", "%s", config.CountMessage(int64(len(settings)), 1, config.MaxStudySettings, "each setting trains M models"))
 	}
-	start := time.Now()
-	for i := range settings {
-		s := &settings[i]
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		a := art
-		if s.Labels == "true" {
-			a = withTrueLabels(art)
-		}
-		if kind == RRStandard && !s.RR {
-			best, valErr, err := searchSteps(ctx, a, d.Validation, cfg, sc.Device, uint64(st.Seed))
-			if err != nil {
-				return nil, err
-			}
-			s.Steps, s.ValidationErrors = best, valErr
-			s.Label = fmt.Sprintf("standard model, early stopping on validation (%d steps)", best)
-		}
-		rr := s.RR
-		ec := artifact.EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
-			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device}
-		if sc.Progress != nil {
-			label := s.Label
-			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }
-		}
-		res, err := artifact.Evaluate(ctx, a, d.Test, ec)
-		var de *labeldistill.DivergedError
-		switch {
-		case errors.As(err, &de): // every model diverged: a result of the study, not a failure
-			s.Accuracies, s.Diverged = []float64{}, st.Models
-			s.Mean, s.Std = 0, 0
-			st.Notes = append(st.Notes, fmt.Sprintf("%s: all %d models diverged", s.Label, st.Models))
-			continue
-		case err != nil:
-			return nil, fmt.Errorf("%s: %w", s.Label, err)
-		}
-		s.Accuracies, s.Mean, s.Std, s.Diverged = res.Accuracies, res.Mean, res.Std, res.Diverged
-	}
-	st.Settings = settings
-	st.WallSeconds = time.Since(start).Seconds()
-	return st, nil
+	return settings, nil
 }
 
 func orDefault[T any](v, def []T) []T {

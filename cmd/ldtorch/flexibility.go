@@ -1,0 +1,178 @@
+// flexibility.go: `ldtorch study flexibility --distilled DIR --versus DD_DIR`: the paper's
+// flexibility figure, the studies of learnt labels beside those of method dd, written to
+// DIR/studies/flexibility.json and .png.
+
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/report"
+	"github.com/ldtorch/ldtorch/labeldistill/study"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+)
+
+func (e *env) flexibilityAction(c *cli.Context, dir string) error {
+	versus := c.String("versus")
+	if versus == "" {
+		return usageErrorf("--versus DD_DIR is required: study flexibility puts the artifact of --distilled beside a method dd artifact (ldtorch distill --method dd)")
+	}
+	for _, f := range []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs"} {
+		if c.IsSet(f) {
+			return usageErrorf("--%s does not apply to study flexibility: it reuses the studies in each folder's studies/ (run ldtorch study NAME with --%s first) and runs the missing ones with their defaults", f, f)
+		}
+	}
+	sc, err := studyConfig(c)
+	if err != nil {
+		return err
+	}
+	ld, err := readStudyArtifact("distilled", dir)
+	if err != nil {
+		return err
+	}
+	dd, err := readStudyArtifact("versus", versus)
+	if err != nil {
+		return err
+	}
+	lc, dc := ld.Report.Config, dd.Report.Config
+	if lc.Method == config.MethodDD {
+		return usageErrorf("--distilled: %s is a method dd artifact; study flexibility takes learnt labels as --distilled and the method dd artifact as --versus", dir)
+	}
+	if dc.Method != config.MethodDD || dd.StepLRs == nil {
+		return usageErrorf("--versus: %s was distilled with method %s (%s), not method dd; study flexibility puts --distilled beside Wang et al.'s DD (ldtorch distill --method dd)", versus, dc.Method, dc.MethodName())
+	}
+	if lc.Dataset != dc.Dataset {
+		return usageErrorf("--versus: %s was distilled for %s and --distilled %s for %s; the figure compares the two on one dataset", versus, dc.Dataset, dir, lc.Dataset)
+	}
+	ldCfg, err := studySettle(c, ld)
+	if err != nil {
+		return err
+	}
+	ddCfg, err := studySettle(c, dd)
+	if err != nil {
+		return err
+	}
+	for _, d := range []struct{ flag, dir string }{{"--distilled", dir}, {"--versus", versus}} {
+		unlock, err := lockOut(d.flag, d.dir)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
+	pr := newProgress(e.stderr, false, c.Bool("quiet"))
+	var notes []string
+	ldStudies, err := e.flexStudies(c, pr, dir, ld, ldCfg, study.FlexKinds, sc, &notes)
+	if err != nil {
+		return err
+	}
+	ddStudies, err := e.flexStudies(c, pr, versus, dd, ddCfg, study.FlexVersusKinds, sc, &notes)
+	if err != nil {
+		return err
+	}
+	f, err := study.NewFlexibility(ldStudies, ddStudies, lc, dc)
+	if err != nil {
+		return failuref("%v", err)
+	}
+	f.Artifact, f.Versus = dir, versus
+	f.Notes = append(notes, f.Notes...)
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return failuref("%v", err)
+	}
+	png, err := report.FlexibilityFigure(f)
+	if err != nil {
+		return failuref("figure: %v", err)
+	}
+	jsonPath, pngPath := filepath.Join(dir, "studies", flexibilityStudy+".json"), filepath.Join(dir, "studies", flexibilityStudy+".png")
+	if err := os.MkdirAll(filepath.Join(dir, "studies"), 0o755); err != nil {
+		return failuref("%v", err)
+	}
+	if err := atomicfile.WriteFile(jsonPath, append(b, '\n')); err != nil {
+		return failuref("%v", err)
+	}
+	if err := atomicfile.WriteFile(pngPath, png); err != nil {
+		return failuref("%v", err)
+	}
+	fmt.Fprintf(e.stdout, "flexibility of %s (%s) beside %s (%s) on %s\n", dir, f.MethodName, versus, f.VersusName, f.Dataset)
+	for _, pn := range f.Panels {
+		fmt.Fprintf(e.stdout, "\n%s\n", pn.Title)
+		tw := tabwriter.NewWriter(e.stdout, 0, 0, 3, ' ', 0)
+		fmt.Fprintln(tw, "series\tsetting\tsteps\ttest accuracy (mean ± std)\tmodels")
+		for _, s := range pn.Series {
+			for _, p := range s.Points {
+				acc := fmt.Sprintf("%.2f%% ± %.2f", p.Mean, p.Std)
+				if p.Models == 0 {
+					acc = "diverged"
+				}
+				own := ""
+				if p.Own {
+					own = " *"
+				}
+				fmt.Fprintf(tw, "%s\t%s%s\t%d\t%s\t%d\n", s.Name, p.Label, own, p.Steps, acc, p.Models)
+			}
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(e.stdout, "\n* the method's own recipe")
+	for _, n := range f.Notes {
+		fmt.Fprintf(e.stdout, "note: %s\n", n)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s and %s\n", jsonPath, pngPath)
+	return nil
+}
+
+// flexStudies returns the studies kinds of the artifact in dir: each read from
+// dir/studies/KIND.json when it fits the artifact (study.Reusable), else run and written
+// there as `ldtorch study KIND` would. notes hears which were reused and why others ran.
+func (e *env) flexStudies(c *cli.Context, pr *progress, dir string, art *artifact.Artifact, cfg config.Config, kinds []string, sc study.Config, notes *[]string) (map[string]*study.Study, error) {
+	out := map[string]*study.Study{}
+	var d *study.Data
+	for _, kind := range kinds {
+		jsonName, _ := study.FileNames(kind)
+		path := filepath.Join(dir, jsonName)
+		st, err := study.ReadFile(path)
+		why := ""
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			why = "none yet"
+		case err != nil:
+			why = err.Error()
+		default:
+			why = study.Reusable(st, kind, art, sc)
+		}
+		if why == "" {
+			*notes = append(*notes, fmt.Sprintf("reused %s (%d models per setting, seed %d)", path, st.Models, st.Seed))
+			out[kind] = st
+			continue
+		}
+		if d == nil {
+			if d, err = e.studyData(c, pr, kind, dir, art, cfg); err != nil {
+				return nil, err
+			}
+		}
+		if st, err = runStudy(c, kind, art, d, sc, pr, cfg, dir); err != nil {
+			var ee *exitError
+			if errors.As(err, &ee) && ee.code == exitInterrupted {
+				return nil, &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted during the %s study of %s; the studies finished before it are written (the same command reuses them), flexibility.json and .png are not", kind, dir)}
+			}
+			return nil, err
+		}
+		if _, _, err := writeStudy(dir, st); err != nil {
+			return nil, err
+		}
+		*notes = append(*notes, fmt.Sprintf("ran %s study of %s (%s)", kind, dir, strings.TrimSuffix(why, ".")))
+		out[kind] = st
+	}
+	return out, nil
+}

@@ -1,0 +1,286 @@
+package study
+
+// flexibility.go: the paper's flexibility figure (Figure "Datasets distilled with LD are
+// more flexible than those distilled with DD") as data: the studies of an artifact of
+// learnt labels (steps, optimizer, arch) beside those of a method dd artifact (steps, lr,
+// order, arch), in three panels: the number of training steps, the optimisation settings,
+// and the architecture.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
+)
+
+// Flexibility is DIR/studies/flexibility.json.
+type Flexibility struct {
+	Study string `json:"study"` // "flexibility"
+	// Artifact is the folder of learnt labels (--distilled), Versus the method dd folder.
+	Artifact      string            `json:"artifact"`
+	Versus        string            `json:"versus"`
+	Dataset       string            `json:"dataset"`
+	MethodName    string            `json:"method_name"`        // "LD", "LD RR", …
+	VersusName    string            `json:"versus_method_name"` // "DD"
+	Panels        []Panel           `json:"panels"`
+	Notes         []string          `json:"notes,omitempty"`
+	StudiesUsed   map[string]*Study `json:"studies"`        // the artifact's studies by kind
+	VersusStudies map[string]*Study `json:"versus_studies"` // the dd artifact's
+}
+
+// Panel is one panel of the figure: a series per method.
+type Panel struct {
+	Name   string   `json:"name"` // FlexSteps, FlexOptimisation or FlexArch
+	Title  string   `json:"title"`
+	XLabel string   `json:"x_label"`
+	Series []Series `json:"series"`
+}
+
+// Series is one method's points in a panel.
+type Series struct {
+	Name   string  `json:"name"`   // the legend
+	Method string  `json:"method"` // the method's name: "LD", "DD", …
+	Labels string  `json:"labels"` // "distilled", or "true" for the true-label baseline
+	Points []Point `json:"points"`
+}
+
+// Point is one setting of a study in a panel.
+type Point struct {
+	Label string `json:"label"`
+	// X: the step count as a fraction of the method's T (FlexSteps); the architecture's
+	// position in the panel's Categories (FlexArch); the point's position (FlexOptimisation).
+	X        float64 `json:"x"`
+	Steps    int     `json:"steps"`
+	Mean     float64 `json:"test_accuracy_mean"`
+	Std      float64 `json:"test_accuracy_std"`
+	Models   int     `json:"models"`          // finite models
+	Diverged int     `json:"diverged_models"` // left out of Mean and Std
+	// Own marks the method's own recipe (as it was distilled and is evaluated).
+	Own bool `json:"own_recipe,omitempty"`
+}
+
+// Panels of the flexibility figure.
+const (
+	FlexSteps        = "steps"
+	FlexOptimisation = "optimisation"
+	FlexArch         = "architecture"
+)
+
+// Flexibility kinds: the studies the figure takes from each artifact.
+var (
+	FlexKinds       = []string{Steps, Optimizer, Arch}
+	FlexVersusKinds = []string{Steps, LR, Order, Arch}
+)
+
+// NewFlexibility builds the figure's panels from the studies of an artifact of learnt
+// labels (FlexKinds) and of a method dd artifact (FlexVersusKinds), both of one dataset.
+// The optimisation panel takes, from the optimizer study, the setting of each optimiser
+// whose learning rate is nearest (on a log scale) to its usual one: Adam at the labels'
+// eval_lr (their own recipe), SGD at 0.01 with each momentum. ldCfg and ddCfg are the two
+// artifacts' configurations (report.json): the architectures they were distilled with.
+func NewFlexibility(ld, dd map[string]*Study, ldCfg, ddCfg config.Config) (*Flexibility, error) {
+	evalLR := ldCfg.EvalLR
+	for _, k := range FlexKinds {
+		st := ld[k]
+		switch {
+		case st == nil:
+			return nil, fmt.Errorf("flexibility: no %s study of the distilled labels", k)
+		case st.Study != k:
+			return nil, fmt.Errorf("flexibility: a %s study given as the %s study", st.Study, k)
+		case st.Method == config.MethodDD:
+			return nil, errors.New("flexibility: the first artifact's studies are of method dd; it takes learnt labels beside DD")
+		}
+	}
+	for _, k := range FlexVersusKinds {
+		st := dd[k]
+		switch {
+		case st == nil:
+			return nil, fmt.Errorf("flexibility: no %s study of the dd artifact", k)
+		case st.Study != k:
+			return nil, fmt.Errorf("flexibility: a %s study given as the %s study", st.Study, k)
+		case st.Method != config.MethodDD || !st.DD():
+			return nil, fmt.Errorf("flexibility: the %s study to compare with is of method %s (%s); it must be a method dd artifact's, trained with dd's own recipe", k, st.Method, methodName(st))
+		}
+	}
+	if a, b := ld[Steps].Dataset, dd[Steps].Dataset; a != b {
+		return nil, fmt.Errorf("flexibility: the labels were distilled for %s, the dd images for %s", a, b)
+	}
+	f := &Flexibility{Study: "flexibility", Artifact: ld[Steps].Artifact, Versus: dd[Steps].Artifact, Dataset: ld[Steps].Dataset,
+		MethodName: methodName(ld[Steps]), VersusName: methodName(dd[Steps]), StudiesUsed: ld, VersusStudies: dd}
+	lname, dname := f.MethodName, f.VersusName
+
+	// Steps: each method's step counts as fractions of its own T.
+	steps := Panel{Name: FlexSteps, Title: "(a) training steps", XLabel: "training steps ÷ T (T: the method's own step count)"}
+	for _, src := range []struct {
+		st   *Study
+		name string
+	}{{ld[Steps], lname}, {dd[Steps], dname}} {
+		s := Series{Name: fmt.Sprintf("%s (T = %d)", src.name, src.st.T), Method: src.name, Labels: "distilled"}
+		for _, x := range src.st.Settings {
+			p := point(x, float64(x.Steps)/float64(max(1, src.st.T)))
+			p.Own = x.Steps == src.st.T
+			s.Points = append(s.Points, p)
+		}
+		steps.Series = append(steps.Series, s)
+	}
+
+	// Optimisation: LD's optimisers at their usual rates; DD's mean step size and shuffles.
+	opt := Panel{Name: FlexOptimisation, Title: "(b) optimisation settings", XLabel: "setting"}
+	ls := Series{Name: lname + ": off-the-shelf optimisers", Method: lname, Labels: "distilled"}
+	for _, g := range []struct {
+		opt      string
+		momentum float64
+		lr       float64
+	}{{"adam", 0, evalLR}, {"sgd", 0, 0.01}, {"sgd", 0.9, 0.01}} {
+		best := -1
+		for i, x := range ld[Optimizer].Settings {
+			if x.Optimizer != g.opt || x.Momentum != g.momentum {
+				continue
+			}
+			if best < 0 || math.Abs(math.Log(x.LR/g.lr)) < math.Abs(math.Log(ld[Optimizer].Settings[best].LR/g.lr)) {
+				best = i
+			}
+		}
+		if best < 0 {
+			f.Notes = append(f.Notes, fmt.Sprintf("the optimizer study has no %s setting with momentum %g", g.opt, g.momentum))
+			continue
+		}
+		x := ld[Optimizer].Settings[best]
+		p := point(x, 0)
+		p.Own = g.opt == "adam" && x.LR == evalLR
+		if p.Own {
+			p.Label = fmt.Sprintf("%s: Adam lr %g (own recipe)", lname, x.LR)
+		} else {
+			p.Label = lname + ": " + x.Label
+		}
+		ls.Points = append(ls.Points, p)
+	}
+	ds := Series{Name: dname + ": its recipe changed", Method: dname, Labels: "distilled"}
+	for i, x := range dd[LR].Settings {
+		p := point(x, 0)
+		p.Own = i == 0
+		p.Label = dname + ": " + x.Label
+		if p.Own {
+			p.Label = dname + ": learnt step sizes, fixed order (own recipe)"
+		}
+		ds.Points = append(ds.Points, p)
+	}
+	for _, x := range dd[Order].Settings {
+		if x.Order == OrderFixed {
+			continue // the own recipe, as in the lr study
+		}
+		p := point(x, 0)
+		p.Label = dname + ": " + x.Label
+		ds.Points = append(ds.Points, p)
+	}
+	for i := range ls.Points {
+		ls.Points[i].X = float64(i)
+	}
+	for i := range ds.Points {
+		ds.Points[i].X = float64(len(ls.Points) + i)
+	}
+	opt.Series = []Series{ls, ds}
+
+	// Architecture: each architecture of either study.
+	arch := Panel{Name: FlexArch, Title: "(c) architectures", XLabel: "architecture of the fresh models"}
+	var archs []string
+	for _, st := range []*Study{ld[Arch], dd[Arch]} {
+		for _, x := range st.Settings {
+			if !slices.Contains(archs, x.Arch) {
+				archs = append(archs, x.Arch)
+			}
+		}
+	}
+	add := func(st *Study, name, labels string, distilledWith string) {
+		s := Series{Name: name, Method: methodName(st), Labels: labels}
+		for _, x := range st.Settings {
+			if x.Labels != labels {
+				continue
+			}
+			p := point(x, float64(slices.Index(archs, x.Arch)))
+			p.Label, p.Own = x.Arch, x.Arch == distilledWith && labels == "distilled"
+			s.Points = append(s.Points, p)
+		}
+		if len(s.Points) > 0 {
+			arch.Series = append(arch.Series, s)
+		}
+	}
+	ldArch, ddArch := ldCfg.Arch, ddCfg.Arch
+	add(ld[Arch], fmt.Sprintf("%s (distilled with %s)", lname, ldArch), "distilled", ldArch)
+	add(dd[Arch], fmt.Sprintf("%s (distilled with %s)", dname, ddArch), "distilled", ddArch)
+	add(ld[Arch], "true labels of the same base images", "true", "")
+	f.Panels = []Panel{steps, opt, arch}
+	return f, nil
+}
+
+// Categories are the architectures of the FlexArch panel, in the order of their X.
+func (p Panel) Categories() []string {
+	var out []string
+	for _, s := range p.Series {
+		for _, x := range s.Points {
+			for len(out) <= int(x.X) {
+				out = append(out, "")
+			}
+			out[int(x.X)] = x.Label
+		}
+	}
+	return out
+}
+
+// point is a study setting as a point at x.
+func point(s Setting, x float64) Point {
+	return Point{Label: s.Label, X: x, Steps: s.Steps, Mean: s.Mean, Std: s.Std, Models: len(s.Accuracies), Diverged: s.Diverged}
+}
+
+func methodName(st *Study) string {
+	if st.MethodName != "" {
+		return st.MethodName
+	}
+	return st.Method
+}
+
+// MaxStudyFileBytes bounds a study file read back (ReadFile): far above what a study of
+// config.MaxEvalModels models per setting writes.
+const MaxStudyFileBytes = 64 << 20
+
+// ReadFile reads a study written to DIR/studies/NAME.json.
+func ReadFile(path string) (*Study, error) {
+	b, err := boundedread.ReadFile(path, MaxStudyFileBytes, "study file")
+	if err != nil {
+		return nil, err
+	}
+	var st Study
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, fmt.Errorf("%s: not a study file: %v", path, err)
+	}
+	return &st, nil
+}
+
+// Reusable says why st, read from an artifact's studies folder, does not fit the artifact
+// art and the study config sc (another study, method, dataset, T, models or seed; a study
+// of a method dd artifact not trained with its own recipe), or "" when it fits.
+func Reusable(st *Study, kind string, art *artifact.Artifact, sc Config) string {
+	rep := art.Report
+	cfg := rep.Config
+	switch {
+	case st.Study != kind:
+		return fmt.Sprintf("it holds a %q study", st.Study)
+	case st.Method != cfg.Method || st.Dataset != cfg.Dataset || st.BaseExamples != cfg.BaseExamples || st.T != rep.T:
+		return fmt.Sprintf("it was run on method %s, %s, %d base examples, T = %d; the artifact is method %s, %s, %d, T = %d",
+			st.Method, st.Dataset, st.BaseExamples, st.T, cfg.Method, cfg.Dataset, cfg.BaseExamples, rep.T)
+	case isDD(art) && slices.Contains(DDKinds, kind) && !st.DD():
+		return "it trained with the standard recipe, not method dd's own"
+	case sc.Models != 0 && st.Models != sc.Models:
+		return fmt.Sprintf("it trained %d models per setting, not %d", st.Models, sc.Models)
+	case sc.Seed != 0 && st.Seed != sc.Seed:
+		return fmt.Sprintf("its seed is %d, not %d", st.Seed, sc.Seed)
+	case len(st.Settings) == 0:
+		return "it has no settings"
+	}
+	return ""
+}
