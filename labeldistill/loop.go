@@ -2,11 +2,11 @@ package labeldistill
 
 // loop.go: the meta-loop, one engine whatever is learnt (the paper's Algorithm 1 with
 // docs/ALGORITHM.md's details): epochs of the target set in batches of N_o, one meta-step
-// per batch through the model being trained (learner.go) with the method's step (LD §4,
-// LD RR §5), the reset rule and T (§6), and validation every k epochs keeping the best
-// values (validate.go). What is learnt are learnables (learnable.go); progress, the history, checkpoints,
-// gradient statistics and the data-parallel checks are observers (observer.go) the loop
-// calls at its named points.
+// per batch through the model being trained (learner.go) with the method's step (LD §4, LD
+// RR §5), the reset rule and T (§6), and validation every k epochs keeping the best values
+// (validate.go). What is learnt are learnables (learnable.go); progress, the history,
+// checkpoints, gradient statistics and the data-parallel checks are observers (observer.go)
+// the loop calls at its named points.
 
 import (
 	"context"

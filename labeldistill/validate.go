@@ -1,8 +1,8 @@
 package labeldistill
 
-// validate.go: the meta-loop's validation phase (docs/ALGORITHM.md §7): every k epochs a fresh
-// model trains for T steps on the current values and the best are kept; the kept tables a
-// fresh model trains on, and the fresh-model trainer of the run's recipe.
+// validate.go: the meta-loop's validation phase (docs/ALGORITHM.md §7): every k epochs a
+// fresh model trains for T steps on the current values and the best are kept; the kept
+// tables a fresh model trains on, and the fresh-model trainer of the run's recipe.
 
 import (
 	"context"

@@ -1,7 +1,7 @@
 package sweep
 
-// summary.go: a sweep's summary, summary.csv and summary.md (the paper's table layout,
-// with its published numbers beneath), from the finished cells' reports.
+// summary.go: a sweep's summary, summary.csv and summary.md (the paper's table layout, with
+// its published numbers beneath), from the finished cells' reports.
 
 import (
 	"bytes"
