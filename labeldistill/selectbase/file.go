@@ -13,8 +13,8 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -41,9 +41,9 @@ func fingerprint(sel *Selection) string {
 func SidecarPath(indexFile string) string { return indexFile + ".json" }
 
 // Header is the index file's header line for the selection.
-func (sel *Selection) Header() (labeldistill.BaseFileHeader, error) {
+func (sel *Selection) Header() (data.BaseFileHeader, error) {
 	st, err := json.Marshal(sel.Settings)
-	return labeldistill.BaseFileHeader{Strategy: sel.Strategy, Settings: st, Dataset: sel.Dataset,
+	return data.BaseFileHeader{Strategy: sel.Strategy, Settings: st, Dataset: sel.Dataset,
 		BaseExamples: sel.BaseExamples, BaseSeed: sel.BaseSeed, ValidationSize: sel.ValidationSize}, err
 }
 
@@ -61,7 +61,7 @@ func (sel *Selection) Write(path string) error {
 		notes = append(notes, fmt.Sprintf("candidate %d of %d: best mean validation accuracy %.2f%% after %d steps (%d repeats)",
 			p.Chosen, len(p.Candidates), c.Best, c.BestStep, len(c.Accuracies)))
 	}
-	text, err := labeldistill.FormatBaseFile(h, notes, sel.Indices, sel.Classes)
+	text, err := data.FormatBaseFile(h, notes, sel.Indices, sel.Classes)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func ReadSelection(path string) (*Selection, error) {
 	if err := json.Unmarshal(b, &sel); err != nil {
 		return nil, fmt.Errorf("%s: %w", SidecarPath(path), err)
 	}
-	f, err := labeldistill.ReadBaseFile(path)
+	f, err := data.ReadBaseFile(path)
 	if err != nil {
 		return nil, err
 	}

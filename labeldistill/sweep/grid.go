@@ -16,8 +16,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
@@ -114,7 +114,7 @@ type Cell struct {
 	// BaseFile is the index file the cell's base_indices were read from (nil: none named).
 	// BaseFileErr says why a named file could not be read (the cell cannot run until it
 	// can); BaseFilePath is its path.
-	BaseFile     *labeldistill.BaseFile
+	BaseFile     *data.BaseFile
 	BaseFilePath string
 	BaseFileErr  error
 }
@@ -233,7 +233,7 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
 			}
 			if cell.BaseFilePath != "" {
-				if cell.BaseFile, cell.BaseFileErr = labeldistill.ReadBaseFile(cell.BaseFilePath); cell.BaseFileErr == nil {
+				if cell.BaseFile, cell.BaseFileErr = data.ReadBaseFile(cell.BaseFilePath); cell.BaseFileErr == nil {
 					cfg.BaseIndices = cell.BaseFile.Indices
 				}
 			}
