@@ -1,14 +1,11 @@
 package labeldistill
 
-// baseorigin.go: where a run's base examples came from (report.json "base_origin"): drawn by
-// the run, or given as base_indices, with the index file's SHA-256 and, for a file written
-// by `ldtorch select-base`, the strategy and settings its header line records.
+// baseorigin.go: where a run's base examples came from (report.json "base_origin"): drawn
+// by the run, or given as base_indices, with the index file's SHA-256 and, for a file
+// written by `ldtorch select-base`, the strategy and settings its header line records (the
+// file format is labeldistill/data's BaseFile).
 
 import (
-	"bytes"
-	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -16,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // BaseOrigin is where a run's base examples came from and what they are.
@@ -63,107 +61,17 @@ func (o *BaseOrigin) Describe() string {
 	return b.String()
 }
 
-// BaseFileMarker starts the header line `ldtorch select-base` writes at the top of an index
-// file; the JSON of a BaseFileHeader follows it on the same line. The line is a comment to
-// ReadBaseIndices.
-const BaseFileMarker = "# ldtorch select-base "
-
-// BaseFileHeader is what a select-base index file says about its indices: the strategy and
-// its settings, and the data they were chosen from (the source dataset, the base seed that
-// split its train set, the validation size asked for).
-type BaseFileHeader struct {
-	Strategy       string          `json:"strategy"`
-	Settings       json.RawMessage `json:"settings,omitempty"`
-	Dataset        string          `json:"dataset"`
-	BaseExamples   int             `json:"base_examples"`
-	BaseSeed       int64           `json:"base_seed"`
-	ValidationSize int             `json:"validation_size"`
-}
-
-// BaseFile is an index file as read for a run.
-type BaseFile struct {
-	Path    string
-	SHA256  string
-	Indices []int64
-	Header  *BaseFileHeader // nil: the file has no select-base header
-}
-
-// ReadBaseFile reads an index file (any format ReadBaseIndices takes), its SHA-256 and,
-// for a text file, its select-base header line when it has one.
-func ReadBaseFile(path string) (*BaseFile, error) {
-	return ReadBaseFileContext(context.Background(), path)
-}
-
-// ReadBaseFileContext is ReadBaseFile that gives up when ctx ends while a named pipe given
-// as the file waits for its writer. The file is read once, through ReadBaseIndices' bounds.
-func ReadBaseFileContext(ctx context.Context, path string) (*BaseFile, error) {
-	raw, err := readBaseIndexFile(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	idx, err := parseBaseIndices(path, raw)
-	if err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(raw)
-	f := &BaseFile{Path: path, SHA256: hex.EncodeToString(sum[:]), Indices: idx}
-	for _, line := range bytes.Split(raw, []byte("\n")) {
-		if h, ok := bytes.CutPrefix(line, []byte(BaseFileMarker)); ok {
-			var hdr BaseFileHeader
-			dec := json.NewDecoder(bytes.NewReader(h))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&hdr); err != nil {
-				return nil, fmt.Errorf("%s: select-base header: %w", path, err)
-			}
-			if hdr.Strategy == "" {
-				return nil, fmt.Errorf("%s: select-base header names no strategy", path)
-			}
-			f.Header = &hdr
-			break
-		}
-	}
-	return f, nil
-}
-
-// FormatBaseFile is the text of an index file: the header line, a comment line per entry
-// of notes, then one index per line with its class as a comment.
-func FormatBaseFile(h BaseFileHeader, notes []string, indices, classes []int64) ([]byte, error) {
-	if len(classes) != len(indices) {
-		return nil, fmt.Errorf("%d classes for %d indices", len(classes), len(indices))
-	}
-	hj, err := json.Marshal(h)
-	if err != nil {
-		return nil, err
-	}
-	if bytes.ContainsAny(hj, "\n") {
-		return nil, fmt.Errorf("select-base header spans lines")
-	}
-	var b bytes.Buffer
-	b.WriteString(BaseFileMarker)
-	b.Write(hj)
-	b.WriteByte('\n')
-	for _, n := range notes {
-		for _, line := range strings.Split(n, "\n") {
-			b.WriteString("# " + line + "\n")
-		}
-	}
-	for i, v := range indices {
-		fmt.Fprintf(&b, "%d  # class %d\n", v, classes[i])
-	}
-	return b.Bytes(), nil
-}
-
 // WithBaseFile says that cfg.BaseIndices were read from f: the run checks that they are
 // f's indices and, when f has a select-base header, that it was chosen from the run's
 // source dataset under the run's base seed and validation size, and records the file,
 // its SHA-256 and its strategy in Record.BaseOrigin. A resumed run without this option keeps
 // the checkpoint's record of the file.
-func WithBaseFile(f *BaseFile) RunOption { return func(o *runOptions) { o.baseFile = f } }
+func WithBaseFile(f *data.BaseFile) RunOption { return func(o *runOptions) { o.baseFile = f } }
 
 // CheckBaseFile checks that cfg (resolved) uses exactly f's indices, from the data f's
 // header names: the errors are *config.FieldError of base_indices (or base_seed,
 // validation_size, dataset for a header that names other data).
-func CheckBaseFile(cfg config.Config, f *BaseFile) error {
+func CheckBaseFile(cfg config.Config, f *data.BaseFile) error {
 	if !slices.Equal(cfg.BaseIndices, f.Indices) {
 		return config.FieldErrorf("base_indices", "the config's %d indices are not those of %s (%d indices)", len(cfg.BaseIndices), f.Path, len(f.Indices))
 	}
@@ -189,7 +97,7 @@ func CheckBaseFile(cfg config.Config, f *BaseFile) error {
 
 // baseOrigin is the origin of ds's base examples under cfg (resolved), with the file f
 // (may be nil) they were read from.
-func baseOrigin(cfg config.Config, ds *Data, f *BaseFile) *BaseOrigin {
+func baseOrigin(cfg config.Config, ds *Data, f *data.BaseFile) *BaseOrigin {
 	o := &BaseOrigin{Selection: cfg.BaseSelection}
 	if cfg.BaseIndices != nil {
 		o.Selection = config.SelectGiven

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
@@ -53,7 +54,7 @@ type runOptions struct {
 	group         *dist.Group
 	learn         func(*runData) ([]learnable, error) // nil: the labels (tests give others)
 	saveModels    string
-	baseFile      *BaseFile
+	baseFile      *data.BaseFile
 }
 
 // RunOption configures one Distill call.

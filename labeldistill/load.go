@@ -4,22 +4,17 @@ package labeldistill
 // target (and source) dataset, split it, select the base examples, record checksums.
 
 import (
-	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"unicode"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
-	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
 // LoadData reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their
@@ -115,18 +110,6 @@ func checkBalanced(labels []int64, classes int) error {
 		}
 	}
 	return nil
-}
-
-// readMagic returns the first 4 bytes of the file at path.
-func readMagic(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	b := make([]byte, 4)
-	n, err := io.ReadFull(f, b)
-	return b[:n], err
 }
 
 // LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
@@ -235,93 +218,4 @@ func fileSHA256(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// MaxDistilledBytes bounds an artifact's distilled.npz (images and labels, float32): 2 GiB
-// holds the images of 160,000 colour 32×32 base examples, more than any registered train
-// set has.
-const MaxDistilledBytes = 2 << 30
-
-// MaxBaseIndexBytes bounds a base-index file given as text or .npy: a million indices, far
-// more than the largest train set (K-49's 232,365 images).
-const MaxBaseIndexBytes = 16 << 20
-
-// ReadBaseIndices reads base-example indices (positions in the source's train file) from
-// an .npy file (one integer array), an .npz archive holding base_indices (an artifact's
-// distilled.npz), or a text file of integers separated by spaces, commas or new lines
-// ('#' starts a comment). A text or .npy file is read through MaxBaseIndexBytes, an .npz
-// archive through MaxDistilledBytes (an endless stream given as the file is an error
-// naming it and the bound).
-func ReadBaseIndices(path string) ([]int64, error) {
-	return ReadBaseIndicesContext(context.Background(), path)
-}
-
-// ReadBaseIndicesContext is ReadBaseIndices that gives up when ctx ends while a named
-// pipe given as the file waits for its writer.
-func ReadBaseIndicesContext(ctx context.Context, path string) ([]int64, error) {
-	raw, err := readBaseIndexFile(ctx, path)
-	if err != nil {
-		return nil, err
-	}
-	return parseBaseIndices(path, raw)
-}
-
-// readBaseIndexFile reads a base-index file's bytes through its bound (ReadBaseIndices).
-func readBaseIndexFile(ctx context.Context, path string) ([]byte, error) {
-	limit := int64(MaxBaseIndexBytes)
-	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() && st.Size() > limit {
-		if magic, _ := readMagic(path); bytes.HasPrefix(magic, []byte("PK\x03\x04")) {
-			limit = MaxDistilledBytes // an artifact's distilled.npz
-		}
-	}
-	return boundedread.ReadFileContext(ctx, path, limit, "base-index file")
-}
-
-// parseBaseIndices parses the bytes of the base-index file at path (ReadBaseIndices).
-func parseBaseIndices(path string, raw []byte) ([]int64, error) {
-	if bytes.HasPrefix(raw, []byte("\x93NUMPY")) || bytes.HasPrefix(raw, []byte("PK\x03\x04")) {
-		arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		arr := arc.Get("base_indices")
-		if arr == nil && len(arc.Arrays) == 1 {
-			arr = arc.Arrays[0]
-		}
-		if arr == nil {
-			return nil, fmt.Errorf("%s: no base_indices array (found %s)", path, strings.Join(arc.Names(), ", "))
-		}
-		if len(arr.Shape) != 1 {
-			return nil, fmt.Errorf("%s: base indices must be a 1-d array, got shape %v", path, arr.Shape)
-		}
-		if arr.Shape[0] == 0 {
-			return nil, fmt.Errorf("%s: its base_indices are empty: an artifact of learnt images (method dd) names no real base examples", path)
-		}
-		switch v := arr.Data.(type) {
-		case []int64:
-			return v, nil
-		case []int32:
-			out := make([]int64, len(v))
-			for i, x := range v {
-				out[i] = int64(x)
-			}
-			return out, nil
-		}
-		return nil, fmt.Errorf("%s: base indices must be int32 or int64, got %s", path, arr.DType)
-	}
-	var out []int64
-	for ln, line := range strings.Split(string(raw), "\n") {
-		line, _, _ = strings.Cut(line, "#")
-		for _, f := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
-			v, err := strconv.ParseInt(f, 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s: line %d: %q is not an integer index", path, ln+1, f)
-			}
-			out = append(out, v)
-		}
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("%s: no indices", path)
-	}
-	return out, nil
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
 func sharedDataDir(t testing.TB) string {
@@ -87,7 +86,7 @@ func TestBaseIndicesReproduceRun(t *testing.T) {
 	if err := os.WriteFile(path, []byte("# from a run\n"+text+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	idx, err := ReadBaseIndices(path)
+	idx, err := data.ReadBaseIndices(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,40 +122,5 @@ func TestBaseIndicesReproduceRun(t *testing.T) {
 	bad.BaseIndices, bad.BaseExamples = []int64{3, 4}, 3
 	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "lists 2") {
 		t.Errorf("count mismatch: got %v", err)
-	}
-}
-
-func TestReadBaseIndicesFormats(t *testing.T) {
-	dir := t.TempDir()
-	want := []int64{4, 8, 15, 16, 23, 42}
-	arr, err := npz.New("base_indices", []int{len(want)}, want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, _ := npz.New("labels", []int{1}, []float32{1})
-	for name, arrays := range map[string][]*npz.Array{"a.npz": {other, arr}, "b.npy": {arr}} {
-		path := filepath.Join(dir, name)
-		if name == "b.npy" {
-			f, _ := os.Create(path)
-			if err := npz.WriteNPY(f, arr); err != nil {
-				t.Fatal(err)
-			}
-			f.Close()
-		} else if err := npz.WriteFile(path, arrays); err != nil {
-			t.Fatal(err)
-		}
-		got, err := ReadBaseIndices(path)
-		if err != nil || !slices.Equal(got, want) {
-			t.Errorf("%s: got %v, %v", name, got, err)
-		}
-	}
-	text := filepath.Join(dir, "c.txt")
-	os.WriteFile(text, []byte("4,8\n15 16 # comment\n23\n42\n"), 0o644)
-	if got, err := ReadBaseIndices(text); err != nil || !slices.Equal(got, want) {
-		t.Errorf("text: got %v, %v", got, err)
-	}
-	os.WriteFile(text, []byte("4 x\n"), 0o644)
-	if _, err := ReadBaseIndices(text); err == nil || !strings.Contains(err.Error(), `line 1: "x"`) {
-		t.Errorf("bad text: got %v", err)
 	}
 }

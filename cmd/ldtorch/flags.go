@@ -16,8 +16,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // flagNames renames the flags of a few Config fields (json name → flag name); the json name
@@ -261,7 +261,7 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 				}
 				// Read once (a named pipe gives its bytes once): distill records the file
 				// with the run from baseFileRead.
-				bf, err := labeldistill.ReadBaseFileContext(c.Context, path)
+				bf, err := data.ReadBaseFileContext(c.Context, path)
 				if err != nil && c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
 					return err
 				}
@@ -290,8 +290,8 @@ func applyConfigFlags(c *cli.Context, cfg *config.Config) error {
 const baseFileKey = "base-indices file"
 
 // baseFileRead returns the --base-indices file applyConfigFlags read, nil when none.
-func baseFileRead(c *cli.Context) *labeldistill.BaseFile {
-	bf, _ := c.App.Metadata[baseFileKey].(*labeldistill.BaseFile)
+func baseFileRead(c *cli.Context) *data.BaseFile {
+	bf, _ := c.App.Metadata[baseFileKey].(*data.BaseFile)
 	return bf
 }
 

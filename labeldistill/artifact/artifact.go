@@ -321,7 +321,7 @@ type Artifact struct {
 // finite probability rows (non-negative, summing to 1 within 1e-3).
 func Read(dir string) (*Artifact, error) {
 	path := filepath.Join(dir, DistilledFile)
-	raw, err := boundedread.ReadRegularFile(path, labeldistill.MaxDistilledBytes, "distilled data file")
+	raw, err := boundedread.ReadRegularFile(path, data.MaxDistilledBytes, "distilled data file")
 	if err != nil {
 		return nil, err
 	}

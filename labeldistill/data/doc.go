@@ -1,6 +1,7 @@
 // Package data is ldtorch's data layer: it reads the datasets of the paper from their
 // published file formats, verifies them against a registry of checksums, splits and
-// normalises them into contiguous float32 buffers, and selects base examples. It is pure
+// normalises them into contiguous float32 buffers, selects base examples, and reads and
+// writes base-index files (basefile.go: the indices of chosen base examples). It is pure
 // Go (no cgo, no tensors); callers turn a Split's buffers into tensors.
 //
 // # Formats

@@ -375,7 +375,7 @@ func TestWriteRead(t *testing.T) {
 	if err := sel.Write(path); err != nil {
 		t.Fatal(err)
 	}
-	f, err := labeldistill.ReadBaseFile(path)
+	f, err := data.ReadBaseFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
