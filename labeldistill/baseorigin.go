@@ -46,7 +46,11 @@ func (o *BaseOrigin) Describe() string {
 		if o.Strategy != "" {
 			fmt.Fprintf(&b, ", chosen by select-base strategy %s", o.Strategy)
 			if len(o.Settings) > 0 && string(o.Settings) != "{}" && string(o.Settings) != "null" {
-				fmt.Fprintf(&b, " %s", o.Settings)
+				// As read back from an indented report.json the settings span lines.
+				var one bytes.Buffer
+				if json.Compact(&one, o.Settings) == nil {
+					fmt.Fprintf(&b, " %s", one.Bytes())
+				}
 			}
 		}
 		if o.File != "" {
@@ -117,6 +121,9 @@ func ReadBaseFileContext(ctx context.Context, path string) (*BaseFile, error) {
 			}
 			if hdr.Strategy == "" {
 				return nil, fmt.Errorf("%s: select-base header names no strategy", path)
+			}
+			if hdr.BaseExamples != len(idx) {
+				return nil, fmt.Errorf("%s: the select-base header says %d base examples, the file lists %d indices", path, hdr.BaseExamples, len(idx))
 			}
 			f.Header = &hdr
 			break

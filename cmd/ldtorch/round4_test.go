@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/selectbase"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
@@ -154,4 +155,40 @@ func TestSelectBaseOneWriter(t *testing.T) {
 		t.Fatalf("select-base random: exit %d\n%s", r.code, r.stderr)
 	}
 	noFile(t, other+".progress")
+}
+
+// TestBaseFileHeaderAndGrid: an index file whose select-base header names another count
+// than it lists is refused naming the file; a grid's damaged base_file is named without
+// the hint to make it (which is for a missing one).
+func TestBaseFileHeaderAndGrid(t *testing.T) {
+	dir := t.TempDir()
+	idx := []int64{1, 3, 5, 7, 2, 0, 13, 15, 17, 4}
+	text, err := labeldistill.FormatBaseFile(labeldistill.BaseFileHeader{Strategy: "random", Dataset: "mnist", BaseExamples: 20,
+		BaseSeed: 1234, ValidationSize: 10000}, nil, idx, []int64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := filepath.Join(dir, "edited.txt")
+	if err := os.WriteFile(edited, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := hostileRun(t, time.Minute, "distill", "--dataset", "mnist", "--base", "10", "--base-indices", edited, "--dry-run")
+	wantOneLine(t, r, exitUsage, "--base-indices", edited, "header says 20 base examples, the file lists 10")
+
+	shared := sharedDatasets(t)
+	damaged := filepath.Join(dir, "damaged.txt")
+	if err := os.WriteFile(damaged, text[:strings.IndexByte(string(text), '\n')+1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		file, want string
+		hint       bool
+	}{{damaged, "no indices", false}, {filepath.Join(dir, "missing.txt"), "no such file", true}} {
+		grid := tinyGrid(t, dir, func(g map[string]any) { g["base_file"] = c.file })
+		r := hostileRun(t, time.Minute, "sweep", "--data-dir", shared, "--grid", grid, "--out", filepath.Join(dir, "sweep"), "--quiet")
+		wantOneLine(t, r, -1, "base_file", c.file, c.want)
+		if strings.Contains(r.stderr, "make it with") != c.hint {
+			t.Errorf("%s: the hint to make it: %q", c.file, r.stderr)
+		}
+	}
 }
