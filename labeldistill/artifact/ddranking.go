@@ -245,11 +245,14 @@ type DDRankingRun struct {
 type DDRankingResult struct {
 	Protocol       string `json:"protocol"`
 	LdtorchVersion string `json:"ldtorch_version"`
-	Dataset        string `json:"dataset"`
-	Arch           string `json:"arch"`
-	Seed           int64  `json:"seed"`
-	Models         int    `json:"models"`
-	Device         string `json:"device"`
+	// DistilledSHA256 is the SHA-256 of the distilled.npz evaluated, as its report.json
+	// records it (absent without a report): report shows the evaluation only beside it.
+	DistilledSHA256 string `json:"distilled_sha256,omitempty"`
+	Dataset         string `json:"dataset"`
+	Arch            string `json:"arch"`
+	Seed            int64  `json:"seed"`
+	Models          int    `json:"models"`
+	Device          string `json:"device"`
 	// AccuracyUnit says that every accuracy and score here is a fraction in [0, 1].
 	AccuracyUnit string `json:"accuracy_unit"`
 	// HLR, IOR and Score are the means over the runs (DD-Ranking's reported numbers), with
@@ -363,6 +366,9 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	res := &DDRankingResult{Protocol: ProtocolDDRanking, LdtorchVersion: labeldistill.Version, Dataset: dc.Dataset, Arch: dc.Arch,
 		Seed: dc.Seed, Models: dc.Models, Device: dc.Device, AccuracyUnit: "fraction (0 to 1) of the test split classified correctly",
 		Recipe: e.syn, FullDataRecipe: e.full}
+	if art.Report != nil && art.Report.Distilled != nil {
+		res.DistilledSHA256 = art.Report.Distilled.SHA256
+	}
 
 	// The full-data model: HLR's reference accuracy and the teacher of the random images.
 	teacher, full, err := e.fullData(d, fx, fy)
