@@ -131,7 +131,7 @@ func (dc DDRankingConfig) Resolved(art *Artifact) (DDRankingConfig, error) {
 	}
 	s := art.Shape
 	if _, err := nets.New(dc.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
-		return dc, config.FieldErrorf("arch", "%s: %s", dc.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+		return dc, config.FieldErrorf("arch", "%s", strings.TrimPrefix(err.Error(), "nets: "))
 	}
 	return dc, nil
 }
