@@ -6,6 +6,7 @@ package labeldistill
 // file format is labeldistill/data's BaseFile).
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -44,7 +45,11 @@ func (o *BaseOrigin) Describe() string {
 		if o.Strategy != "" {
 			fmt.Fprintf(&b, ", chosen by select-base strategy %s", o.Strategy)
 			if len(o.Settings) > 0 && string(o.Settings) != "{}" && string(o.Settings) != "null" {
-				fmt.Fprintf(&b, " %s", o.Settings)
+				// As read back from an indented report.json the settings span lines.
+				var one bytes.Buffer
+				if json.Compact(&one, o.Settings) == nil {
+					fmt.Fprintf(&b, " %s", one.Bytes())
+				}
 			}
 		}
 		if o.File != "" {

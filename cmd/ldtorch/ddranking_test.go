@@ -68,7 +68,7 @@ func TestEvaluateDDRanking(t *testing.T) {
 		t.Errorf("--augment mixup: exit %d: %s", r.code, r.stderr)
 	}
 	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "alexnet", "--cache-dir", cache)
-	if r.code != exitUsage || !strings.Contains(r.stderr, "--arch") {
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--arch alexnet: alexnet takes 32×32 images, got 28×28") {
 		t.Errorf("--arch alexnet on MNIST: exit %d: %s", r.code, r.stderr)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/selectbase"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func (e *env) selectBaseCommand() *cli.Command {
@@ -101,9 +103,23 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (select-base takes only flags)", c.Args().First())
 	}
-	for _, f := range []string{"candidates", "repeats", "feature-epochs"} {
-		if n := c.Int(f); n < 1 || n > maxIntFlag {
-			return usageErrorf("--%s: must be between 1 and %d, got %d", f, maxIntFlag, n)
+	// The bounds are the library's (selectbase.Options); checked here before any data is read.
+	for _, f := range []struct {
+		name string
+		max  int
+		why  string
+	}{
+		{"candidates", config.MaxSelectCandidates, selectbase.WhyCandidates},
+		{"repeats", config.MaxEvalModels, selectbase.WhyRepeats},
+		{"feature-epochs", config.MaxEvalEpochs, selectbase.WhyFeatureEpochs},
+	} {
+		if err := countFlag(f.name, c.Int(f.name), 1, f.max, f.why); err != nil {
+			return err
+		}
+	}
+	if c.IsSet("max-steps") {
+		if err := countFlag("max-steps", c.Int("max-steps"), 1, config.MaxTrainSteps, config.WhySteps); err != nil {
+			return err
 		}
 	}
 	if n := c.Int("base"); n < 1 || n > maxIntFlag {
@@ -174,6 +190,28 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	if err := checkWritable(cfg.Out); err != nil {
 		return err
 	}
+	// One selection into out at a time, whatever the strategy: its lock is in
+	// FILE.progress, taken before anything at out or in that folder is read, replaced or
+	// removed (a second run with --overwrite must not wipe the candidates of a running one).
+	_, perr := os.Lstat(progressDir)
+	ownProgress := errors.Is(perr, fs.ErrNotExist) // made by this run: removed when it ends
+	if err := checkWritable(progressDir); err != nil {
+		return err
+	}
+	unlock, err := lockOut("--out", progressDir)
+	if err != nil {
+		if ownProgress {
+			os.RemoveAll(progressDir)
+		}
+		return err
+	}
+	keepProgress := false // the paper strategy's finished candidates, kept for the next run
+	defer func() {
+		if ownProgress && !keepProgress {
+			os.RemoveAll(progressDir)
+		}
+		unlock()
+	}()
 	if _, statErr := os.Lstat(out); statErr == nil && !c.Bool("overwrite") {
 		prev, rerr := selectbase.ReadSelection(out)
 		if rerr == nil {
@@ -186,20 +224,11 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 		}
 		return usageErrorf("--out: %s already exists (%v); choose another --out or give --overwrite", out, rerr)
 	}
-	if opts.ProgressDir != "" {
-		if c.Bool("overwrite") {
-			if err := os.RemoveAll(progressDir); err != nil {
-				return failuref("--overwrite: cannot remove %s: %v", progressDir, err)
-			}
+	if c.Bool("overwrite") {
+		if err := clearProgress(progressDir); err != nil {
+			return failuref("--overwrite: %v", err)
 		}
-		if err := checkWritable(progressDir); err != nil {
-			return err
-		}
-		unlock, err := lockOut("--out", progressDir)
-		if err != nil {
-			return err
-		}
-		defer unlock()
+		ownProgress = true
 	}
 	quiet := c.Bool("quiet")
 	if !quiet {
@@ -221,6 +250,7 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 			fmt.Fprintln(e.stderr, line)
 		}
 	}
+	keepProgress = opts.ProgressDir != ""
 	sel, err := selectbase.Select(c.Context, cfg, opts)
 	if err != nil {
 		if c.Context.Err() != nil || errors.Is(err, context.Canceled) {
@@ -239,10 +269,25 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	if err := sel.Write(out); err != nil {
 		return failuref("%v", err)
 	}
-	if opts.ProgressDir != "" {
-		os.RemoveAll(progressDir) // every score is in the JSON record now
-	}
+	keepProgress, ownProgress = false, true // every score is in the JSON record now
 	return printSelection(e.stdout, sel, out)
+}
+
+// clearProgress removes everything in the progress folder dir but its lock file.
+func clearProgress(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, en := range entries {
+		if en.Name() == atomicfile.LockFile {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, en.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // settingsText is a strategy's settings in words.

@@ -198,6 +198,11 @@ func TestDistillRecordsSelection(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "base examples: given, chosen by select-base strategy kmeans") || !strings.Contains(r.stdout, hex.EncodeToString(sum[:])) {
 		t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// One line, with the settings as read back from the indented report.json.
+	if line, _, _ := strings.Cut(r.stdout[strings.Index(r.stdout, "base examples:"):], "\n"); !strings.Contains(line, `"space":"pixels"`) ||
+		!strings.Contains(line, hex.EncodeToString(sum[:])) {
+		t.Errorf("report: the base examples are not described on one line: %q", line)
+	}
 	// Extended by a resume that does not name the file: the record keeps it.
 	if r := ldtorch(t, nil, "distill", "--resume", out, "--epochs", "2", "--quiet"); r.code != 0 {
 		t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)

@@ -125,7 +125,7 @@ func (dc DDRankingConfig) Resolved(art *Artifact) (DDRankingConfig, error) {
 	}
 	s := art.Shape
 	if _, err := nets.New(dc.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
-		return dc, config.FieldErrorf("arch", "%s: %s", dc.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+		return dc, config.FieldErrorf("arch", "%s", strings.TrimPrefix(err.Error(), "nets: "))
 	}
 	return dc, nil
 }
@@ -239,11 +239,14 @@ type DDRankingRun struct {
 type DDRankingResult struct {
 	Protocol       string `json:"protocol"`
 	LdtorchVersion string `json:"ldtorch_version"`
-	Dataset        string `json:"dataset"`
-	Arch           string `json:"arch"`
-	Seed           int64  `json:"seed"`
-	Models         int    `json:"models"`
-	Device         string `json:"device"`
+	// DistilledSHA256 is the SHA-256 of the distilled.npz evaluated, as its report.json
+	// records it (absent without a report): report shows the evaluation only beside it.
+	DistilledSHA256 string `json:"distilled_sha256,omitempty"`
+	Dataset         string `json:"dataset"`
+	Arch            string `json:"arch"`
+	Seed            int64  `json:"seed"`
+	Models          int    `json:"models"`
+	Device          string `json:"device"`
 	// AccuracyUnit says that every accuracy and score here is a fraction in [0, 1].
 	AccuracyUnit string `json:"accuracy_unit"`
 	// HLR, IOR and Score are the means over the runs (DD-Ranking's reported numbers), with

@@ -7,6 +7,7 @@ package artifact
 // data) is never used: a changed recipe trains a new model.
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,7 +15,6 @@ import (
 	"fmt"
 	"hash"
 	"math"
-	"os"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -209,7 +209,7 @@ func writeFullData(jsonPath, npzPath string, key fullDataKey, r DDRankingFullDat
 // parameters must be the file it names, with the network's names and shapes.
 func (e *ddrEval) readFullData(jsonPath, npzPath string, key fullDataKey) (*train.Models, DDRankingFullData, error) {
 	none := DDRankingFullData{}
-	b, err := boundedread.ReadFile(jsonPath, 1<<20, "a full-data cache entry")
+	b, err := boundedread.ReadRegularFile(jsonPath, 1<<20, "a full-data cache entry")
 	if err != nil {
 		return nil, none, errNoCache
 	}
@@ -222,10 +222,16 @@ func (e *ddrEval) readFullData(jsonPath, npzPath string, key fullDataKey) (*trai
 	if string(want) != string(got) || math.IsNaN(entry.Result.Accuracy) || entry.Result.Accuracy < 0 || entry.Result.Accuracy > 1 {
 		return nil, none, errNoCache
 	}
-	if sum, err := fileSHA256(npzPath); err != nil || sum != entry.ParamsSHA256 {
+	// Read once, through a bound: a device or an endless stream put in place of the
+	// parameters is a missing entry, not an out-of-memory crash.
+	raw, err := boundedread.ReadRegularFile(npzPath, data.MaxDistilledBytes, "full-data cache file")
+	if err != nil {
 		return nil, none, errNoCache
 	}
-	arc, err := npz.ReadFile(npzPath)
+	if sum := sha256.Sum256(raw); hex.EncodeToString(sum[:]) != entry.ParamsSHA256 {
+		return nil, none, errNoCache
+	}
+	arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
 	if err != nil {
 		return nil, none, errNoCache
 	}
@@ -262,9 +268,9 @@ func (e *ddrEval) readFullData(jsonPath, npzPath string, key fullDataKey) (*trai
 	return m, entry.Result, nil
 }
 
-// fileSHA256 is the hex SHA-256 of a file's bytes.
+// fileSHA256 is the hex SHA-256 of a file's bytes (the parameters just written).
 func fileSHA256(path string) (string, error) {
-	b, err := os.ReadFile(path)
+	b, err := boundedread.ReadRegularFile(path, data.MaxDistilledBytes, "full-data cache file")
 	if err != nil {
 		return "", err
 	}

@@ -111,6 +111,9 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	res := &DDRankingResult{Protocol: ProtocolDDRanking, LdtorchVersion: labeldistill.Version, Dataset: dc.Dataset, Arch: dc.Arch,
 		Seed: dc.Seed, Models: dc.Models, Device: dc.Device, AccuracyUnit: "fraction (0 to 1) of the test split classified correctly",
 		Recipe: e.syn, FullDataRecipe: e.full}
+	if art.Report != nil && art.Report.Distilled != nil {
+		res.DistilledSHA256 = art.Report.Distilled.SHA256
+	}
 
 	// The full-data model: HLR's reference accuracy and the teacher of the random images.
 	teacher, full, err := e.fullData(d, fx, fy)

@@ -37,6 +37,10 @@ const MaxGridCells = 1000
 // architectures): each trains M models.
 const MaxStudySettings = 200
 
+// MaxSelectCandidates bounds select-base's paper strategy candidates: each is a base set
+// trained --repeats times up to its max steps; the paper draws 50.
+const MaxSelectCandidates = 10_000
+
 // MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
 // only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
 // threads).

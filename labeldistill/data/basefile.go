@@ -180,6 +180,9 @@ func ReadBaseFileContext(ctx context.Context, path string) (*BaseFile, error) {
 			if hdr.Strategy == "" {
 				return nil, fmt.Errorf("%s: select-base header names no strategy", path)
 			}
+			if hdr.BaseExamples != len(idx) {
+				return nil, fmt.Errorf("%s: the select-base header says %d base examples, the file lists %d indices", path, hdr.BaseExamples, len(idx))
+			}
 			f.Header = &hdr
 			break
 		}

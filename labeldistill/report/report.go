@@ -140,6 +140,11 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if res.DDRanking, err = readDDRanking(dir); err != nil {
 		return nil, err
 	}
+	if r := res.DDRanking; r != nil && r.DistilledSHA256 != "" && rep.Distilled != nil && r.DistilledSHA256 != rep.Distilled.SHA256 {
+		res.Notes = append(res.Notes, fmt.Sprintf("%s/%s evaluated another distilled.npz (sha256 %s, this artifact's %s): not shown",
+			artifact.EvaluationsFolder, artifact.DDRankingFile, r.DistilledSHA256[:min(12, len(r.DistilledSHA256))], rep.Distilled.SHA256[:min(12, len(rep.Distilled.SHA256))]))
+		res.DDRanking = nil
+	}
 	figDir := filepath.Join(dir, FiguresDir)
 	if err := os.MkdirAll(figDir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
@@ -488,7 +493,7 @@ func BaseOrigin(rep *artifact.Report) string {
 // readDDRanking reads dir/evaluations/ddranking.json, nil when there is none.
 func readDDRanking(dir string) (*artifact.DDRankingResult, error) {
 	path := filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile)
-	b, err := boundedread.ReadFile(path, 16<<20, "a benchmark evaluation")
+	b, err := boundedread.ReadRegularFile(path, 16<<20, "benchmark evaluation")
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

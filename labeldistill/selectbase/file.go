@@ -115,6 +115,9 @@ func Plan(cfg config.Config, o Options, dataSHA256 map[string]string) (*Selectio
 	if cfg, err = cfg.Resolved(); err != nil {
 		return nil, err
 	}
+	if err := checkMaxSteps(o, cfg); err != nil {
+		return nil, err
+	}
 	sel := &Selection{Strategy: o.Strategy, Dataset: cfg.Dataset, BaseExamples: cfg.BaseExamples, Seed: cfg.Seed,
 		BaseSeed: cfg.BaseSelectionSeed(), ValidationSize: cfg.ValidationSize, DataSHA256: dataSHA256, Settings: settings(o, cfg)}
 	sel.Fingerprint = fingerprint(sel)

@@ -92,10 +92,28 @@ func (s *selector) loadProgress(cands []Candidate, grid []int) (map[int]bool, er
 			s.note(Progress{Phase: "candidate", Message: fmt.Sprintf("warning: %s has another shape of scores; training it again", path)})
 			continue
 		}
+		if v, bad := badAccuracy(f.Accuracies); bad {
+			// An edited or damaged file would otherwise take part in the choice (an accuracy
+			// of 1e308 % always wins).
+			s.note(Progress{Phase: "candidate", Message: fmt.Sprintf("warning: %s has an accuracy of %g %%, outside 0 to 100; training it again", path, v)})
+			continue
+		}
 		cands[k].Accuracies = f.Accuracies
 		done[k] = true
 	}
 	return done, nil
+}
+
+// badAccuracy returns the first accuracy (%) outside 0 … 100.
+func badAccuracy(accs [][]float64) (float64, bool) {
+	for _, a := range accs {
+		for _, v := range a {
+			if !(v >= 0 && v <= 100) {
+				return v, true
+			}
+		}
+	}
+	return 0, false
 }
 
 // paper runs the paper strategy.

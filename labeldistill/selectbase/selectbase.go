@@ -205,6 +205,13 @@ func settings(o Options, cfg config.Config) Settings {
 	return Settings{}
 }
 
+// What the bounds of Options protect, for their messages.
+const (
+	WhyCandidates    = "each is a base set trained --repeats times"
+	WhyRepeats       = "the repeats of a candidate train together, one model each"
+	WhyFeatureEpochs = "each epoch trains the feature network on the whole target set once"
+)
+
 // withDefaults fills o's zero values and checks them.
 func (o Options) withDefaults() (Options, error) {
 	if o.Candidates == 0 {
@@ -219,12 +226,15 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case !slices.Contains(Strategies, o.Strategy):
 		return o, &UsageError{"strategy", fmt.Sprintf("unknown strategy %q (want one of %v)", o.Strategy, Strategies)}
-	case o.Candidates < 1:
-		return o, &UsageError{"candidates", fmt.Sprintf("must be at least 1, got %d", o.Candidates)}
-	case o.Repeats < 1:
-		return o, &UsageError{"repeats", fmt.Sprintf("must be at least 1, got %d", o.Repeats)}
-	case o.FeatureEpochs < 1:
-		return o, &UsageError{"feature_epochs", fmt.Sprintf("must be at least 1, got %d", o.FeatureEpochs)}
+	case o.Candidates < 1 || o.Candidates > config.MaxSelectCandidates:
+		return o, &UsageError{"candidates", config.CountMessage(int64(o.Candidates), 1, config.MaxSelectCandidates,
+			WhyCandidates)}
+	case o.Repeats < 1 || o.Repeats > config.MaxEvalModels:
+		return o, &UsageError{"repeats", config.CountMessage(int64(o.Repeats), 1, config.MaxEvalModels,
+			WhyRepeats)}
+	case o.FeatureEpochs < 1 || o.FeatureEpochs > config.MaxEvalEpochs:
+		return o, &UsageError{"feature_epochs", config.CountMessage(int64(o.FeatureEpochs), 1, config.MaxEvalEpochs,
+			WhyFeatureEpochs)}
 	case o.Group != nil && o.Group.Size() > 1 && o.Strategy != Paper:
 		return o, &UsageError{"strategy", fmt.Sprintf("only the paper strategy spreads its work over ranks, not %s", o.Strategy)}
 	}
@@ -265,6 +275,9 @@ func selectBase(ctx context.Context, cfg config.Config, o Options) (*Selection, 
 	// The whole target set; the balanced checks are Select's own (naming base_examples).
 	cfg.TargetSetSize, cfg.BaseIndices, cfg.BaseSelection = 0, nil, config.SelectUnbalanced
 	if cfg, err = cfg.Resolved(); err != nil {
+		return nil, err
+	}
+	if err := checkMaxSteps(o, cfg); err != nil {
 		return nil, err
 	}
 	if cfg.IsCrossDataset() {
@@ -507,6 +520,15 @@ func (s *selector) upload(sp *data.Split, table bool) (x, y *torch.Tensor, err e
 		y = moved
 	}
 	return x, y, err
+}
+
+// checkMaxSteps bounds the paper strategy's training (baseline_max_steps, its --max-steps)
+// as every fresh model's steps are bounded.
+func checkMaxSteps(o Options, cfg config.Config) error {
+	if o.Strategy != Paper {
+		return nil
+	}
+	return config.CheckCount("baseline_max_steps", int64(cfg.BaselineMaxSteps), 1, config.MaxTrainSteps, config.WhySteps)
 }
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }

@@ -209,7 +209,10 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 			return err
 		}
 		if st == CellNeedsBase {
-			return fmt.Errorf("cell %s: base_file: %v (make it with ldtorch select-base --out %s)", c.ID, c.BaseFileErr, c.BaseFilePath)
+			if errors.Is(c.BaseFileErr, os.ErrNotExist) {
+				return fmt.Errorf("cell %s: base_file: %v (make it with ldtorch select-base --out %s)", c.ID, c.BaseFileErr, c.BaseFilePath)
+			}
+			return fmt.Errorf("cell %s: base_file: %v", c.ID, c.BaseFileErr)
 		}
 		states[c.ID] = st
 		todo = append(todo, c)
