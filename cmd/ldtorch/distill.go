@@ -159,22 +159,37 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 		// setting the checks blame because of it (another --dataset makes the recorded
 		// base_selection invalid for a cross-dataset run). (When the settings are valid,
 		// the resume itself compares them, resolved.)
-		if conflicts := config.ResumeConflicts(ckCfg, cfg); len(conflicts) > 0 {
-			var lines []string
-			for _, d := range config.DiffDetails(ckCfg, cfg) {
-				name, _, _ := strings.Cut(d, ":")
-				if slices.Contains(conflicts, name) {
-					lines = append(lines, d)
-				}
-			}
-			return cfg, src, usageErrorf("--resume: the run in %s has other settings (checkpoint -> now): %s; a resume continues the same run (start a new one with another --out)",
-				c.String("resume"), strings.Join(lines, "; "))
+		if err := resumeConflicts(c.String("resume"), ckCfg, cfg); err != nil {
+			return cfg, src, err
 		}
 	}
 	if err != nil {
 		return cfg, src, configError(err, src)
 	}
+	if resuming { // refused here, before the run announces itself (Distill checks again)
+		if err := resumeConflicts(c.String("resume"), ckCfg, resolved); err != nil {
+			return cfg, src, err
+		}
+	}
 	return resolved, src, nil
+}
+
+// resumeConflicts is the usage error naming the settings of now that the checkpointed run
+// in dir does not share (config.ResumeConflicts), nil when there are none.
+func resumeConflicts(dir string, checkpointed, now config.Config) error {
+	conflicts := config.ResumeConflicts(checkpointed, now)
+	if len(conflicts) == 0 {
+		return nil
+	}
+	var lines []string
+	for _, d := range config.DiffDetails(checkpointed, now) {
+		name, _, _ := strings.Cut(d, ":")
+		if slices.Contains(conflicts, name) {
+			lines = append(lines, d)
+		}
+	}
+	return usageErrorf("--resume: the run in %s has other settings (checkpoint -> now): %s; a resume continues the same run (start a new one with another --out)",
+		dir, strings.Join(lines, "; "))
 }
 
 // checkWritable creates dir if needed and proves it writable (atomicfile.EnsureWritableDir).

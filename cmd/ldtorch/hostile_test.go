@@ -504,6 +504,8 @@ func TestHostileNothingLost(t *testing.T) {
 		{"device cuda", exitUsage, tinyDistill(shared, out, "--quiet", "--device", "cuda"), []string{"--device", "CUDA"}},
 		{"resume from a folder without checkpoints", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", noCkpt), []string{"--resume"}},
 		{"resume with other settings", exitUsage, tinyDistill(shared, out, "--quiet", "--resume", out, "--label-lr", "0.5"), []string{"--resume", "label_lr"}},
+		// Refused before the run announces itself (no "will be replaced" line first).
+		{"resume with other settings, not quiet", exitUsage, tinyDistill(shared, out, "--resume", out, "--label-lr", "0.5"), []string{"--resume", "label_lr"}},
 		{"non-finite labels", 1, tinyDistill(shared, out, "--quiet", "--label-lr", "1e308", "--checkpoint-every", "-1", "--overwrite"), []string{"non-finite", "meta-step 1"}},
 	}
 	for _, c := range cases {
