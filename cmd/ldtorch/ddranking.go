@@ -4,8 +4,6 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -81,30 +79,11 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 		dc.Models, dc.Arch, art.Shape[0], art.Shape[0], syn.Epochs, len(syn.LRs), d.TargetSet.N, full.Epochs, dc.CacheDir,
 		d.Validation.N, d.Test.N, cfg.Dataset)
 	res, err := artifact.EvaluateDDRanking(c.Context, art, d, dc)
-	if err == nil && c.Context.Err() != nil {
-		err = c.Context.Err()
-	}
-	if err != nil {
-		if c.Context.Err() != nil {
-			return &exitError{code: exitInterrupted, msg: "interrupted"}
-		}
-		var de *labeldistill.DivergedError
-		if errors.As(err, &de) {
-			return failuref("%s", divergedMessage(de))
-		}
-		var fe *config.FieldError
-		if errors.As(err, &fe) {
-			return evaluateError(err, dir, c)
-		}
+	if err := evaluationError(c, dir, err); err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s\n", b)
-		return nil
+		return printJSON(e.stdout, res)
 	}
 	cached := ""
 	if res.FullData.Cached {

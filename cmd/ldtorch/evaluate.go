@@ -231,30 +231,11 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	pr.note("training %d %s models (%s) for %s steps on %d distilled examples; testing on %d %s test images",
 		ec.Models, arch, how, steps, art.Shape[0], test.N, cfg.Dataset)
 	res, err := artifact.Evaluate(c.Context, art, test, ec)
-	if err == nil && c.Context.Err() != nil {
-		err = c.Context.Err()
-	}
-	if err != nil {
-		if c.Context.Err() != nil {
-			return &exitError{code: exitInterrupted, msg: "interrupted"}
-		}
-		var de *labeldistill.DivergedError
-		if errors.As(err, &de) {
-			return failuref("%s", divergedMessage(de))
-		}
-		var fe *config.FieldError
-		if errors.As(err, &fe) {
-			return evaluateError(err, dir, c)
-		}
+	if err := evaluationError(c, dir, err); err != nil {
 		return err
 	}
 	if c.Bool("json") {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(e.stdout, "%s\n", b)
-		return nil
+		return printJSON(e.stdout, res)
 	}
 	rr := ""
 	if res.RR {
@@ -314,6 +295,40 @@ func evaluateError(err error, dir string, c *cli.Context) error {
 		return usageErrorf("--%s %s: %s", fe.Field, v, fe.Msg)
 	}
 	return usageErrorf("--%s: %s", fe.Field, fe.Msg)
+}
+
+// evaluationError maps the outcome of an evaluation under either protocol to the command's:
+// an interrupt (also one the evaluation did not notice), a diverged model, a setting the
+// artifact cannot take; nil when it succeeded.
+func evaluationError(c *cli.Context, dir string, err error) error {
+	if err == nil && c.Context.Err() != nil {
+		err = c.Context.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	if c.Context.Err() != nil {
+		return &exitError{code: exitInterrupted, msg: "interrupted"}
+	}
+	var de *labeldistill.DivergedError
+	if errors.As(err, &de) {
+		return failuref("%s", divergedMessage(de))
+	}
+	var fe *config.FieldError
+	if errors.As(err, &fe) {
+		return evaluateError(err, dir, c)
+	}
+	return err
+}
+
+// printJSON writes v as indented JSON and a new line (the --json output).
+func printJSON(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", b)
+	return err
 }
 
 // readArtifact reads --distilled DIR; problems are usage errors naming the flag.
