@@ -24,17 +24,19 @@ func orOne(p [2]int64) [2]int64 {
 	return p
 }
 
-// Conv2d is torch.nn.functional.conv2d; bias may be nil.
-func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
-	hx, err := x.handle("conv2d")
+// conv2dCall takes the handles and settings every 2-d convolution of the shim takes (Conv2d,
+// Conv2dDirect, Conv2dMaxPool2x2: one signature) and calls it.
+func conv2dCall(op string, x, w, bias *Tensor, o Conv2dOpts,
+	call func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, pad, dil *C.int64_t, groups C.int64_t) C.ldt_error) (*Tensor, error) {
+	hx, err := x.handle(op)
 	if err != nil {
 		return nil, err
 	}
-	hw, err := w.handle("conv2d")
+	hw, err := w.handle(op)
 	if err != nil {
 		return nil, err
 	}
-	hb, err := optHandle("conv2d", bias)
+	hb, err := optHandle(op, bias)
 	if err != nil {
 		return nil, err
 	}
@@ -44,8 +46,15 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 		groups = 1
 	}
 	var out C.ldt_tensor
-	e := C.ldt_conv2d(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
-	return result("conv2d", out, e)
+	e := call(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
+	return result(op, out, e)
+}
+
+// Conv2d is torch.nn.functional.conv2d; bias may be nil.
+func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
+	return conv2dCall("conv2d", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, pad, dil *C.int64_t, groups C.int64_t) C.ldt_error {
+		return C.ldt_conv2d(out, x, w, b, stride, pad, dil, groups)
+	})
 }
 
 // Conv2dDirect is Conv2d computed, where they apply, by the shim's direct kernels for small
@@ -56,26 +65,9 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 // on AVX2 and AVX-512 and for any thread count. Everything else, other devices included,
 // runs Conv2d.
 func Conv2dDirect(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
-	hx, err := x.handle("conv2d_direct")
-	if err != nil {
-		return nil, err
-	}
-	hw, err := w.handle("conv2d_direct")
-	if err != nil {
-		return nil, err
-	}
-	hb, err := optHandle("conv2d_direct", bias)
-	if err != nil {
-		return nil, err
-	}
-	stride, dil, pad := orOne(o.Stride), orOne(o.Dilation), o.Padding
-	groups := o.Groups
-	if groups == 0 {
-		groups = 1
-	}
-	var out C.ldt_tensor
-	e := C.ldt_conv2d_direct(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
-	return result("conv2d_direct", out, e)
+	return conv2dCall("conv2d_direct", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, pad, dil *C.int64_t, groups C.int64_t) C.ldt_error {
+		return C.ldt_conv2d_direct(out, x, w, b, stride, pad, dil, groups)
+	})
 }
 
 // Conv2dMaxPool2x2 is MaxPool2x2(Conv2dDirect(x, w, bias, o)): the same values, winners and
@@ -85,26 +77,9 @@ func Conv2dDirect(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 // gradient in the cache too, so the full-size convolution output and its gradient are never
 // written (LeNet's first layer: 19 MB each for 1024 images).
 func Conv2dMaxPool2x2(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
-	hx, err := x.handle("conv2d_max_pool2x2")
-	if err != nil {
-		return nil, err
-	}
-	hw, err := w.handle("conv2d_max_pool2x2")
-	if err != nil {
-		return nil, err
-	}
-	hb, err := optHandle("conv2d_max_pool2x2", bias)
-	if err != nil {
-		return nil, err
-	}
-	stride, dil, pad := orOne(o.Stride), orOne(o.Dilation), o.Padding
-	groups := o.Groups
-	if groups == 0 {
-		groups = 1
-	}
-	var out C.ldt_tensor
-	e := C.ldt_conv2d_max_pool2x2(&out, hx, hw, hb, int64Ptr(stride[:]), int64Ptr(pad[:]), int64Ptr(dil[:]), C.int64_t(groups))
-	return result("conv2d_max_pool2x2", out, e)
+	return conv2dCall("conv2d_max_pool2x2", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, pad, dil *C.int64_t, groups C.int64_t) C.ldt_error {
+		return C.ldt_conv2d_max_pool2x2(out, x, w, b, stride, pad, dil, groups)
+	})
 }
 
 // DirectConvISA names the kernels Conv2dDirect uses: "avx512", "avx2", or "" when they are
