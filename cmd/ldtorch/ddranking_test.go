@@ -13,8 +13,10 @@ import (
 	"testing"
 )
 
-func TestEvaluateDDRanking(t *testing.T) {
-	shared := sharedDatasets(t)
+// tinyRRArtifact distils a one-epoch LD RR artifact of 10 MNIST base examples (300 target
+// and 300 validation images) for the benchmark protocol's tests and returns its folder.
+func tinyRRArtifact(t *testing.T, shared string) string {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "run")
 	r := ldtorch(t, nil, "distill", "--data-dir", shared, "--dataset", "mnist", "--method", "rr", "--base", "10",
 		"--target-set-size", "300", "--validation-size", "300", "--epochs", "1", "--eval-models", "1",
@@ -22,6 +24,12 @@ func TestEvaluateDDRanking(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("distill: exit %d\n%s", r.code, r.stderr)
 	}
+	return out
+}
+
+func TestEvaluateDDRanking(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := tinyRRArtifact(t, shared)
 	cache := filepath.Join(t.TempDir(), "cache")
 	eval := func() map[string]any {
 		t.Helper()
@@ -63,7 +71,7 @@ func TestEvaluateDDRanking(t *testing.T) {
 			t.Errorf("%s: %v, then %v with the same seed", k, first[k], second[k])
 		}
 	}
-	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--augment", "mixup", "--cache-dir", cache)
+	r := ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--augment", "mixup", "--cache-dir", cache)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--augment") || !strings.Contains(r.stderr, "mixup") {
 		t.Errorf("--augment mixup: exit %d: %s", r.code, r.stderr)
 	}

@@ -200,13 +200,7 @@ func TestBaseFileHeaderAndGrid(t *testing.T) {
 // with a note, and names a device put in place of one.
 func TestDDRankingHostileFiles(t *testing.T) {
 	shared := sharedDatasets(t)
-	out := filepath.Join(t.TempDir(), "run")
-	r := ldtorch(t, nil, "distill", "--data-dir", shared, "--dataset", "mnist", "--method", "rr", "--base", "10",
-		"--target-set-size", "300", "--validation-size", "300", "--epochs", "1", "--eval-models", "1",
-		"--baselines", "none", "--threads", "1", "--quiet", "--out", out)
-	if r.code != 0 {
-		t.Fatalf("distill: exit %d\n%s", r.code, r.stderr)
-	}
+	out := tinyRRArtifact(t, shared)
 	cache := filepath.Join(t.TempDir(), "cache")
 	eval := func() map[string]any {
 		t.Helper()
@@ -261,7 +255,7 @@ func TestDDRankingHostileFiles(t *testing.T) {
 	if err := os.WriteFile(evalFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = hostileRun(t, time.Minute, "report", out)
+	r := hostileRun(t, time.Minute, "report", out)
 	if r.code != 0 || !strings.Contains(r.stdout, "evaluations/ddranking.json evaluated another distilled.npz (sha256 abababababab, this artifact's "+own[:12]+"): not shown") {
 		t.Errorf("report with another artifact's evaluation: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
