@@ -283,6 +283,30 @@ func (g *Grid) baseFilePath(r, c GridEntry, cfg config.Config) (string, error) {
 	return name, nil
 }
 
+// withAbsoluteBaseFiles is a copy of g whose relative base_file names are made absolute
+// (from the grid file's folder), for the copy a sweep folder keeps: a later run compares
+// its cells with the files they were distilled from, wherever that run is started.
+func (g *Grid) withAbsoluteBaseFiles() *Grid {
+	abs := func(name string) string {
+		if name == "" || filepath.IsAbs(name) {
+			return name
+		}
+		if a, err := filepath.Abs(filepath.Join(g.dir, name)); err == nil {
+			return a
+		}
+		return name
+	}
+	c := *g
+	c.BaseFile = abs(g.BaseFile)
+	c.Rows, c.Columns = slices.Clone(g.Rows), slices.Clone(g.Columns)
+	for _, axis := range []GridAxis{c.Rows, c.Columns} {
+		for i := range axis {
+			axis[i].BaseFile = abs(axis[i].BaseFile)
+		}
+	}
+	return &c
+}
+
 // overlayConfig decodes a JSON object of config keys over c, with the checks of a config
 // file (unknown or duplicate keys, wrong types).
 func overlayConfig(c config.Config, set json.RawMessage) (config.Config, error) {

@@ -131,7 +131,9 @@ func CheckGridFile(g *Grid, dir string) error {
 	if err != nil {
 		return err
 	}
-	old, err := ParseGrid(b)
+	// The copy names its base files as the grid did; a relative name (a copy written
+	// before names were stored absolute) is taken from the folder of the grid now given.
+	old, err := parseGrid(b, g.dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
@@ -151,6 +153,10 @@ func CheckGridFile(g *Grid, dir string) error {
 		o, ok := byID[c.ID]
 		if !ok {
 			continue
+		}
+		if o.BaseFilePath != "" && o.BaseFileErr != nil && o.BaseFilePath != c.BaseFilePath {
+			return fmt.Errorf("%s was run with another grid (%s): cell %s distilled the base examples of %s, which cannot be read now (%v); use another sweep folder, or name that file in %s",
+				dir, path, c.ID, o.BaseFilePath, o.BaseFileErr, path)
 		}
 		if diff := settingsDiff(o.Config, c.Config); len(diff) > 0 {
 			return fmt.Errorf("%s was run with another grid (%s): cell %s would change (%s); use another sweep folder",
@@ -220,7 +226,7 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 	if err := os.MkdirAll(filepath.Join(dir, CellsFolder), 0o755); err != nil {
 		return err
 	}
-	gj, err := json.MarshalIndent(g, "", "  ")
+	gj, err := json.MarshalIndent(g.withAbsoluteBaseFiles(), "", "  ")
 	if err != nil {
 		return err
 	}

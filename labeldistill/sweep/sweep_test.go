@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -168,6 +169,37 @@ func TestGridBaseFile(t *testing.T) {
 	}
 	if err := Run(context.Background(), g, dir, Options{Columns: []string{"10"}}); err != nil {
 		t.Fatal(err)
+	}
+	// The folder keeps the grid with its base files named absolute, and running the grid
+	// again (from another folder than the grid's: the test's) finds the cell finished.
+	if b, err := os.ReadFile(filepath.Join(dir, GridFile)); err != nil || !strings.Contains(string(b), filepath.Join(gdir, "sel", "mnist-{base_examples}-{base_seed}.txt")) {
+		t.Fatalf("the folder's grid.json does not name the base file absolute: %v\n%s", err, b)
+	}
+	if err := Run(context.Background(), g, dir, Options{Columns: []string{"10"}}); err != nil {
+		t.Fatalf("running the grid again: %v", err)
+	}
+	// The same grid beside other base files (another folder) changes cell 10: refused.
+	gdir2 := t.TempDir()
+	os.MkdirAll(filepath.Join(gdir2, "sel"), 0o755)
+	other := slices.Clone(sel.Indices)
+	other[0], other[1] = other[1], other[0]
+	var lines []string
+	for _, i := range other {
+		lines = append(lines, strconv.FormatInt(i, 10))
+	}
+	os.WriteFile(filepath.Join(gdir2, "sel", "mnist-10-1234.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(gdir2, "grid.json"), []byte(text), 0o644)
+	g2, err := ReadGrid(filepath.Join(gdir2, "grid.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Run(context.Background(), g2, dir, Options{Columns: []string{"10"}}); err == nil || !strings.Contains(err.Error(), "base_indices") {
+		t.Fatalf("a grid naming other base examples for a finished cell: %v", err)
+	}
+	// A base file of the earlier run that cannot be read any more is named.
+	os.Remove(want10)
+	if err := Run(context.Background(), g2, dir, Options{Columns: []string{"10"}}); err == nil || !strings.Contains(err.Error(), want10) {
+		t.Fatalf("the earlier run's base file gone: %v", err)
 	}
 	a, err := artifact.Read(cells[0].Config.Out)
 	if err != nil {
