@@ -56,7 +56,7 @@ func (oneModel) batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor
 }
 
 func (oneModel) lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
-	return ch.T(torch.LocalResponseNorm(x, lrnSize, lrnAlpha, lrnBeta, lrnK))
+	return ch.T(torch.LocalResponseNormDirect(x, lrnSize, lrnAlpha, lrnBeta, lrnK))
 }
 
 func (oneModel) rows(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
@@ -125,7 +125,7 @@ func (g groupedModels) lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
 	}
 	s := x.Shape()
 	v := ch.T(x.Reshape(s[0]*g.m, s[1]/g.m, s[2], s[3]))
-	v = ch.T(torch.LocalResponseNorm(v, lrnSize, lrnAlpha, lrnBeta, lrnK))
+	v = ch.T(torch.LocalResponseNormDirect(v, lrnSize, lrnAlpha, lrnBeta, lrnK))
 	return ch.T(v.Reshape(s[0], s[1], s[2], s[3]))
 }
 

@@ -139,6 +139,21 @@ func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
 	return result("max_pool2d_direct", out, e)
 }
 
+// LocalResponseNormDirect is LocalResponseNorm with the shim's one-pass forward and
+// backward for contiguous 4-d float32 and float64 CPU input (torch/csrc/lrn.cc): values and
+// first derivatives within float rounding of LocalResponseNorm's (not bit for bit: the
+// window sums are in the same order, β = 0.75 is taken as √s·√√s), higher derivatives from
+// the closed-form backward built of differentiable ops. Other inputs run LocalResponseNorm.
+func LocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) (*Tensor, error) {
+	h, err := x.handle("local_response_norm_direct")
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_local_response_norm_direct(&out, h, C.int64_t(size), C.double(alpha), C.double(beta), C.double(k))
+	return result("local_response_norm_direct", out, e)
+}
+
 // MaxPool2x2 is MaxPool2d with a 2×2 kernel and stride 2 (no padding, floor mode): the
 // same values, tie rule (the first maximum of each window wins) and gradients, double
 // backward included, computed on the CPU by a fused kernel that reads each element once

@@ -11,6 +11,10 @@ at::IntArrayRef pair(const int64_t *p) {
   return at::IntArrayRef(p, 2);
 }
 
+}  // namespace
+
+namespace ldt {
+
 // torch.nn.functional.local_response_norm, written with the same ATen ops so values and
 // gradients match PyTorch: the average of squares over a window of `size` channels.
 at::Tensor local_response_norm(const at::Tensor &x, int64_t size, double alpha, double beta, double k) {
@@ -32,7 +36,7 @@ at::Tensor local_response_norm(const at::Tensor &x, int64_t size, double alpha, 
   return x.div(div);
 }
 
-}  // namespace
+}  // namespace ldt
 
 extern "C" {
 
@@ -84,7 +88,17 @@ ldt_error ldt_batch_norm(ldt_tensor *out, ldt_tensor x, ldt_tensor weight, ldt_t
 
 ldt_error ldt_local_response_norm(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha, double beta,
                                   double k) {
-  LDT_TRY { ldt::set_out(out, local_response_norm(ldt::T(x), size, alpha, beta, k)); }
+  LDT_TRY { ldt::set_out(out, ldt::local_response_norm(ldt::T(x), size, alpha, beta, k)); }
+  LDT_CATCH
+}
+
+ldt_error ldt_local_response_norm_direct(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha, double beta,
+                                         double k) {
+  LDT_TRY {
+    auto &in = ldt::T(x);
+    auto y = ldt::local_response_norm_direct(in, size, alpha, beta, k);
+    ldt::set_out(out, y.defined() ? y : ldt::local_response_norm(in, size, alpha, beta, k));
+  }
   LDT_CATCH
 }
 

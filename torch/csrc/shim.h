@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 10
+#define LDT_ABI_VERSION 11
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -199,6 +199,11 @@ LDT_API ldt_error ldt_batch_norm(ldt_tensor *out, ldt_tensor x, ldt_tensor weigh
                                  double momentum, double eps);
 LDT_API ldt_error ldt_local_response_norm(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha,
                                           double beta, double k);
+/* local_response_norm (same arguments): on the CPU for contiguous 4-d float and double input,
+ * one pass per image forward and backward (lrn.cc); values and first derivatives within
+ * float rounding of ldt_local_response_norm, higher ones from its differentiable form. */
+LDT_API ldt_error ldt_local_response_norm_direct(ldt_tensor *out, ldt_tensor x, int64_t size,
+                                                 double alpha, double beta, double k);
 LDT_API ldt_error ldt_linear(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias);
 LDT_API ldt_error ldt_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
 LDT_API ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
