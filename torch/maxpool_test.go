@@ -23,6 +23,8 @@ func TestMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 		{"ties and NaN, odd sizes", Double, true, []int64{2, 3, 9, 7}, PoolOpts{Kernel: [2]int64{3, 2}, Stride: [2]int64{2, 1}, Padding: [2]int64{1, 1}}},
 		{"ceil mode float32 NaN", Float, true, []int64{2, 2, 8, 11}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 3}, Padding: [2]int64{1, 0}, CeilMode: true}},
 		{"2×2", Float, false, []int64{4, 6, 24, 24}, PoolOpts{Kernel: [2]int64{2, 2}}},
+		{"kernel 5 stride 2 padding 2 odd NaN", Float, true, []int64{2, 2, 9, 11}, PoolOpts{Kernel: [2]int64{5, 5}, Stride: [2]int64{2, 2}, Padding: [2]int64{2, 2}}},
+		{"kernel 2 stride 2 padding 1 ceil", Double, true, []int64{1, 3, 7, 5}, PoolOpts{Kernel: [2]int64{2, 2}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}, CeilMode: true}},
 		{"kernel 5 stride 1", Double, false, []int64{1, 2, 7, 6}, PoolOpts{Kernel: [2]int64{5, 4}, Stride: [2]int64{1, 1}, Padding: [2]int64{2, 2}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

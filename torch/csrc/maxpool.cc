@@ -4,7 +4,8 @@
 // docs/BENCHMARKS.md, prediction 15). The loop here is libtorch's (aten/src/ATen/native/cpu/
 // MaxPoolKernel.cpp, cpu_max_pool): the same window bounds, scan order, initial index and
 // rule `val > max || isnan(val)`, so values and indices are max_pool2d's bit for bit; it
-// records the indices only when a graph needs them, scans a row of windows side by side, and the
+// records the indices (and tracks the winning taps) only when a graph needs them, scans a row
+// of windows side by side, splits a stride-2 row into its two phases in one contiguous read, and the
 // backward is at::max_pool2d_with_indices_backward with those indices, whose own derivative
 // libtorch provides: every derivative is max_pool2d's too.
 #include <ATen/ATen.h>
@@ -67,7 +68,26 @@ at::Tensor pool(const at::Tensor &x, const PoolArgs &a, at::Tensor *idx_out) {
       for (int64_t p = begin; p < end; p++) {
         const scalar_t *plane = in + p * H * W;
         for (int64_t r = 0; r < H; r++) {
-          for (int64_t ph = 0; ph < a.sw; ph++) {
+          int64_t ph = 0;
+          if (a.sw == 2) {
+            // Both phases from one contiguous read of the row (the strided copies below
+            // stalled on every load of a plane that is not in cache yet): the columns whose
+            // two padded positions 2c and 2c + 1 are both in the row, then the rest.
+            scalar_t *d0 = phases.data() + (r * 2) * pc, *d1 = d0 + pc;
+            const scalar_t *src = plane + r * W - a.pw;
+            const int64_t c0 = (a.pw + 1) / 2, c1 = std::min(pc, (W + a.pw - 1) / 2);
+            for (int64_t c = c0; c < c1; c++) {
+              d0[c] = src[2 * c];
+              d1[c] = src[2 * c + 1];
+            }
+            for (int64_t q : {int64_t{0}, 2 * c1}) {
+              for (const int64_t qe = q == 0 ? 2 * c0 : 2 * pc; q < qe; q++) {
+                if (q - a.pw >= 0 && q - a.pw < W) (q % 2 == 0 ? d0 : d1)[q / 2] = src[q];
+              }
+            }
+            ph = 2;
+          }
+          for (; ph < a.sw; ph++) {
             // Phase ph holds padded columns sw·c + ph, i.e. input columns sw·c + ph − pw.
             scalar_t *dst = phases.data() + (r * a.sw + ph) * pc;
             const scalar_t *src = plane + r * W + ph - a.pw;
@@ -90,6 +110,13 @@ at::Tensor pool(const at::Tensor &x, const PoolArgs &a, at::Tensor *idx_out) {
             for (int64_t kw = 0; kw < a.kw; kw++) {
               const scalar_t *src = phases.data() + (ih * a.sw + kw % a.sw) * pc + kw / a.sw;
               const tap_t t = static_cast<tap_t>((ih - ih0) * a.kw + kw);
+              if (ind == nullptr) {  // values only: the same winners, no taps to keep
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                  const scalar_t v = src[ow], b = bp[ow];
+                  bp[ow] = (v > b) | (v != v) ? v : b;
+                }
+                continue;
+              }
               for (int64_t ow = 0; ow < Wo; ow++) {
                 const scalar_t v = src[ow], b = bp[ow];
                 const bool take = (v > b) | (v != v);
