@@ -32,10 +32,12 @@ func newAlexCifarNet(c, h, w, classes int64) (*Net, error) {
 	conv := torch.Conv2dOpts{Padding: [2]int64{2, 2}}
 	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
 		y := l.conv(ch, x, p[0], p[1], conv)
-		y = ch.T(ch.T(torch.MaxPool2dDirect(y, pool)).Relu()) // = pool(relu(y)) exactly, less work
-		y = l.lrn(ch, y)
+		// lrn(relu(pool(y))) = lrn(pool(relu(y))) exactly, less work; the ReLUs are read
+		// inside the LRN's pass where no graph is recorded.
+		y = ch.T(torch.MaxPool2dDirect(y, pool))
+		y = l.reluLRN(ch, y)
 		y = l.conv(ch, y, p[2], p[3], conv)
-		y = l.lrn(ch, ch.T(y.Relu()))
+		y = l.reluLRN(ch, y)
 		y = ch.T(torch.MaxPool2dDirect(y, pool))
 		y = l.rows(ch, y)
 		y = ch.T(l.linear(ch, y, p[4], p[5]).Relu())

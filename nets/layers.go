@@ -24,8 +24,8 @@ type layers interface {
 	batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor
 	// instanceNorm normalises each sample's channels with the affine w, b (ConvNet-3).
 	instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor
-	// lrn is local response normalisation with AlexCifarNet's settings.
-	lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor
+	// reluLRN is local response normalisation with AlexCifarNet's settings of relu(x).
+	reluLRN(ch *torch.Chain, x *torch.Tensor) *torch.Tensor
 	// rows turns convolutional activations into the rows linear layers take.
 	rows(ch *torch.Chain, x *torch.Tensor) *torch.Tensor
 	// linear is x·wᵀ + bias.
@@ -55,8 +55,8 @@ func (oneModel) batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor
 	return ch.T(torch.BatchNorm(x, w, b, mean, variance, o))
 }
 
-func (oneModel) lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
-	return ch.T(torch.LocalResponseNormDirect(x, lrnSize, lrnAlpha, lrnBeta, lrnK))
+func (oneModel) reluLRN(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
+	return ch.T(torch.ReluLocalResponseNormDirect(x, lrnSize, lrnAlpha, lrnBeta, lrnK))
 }
 
 func (oneModel) rows(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
@@ -117,15 +117,15 @@ func (g groupedModels) batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch
 	return ch.T(torch.BatchNorm(x, flat(w), flat(b), flat(mean), flat(variance), o))
 }
 
-// lrn's window runs across channels: it is applied on the (B·M, C, H, W) view so that no
+// reluLRN's window runs across channels: it is applied on the (B·M, C, H, W) view so that no
 // window crosses a model boundary.
-func (g groupedModels) lrn(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
+func (g groupedModels) reluLRN(ch *torch.Chain, x *torch.Tensor) *torch.Tensor {
 	if ch.Err() != nil {
 		return nil
 	}
 	s := x.Shape()
 	v := ch.T(x.Reshape(s[0]*g.m, s[1]/g.m, s[2], s[3]))
-	v = ch.T(torch.LocalResponseNormDirect(v, lrnSize, lrnAlpha, lrnBeta, lrnK))
+	v = ch.T(torch.ReluLocalResponseNormDirect(v, lrnSize, lrnAlpha, lrnBeta, lrnK))
 	return ch.T(v.Reshape(s[0], s[1], s[2], s[3]))
 }
 

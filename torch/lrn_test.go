@@ -105,6 +105,65 @@ func TestLocalResponseNormDirectMatchesComposite(t *testing.T) {
 	}
 }
 
+// ReluLocalResponseNormDirect is LocalResponseNorm(Relu(x)): with a graph (a ReLU op, then
+// the LRN) and without (the ReLU read in the LRN's pass), NaN and zeros included.
+func TestReluLocalResponseNormDirect(t *testing.T) {
+	scoped(t)
+	for _, dtype := range []DType{Float, Double} {
+		sc := NewScope()
+		need := tensors(t)
+		shape := []int64{3, 7, 4, 5}
+		rng := newRNG(21)
+		xv := make([]float64, numel(shape))
+		for i := range xv {
+			switch rng.IntN(20) {
+			case 0:
+				xv[i] = math.NaN()
+			case 1:
+				xv[i] = 0
+			default:
+				xv[i] = 2 * rng.NormFloat64()
+			}
+		}
+		x := need(f64T(t, xv, shape...).ToDType(dtype))
+		u := need(randnT(t, newRNG(22), shape...).ToDType(dtype))
+		v := need(randnT(t, newRNG(23), shape...).ToDType(dtype))
+		ref := func(x *Tensor) (*Tensor, error) {
+			r, err := x.Relu()
+			if err != nil {
+				return nil, err
+			}
+			return LocalResponseNorm(r, 4, 0.7, 0.75, 1)
+		}
+		fused := func(x *Tensor) (*Tensor, error) { return ReluLocalResponseNormDirect(x, 4, 0.7, 0.75, 1) }
+		rtol := map[DType]float64{Float: 2e-6, Double: 1e-13}[dtype]
+		want := poolDerivatives(t, ref, x, u, v)
+		got := poolDerivatives(t, fused, x, u, v)
+		for i, name := range []string{"values", "gradient (graph)", "d²/dx²", "d²/du dx"} {
+			if (want[i] == nil) != (got[i] == nil) {
+				t.Fatalf("%v %s: composite's nil %v, fused %v", dtype, name, want[i] == nil, got[i] == nil)
+			}
+			if good, worst := closeRel(want[i], got[i], 100*rtol); !good {
+				t.Errorf("%v %s differ: worst relative %g", dtype, name, worst)
+			}
+		}
+		if good, worst := closeRel(want[1], lrnGradient(t, fused, x, u), rtol); !good {
+			t.Errorf("%v gradient (one pass): worst relative %g", dtype, worst)
+		}
+		ok(t, NoGrad(func() error {
+			y, err := fused(x)
+			if err != nil {
+				return err
+			}
+			if good, worst := closeRel(want[0], vals(t, y), rtol); !good {
+				t.Errorf("%v values without a graph (fused ReLU): worst relative %g", dtype, worst)
+			}
+			return nil
+		}))
+		sc.Close()
+	}
+}
+
 // lrnGradient is d(Σ u·f(x))/dx without a graph.
 func lrnGradient(t *testing.T, f func(*Tensor) (*Tensor, error), x, u *Tensor) []float64 {
 	t.Helper()

@@ -145,12 +145,23 @@ func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
 // window sums are in the same order, β = 0.75 is taken as √s·√√s), higher derivatives from
 // the closed-form backward built of differentiable ops. Other inputs run LocalResponseNorm.
 func LocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) (*Tensor, error) {
+	return localResponseNormDirect(x, size, alpha, beta, k, false)
+}
+
+// ReluLocalResponseNormDirect is LocalResponseNormDirect(Relu(x)), the ReLU read in the
+// LRN's own pass where no graph is recorded (one pass less over the batch), a separate op
+// where one is.
+func ReluLocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) (*Tensor, error) {
+	return localResponseNormDirect(x, size, alpha, beta, k, true)
+}
+
+func localResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64, relu bool) (*Tensor, error) {
 	h, err := x.handle("local_response_norm_direct")
 	if err != nil {
 		return nil, err
 	}
 	var out C.ldt_tensor
-	e := C.ldt_local_response_norm_direct(&out, h, C.int64_t(size), C.double(alpha), C.double(beta), C.double(k))
+	e := C.ldt_local_response_norm_direct(&out, h, C.int64_t(size), C.double(alpha), C.double(beta), C.double(k), cbool(relu))
 	return result("local_response_norm_direct", out, e)
 }
 

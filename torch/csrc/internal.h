@@ -116,10 +116,11 @@ inline void check_classes(const at::Tensor &y, int64_t classes, const char *op) 
 }
 
 // local_response_norm is torch.nn.functional.local_response_norm's composite (nn.cc);
-// local_response_norm_direct its one-pass CPU kernels (lrn.cc), undefined where they do
-// not apply.
+// local_response_norm_direct its one-pass CPU kernels (lrn.cc) of x or relu(x), undefined
+// where they do not apply.
 at::Tensor local_response_norm(const at::Tensor &x, int64_t size, double alpha, double beta, double k);
-at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k);
+at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k,
+                                      bool relu);
 
 }  // namespace ldt
 

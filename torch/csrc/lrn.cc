@@ -64,16 +64,22 @@ void scale(const T *x, int64_t C, int64_t P, const LRNArgs &a, T *s, T *d) {
   }
 }
 
-at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a) {
+// forward_direct is local_response_norm(x), or of relu(x) when relu is set (the ReLU read
+// from the image once, in cache, instead of a pass of its own over the whole batch).
+at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
   auto y = at::empty_like(x);
   const int64_t N = x.size(0), C = x.size(1), P = x.size(2) * x.size(3);
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_response_norm_direct", [&] {
     const scalar_t *in = x.data_ptr<scalar_t>();
     scalar_t *out = y.data_ptr<scalar_t>();
     at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> s(C * P), d(C * P);
+      std::vector<scalar_t> s(C * P), d(C * P), r(relu ? C * P : 0);
       for (int64_t n = begin; n < end; n++) {
         const scalar_t *xn = in + n * C * P;
+        if (relu) {
+          for (int64_t i = 0; i < C * P; i++) r[i] = xn[i] < 0 ? scalar_t(0) : xn[i];  // NaN stays NaN
+          xn = r.data();
+        }
         scalar_t *yn = out + n * C * P;
         scale(xn, C, P, a, s.data(), d.data());
         for (int64_t i = 0; i < C * P; i++) yn[i] = xn[i] / d[i];
@@ -144,7 +150,7 @@ struct LocalResponseNormDirect : public torch::autograd::Function<LocalResponseN
     ctx->saved_data["alpha"] = alpha;
     ctx->saved_data["beta"] = beta;
     ctx->saved_data["k"] = k;
-    return forward_direct(x, LRNArgs{size, alpha, beta, k});
+    return forward_direct(x, LRNArgs{size, alpha, beta, k}, false);
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
     auto x = ctx->get_saved_variables()[0];
@@ -164,14 +170,17 @@ struct LocalResponseNormDirect : public torch::autograd::Function<LocalResponseN
 
 namespace ldt {
 
-// local_response_norm_direct is local_response_norm (nn.cc) with the one-pass kernels for
-// contiguous 4-d float32 and float64 CPU input; nullopt-like: an undefined tensor for other
-// input, which the caller runs through the composite.
-at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k) {
+// local_response_norm_direct is local_response_norm (nn.cc) of x, or of relu(x) when relu
+// is set, with the one-pass kernels for contiguous 4-d float32 and float64 CPU input (the
+// ReLU fused where no graph is recorded); an undefined tensor for other input, which the
+// caller runs through the composite.
+at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k,
+                                      bool relu) {
   if (!applies(x)) return at::Tensor();
   if (size < 1) throw std::invalid_argument("local_response_norm size must be positive");
-  if (at::GradMode::is_enabled() && x.requires_grad()) return LocalResponseNormDirect::apply(x, size, alpha, beta, k);
-  return forward_direct(x, LRNArgs{size, alpha, beta, k});
+  if (at::GradMode::is_enabled() && x.requires_grad())
+    return LocalResponseNormDirect::apply(relu ? at::relu(x) : x, size, alpha, beta, k);
+  return forward_direct(x, LRNArgs{size, alpha, beta, k}, relu);
 }
 
 }  // namespace ldt

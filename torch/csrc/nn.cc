@@ -93,11 +93,11 @@ ldt_error ldt_local_response_norm(ldt_tensor *out, ldt_tensor x, int64_t size, d
 }
 
 ldt_error ldt_local_response_norm_direct(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha, double beta,
-                                         double k) {
+                                         double k, int relu) {
   LDT_TRY {
     auto &in = ldt::T(x);
-    auto y = ldt::local_response_norm_direct(in, size, alpha, beta, k);
-    ldt::set_out(out, y.defined() ? y : ldt::local_response_norm(in, size, alpha, beta, k));
+    auto y = ldt::local_response_norm_direct(in, size, alpha, beta, k, relu != 0);
+    ldt::set_out(out, y.defined() ? y : ldt::local_response_norm(relu != 0 ? at::relu(in) : in, size, alpha, beta, k));
   }
   LDT_CATCH
 }

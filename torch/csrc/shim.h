@@ -199,11 +199,12 @@ LDT_API ldt_error ldt_batch_norm(ldt_tensor *out, ldt_tensor x, ldt_tensor weigh
                                  double momentum, double eps);
 LDT_API ldt_error ldt_local_response_norm(ldt_tensor *out, ldt_tensor x, int64_t size, double alpha,
                                           double beta, double k);
-/* local_response_norm (same arguments): on the CPU for contiguous 4-d float and double input,
- * one pass per image forward and backward (lrn.cc); values and first derivatives within
- * float rounding of ldt_local_response_norm, higher ones from its differentiable form. */
+/* local_response_norm (same arguments) of x, or of relu(x) when relu is non-zero: on the CPU
+ * for contiguous 4-d float and double input, one pass per image forward and backward
+ * (lrn.cc; the ReLU fused without a graph); values and first derivatives within float
+ * rounding of ldt_local_response_norm, higher ones from its differentiable form. */
 LDT_API ldt_error ldt_local_response_norm_direct(ldt_tensor *out, ldt_tensor x, int64_t size,
-                                                 double alpha, double beta, double k);
+                                                 double alpha, double beta, double k, int relu);
 LDT_API ldt_error ldt_linear(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias);
 LDT_API ldt_error ldt_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
 LDT_API ldt_error ldt_log_softmax(ldt_tensor *out, ldt_tensor x, int64_t dim);
