@@ -229,3 +229,52 @@ func TestLocalResponseNormDirectFallbacks(t *testing.T) {
 		t.Error("nil tensor: no error")
 	}
 }
+
+// The LRN's loops give the same bits on the baseline ISA and with AVX2 (where the CPU has
+// it): values, the fused ReLU and the one-pass gradient, float32 and float64, NaN.
+func TestLocalResponseNormDirectSameBitsOnEveryISA(t *testing.T) {
+	scoped(t)
+	if simdISA() == "baseline" {
+		t.Log("this CPU runs the baseline loops only: the comparison is of one ISA with itself")
+	}
+	t.Cleanup(func() { _ = setSIMDISA("best") })
+	if err := setSIMDISA("avx512"); err == nil {
+		t.Error("an unknown mode is accepted")
+	}
+	need := tensors(t)
+	for _, dtype := range []DType{Float, Double} {
+		shape := []int64{2, 9, 5, 7}
+		rng := newRNG(24)
+		xv := make([]float64, numel(shape))
+		for i := range xv {
+			xv[i] = 3 * rng.NormFloat64()
+			if rng.IntN(50) == 0 {
+				xv[i] = math.NaN()
+			}
+		}
+		x := need(f64T(t, xv, shape...).ToDType(dtype))
+		u := need(randnT(t, newRNG(25), shape...).ToDType(dtype))
+		run := func(mode string) [][]float64 {
+			ok(t, setSIMDISA(mode))
+			var out [][]float64
+			for _, f := range []func(*Tensor, int64, float64, float64, float64) (*Tensor, error){LocalResponseNormDirect, ReluLocalResponseNormDirect} {
+				ok(t, NoGrad(func() error {
+					y, err := f(x, 4, 0.7, 0.75, 1)
+					if err != nil {
+						return err
+					}
+					out = append(out, vals(t, y))
+					return nil
+				}))
+				out = append(out, lrnGradient(t, func(x *Tensor) (*Tensor, error) { return f(x, 3, 0.9, 0.6, 2) }, x, u))
+			}
+			return out
+		}
+		base, best := run("baseline"), run("best")
+		for i := range base {
+			if !sameBits(base[i], best[i]) {
+				t.Errorf("%v output %d: baseline and %s loops differ: max |Δ| %g", dtype, i, simdISA(), maxAbsDiff(base[i], best[i]))
+			}
+		}
+	}
+}

@@ -9,8 +9,17 @@ import (
 	"testing"
 )
 
+// Both ISAs' loops (simd_kernels.h) are checked: each against max_pool2d, bit for bit.
 func TestMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 	scoped(t)
+	t.Cleanup(func() { _ = setSIMDISA("best") })
+	for _, mode := range []string{"best", "baseline"} {
+		ok(t, setSIMDISA(mode))
+		t.Run(simdISA(), testMaxPool2dDirectMatchesMaxPool2d)
+	}
+}
+
+func testMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		dtype   DType

@@ -155,6 +155,16 @@ func ReluLocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) 
 	return localResponseNormDirect(x, size, alpha, beta, k, true)
 }
 
+// simdISA names the loops of the LRN and the max-pool in use ("avx2" or "baseline");
+// setSIMDISA chooses ("best" or "baseline"; both give the same bits), for the tests of both.
+func simdISA() string { return C.GoString(C.ldt_simd_isa()) }
+
+func setSIMDISA(mode string) error {
+	cs := C.CString(mode)
+	defer C.free(unsafe.Pointer(cs))
+	return cerr("set_simd_isa", C.ldt_set_simd_isa(cs))
+}
+
 func localResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64, relu bool) (*Tensor, error) {
 	h, err := x.handle("local_response_norm_direct")
 	if err != nil {

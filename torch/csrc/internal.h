@@ -123,6 +123,14 @@ at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double 
                                       bool relu);
 
 }  // namespace ldt
+namespace ldt {
+namespace simd {
+struct Kernels;
+}
+// simd_kernels is the table of the LRN and max-pool loops in use (lrn.cc).
+const simd::Kernels *simd_kernels();
+
+}  // namespace ldt
 
 // The exception barrier: every exported function that can fail wraps its body in
 // LDT_TRY { ... } LDT_CATCH. c10::Error keeps libtorch's message without the backtrace.

@@ -2,11 +2,8 @@
 // composite of nn.cc (PyTorch's: square, pad, average pool, scale, pow, divide) makes seven
 // passes over AlexCifarNet's 67 M-element activations per LRN and its backward as many again;
 // with Sleef's pow they were a third of an AlexCifarNet LD meta-step (docs/BENCHMARKS.md,
-// prediction 16). Here the window sums of an image's squares are formed in a buffer of
-// C·H·W elements that stays in cache, in the composite's order (channel by channel, then
-// divided by size), and y = x / (k + α·sum/size)^β. The backward is the closed form
-//   dx_i = g_i / d_i − (2αβ/size) · x_i · Σ_{j : i ∈ window(j)} g_j·x_j / (d_j·s_j),
-// s = k + α·sum/size, d = s^β. When a graph of the backward is wanted (the inner gradient
+// prediction 18). Here each image is one call of the loops of simd_kernels.h (one pass
+// forward, one backward, over buffers of C·H·W elements that stay in cache). When a graph of the backward is wanted (the inner gradient
 // of LD), the same formula is built from differentiable ATen ops instead, so that every
 // higher derivative is autograd's.
 #include <ATen/ATen.h>
@@ -14,10 +11,12 @@
 #include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 
-#include <cmath>
+#include <atomic>
+#include <cstring>
 #include <vector>
 
 #include "internal.h"
+#include "simd.h"
 
 namespace {
 
@@ -34,56 +33,47 @@ bool applies(const at::Tensor &x) {
          (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
 }
 
-// scale fills s (C·P) with k + α·(Σ_{window(c)} x²)/size and d with s^β for one image x
-// (C planes of P elements). The window of channel c is [c − size/2, c + (size−1)/2], cut at
-// the edges (the composite's zero padding adds nothing).
-template <typename T>
-void scale(const T *x, int64_t C, int64_t P, const LRNArgs &a, T *s, T *d) {
-  const T alpha = static_cast<T>(a.alpha), k = static_cast<T>(a.k), size = static_cast<T>(a.size);
-  const bool b075 = a.beta == 0.75;
-  const T beta = static_cast<T>(a.beta);
-  for (int64_t c = 0; c < C; c++) {
-    const int64_t lo = std::max<int64_t>(0, c - a.size / 2), hi = std::min<int64_t>(C - 1, c + (a.size - 1) / 2);
-    T *sc = s + c * P;
-    T *dc = d + c * P;
-    for (int64_t p = 0; p < P; p++) sc[p] = 0;
-    for (int64_t j = lo; j <= hi; j++) {
-      const T *xj = x + j * P;
-      for (int64_t p = 0; p < P; p++) sc[p] += xj[p] * xj[p];
-    }
-    for (int64_t p = 0; p < P; p++) sc[p] = sc[p] / size * alpha + k;
-    // s^0.75 as √s·√√s: vectorised square roots instead of a pow per element.
-    if (b075) {
-      for (int64_t p = 0; p < P; p++) {
-        const T r = std::sqrt(sc[p]);
-        dc[p] = r * std::sqrt(r);
-      }
-    } else {
-      for (int64_t p = 0; p < P; p++) dc[p] = std::pow(sc[p], beta);
-    }
-  }
+// The loops in use (simd_kernels.h, for the LRN here and the max-pool of maxpool.cc): AVX2
+// where the CPU has it and FMA, unless ldt_set_simd_isa says otherwise; both give the same
+// bits.
+const ldt::simd::Kernels *best_kernels() {
+  const ldt::simd::Kernels *k = ldt::simd::kernels_avx2();
+#if defined(__x86_64__)
+  if (k != nullptr && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return k;
+#endif
+  return ldt::simd::kernels_baseline();
 }
+
+std::atomic<const ldt::simd::Kernels *> active{best_kernels()};
+
+template <typename T>
+const ldt::simd::LRNOps<T> &ops(const ldt::simd::Kernels *k);
+template <>
+const ldt::simd::LRNOps<float> &ops<float>(const ldt::simd::Kernels *k) {
+  return k->lrn_f;
+}
+template <>
+const ldt::simd::LRNOps<double> &ops<double>(const ldt::simd::Kernels *k) {
+  return k->lrn_d;
+}
+
+ldt::simd::LRNArgs simd_args(const LRNArgs &a) { return ldt::simd::LRNArgs{a.size, a.alpha, a.beta, a.k}; }
 
 // forward_direct is local_response_norm(x), or of relu(x) when relu is set (the ReLU read
 // from the image once, in cache, instead of a pass of its own over the whole batch).
 at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
   auto y = at::empty_like(x);
   const int64_t N = x.size(0), C = x.size(1), P = x.size(2) * x.size(3);
+  const auto sa = simd_args(a);
+  const ldt::simd::Kernels *k = active.load();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_response_norm_direct", [&] {
     const scalar_t *in = x.data_ptr<scalar_t>();
     scalar_t *out = y.data_ptr<scalar_t>();
+    const auto &op = ops<scalar_t>(k);
     at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> s(C * P), d(C * P), r(relu ? C * P : 0);
-      for (int64_t n = begin; n < end; n++) {
-        const scalar_t *xn = in + n * C * P;
-        if (relu) {
-          for (int64_t i = 0; i < C * P; i++) r[i] = xn[i] < 0 ? scalar_t(0) : xn[i];  // NaN stays NaN
-          xn = r.data();
-        }
-        scalar_t *yn = out + n * C * P;
-        scale(xn, C, P, a, s.data(), d.data());
-        for (int64_t i = 0; i < C * P; i++) yn[i] = xn[i] / d[i];
-      }
+      for (int64_t n = begin; n < end; n++)
+        op.forward(in + n * C * P, out + n * C * P, C, P, &sa, relu ? 1 : 0, s.data(), d.data(), r.data());
     });
   });
   return y;
@@ -92,36 +82,17 @@ at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
 at::Tensor backward_direct(const at::Tensor &x, const at::Tensor &g, const LRNArgs &a) {
   auto gx = at::empty_like(x);
   const int64_t N = x.size(0), C = x.size(1), P = x.size(2) * x.size(3);
+  const auto sa = simd_args(a);
+  const ldt::simd::Kernels *k = active.load();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_response_norm_direct_backward", [&] {
     const scalar_t *in = x.data_ptr<scalar_t>();
     const scalar_t *gin = g.data_ptr<scalar_t>();
     scalar_t *out = gx.data_ptr<scalar_t>();
-    const scalar_t coef = static_cast<scalar_t>(2 * a.alpha * a.beta / static_cast<double>(a.size));
+    const auto &op = ops<scalar_t>(k);
     at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> s(C * P), d(C * P), acc(P);
-      for (int64_t n = begin; n < end; n++) {
-        const scalar_t *xn = in + n * C * P, *gn = gin + n * C * P;
-        scalar_t *on = out + n * C * P;
-        scale(xn, C, P, a, s.data(), d.data());
-        // t_j = g_j·x_j/(d_j·s_j), kept in s; d becomes 1/d.
-        for (int64_t i = 0; i < C * P; i++) {
-          const scalar_t inv = 1 / d[i];
-          s[i] = gn[i] * xn[i] * inv / s[i];
-          d[i] = inv;
-        }
-        // Channel i takes t over [i − (size−1)/2, i + size/2]: the channels whose window holds i.
-        for (int64_t c = 0; c < C; c++) {
-          const int64_t lo = std::max<int64_t>(0, c - (a.size - 1) / 2), hi = std::min<int64_t>(C - 1, c + a.size / 2);
-          for (int64_t p = 0; p < P; p++) acc[p] = 0;
-          for (int64_t j = lo; j <= hi; j++) {
-            const scalar_t *tj = s.data() + j * P;
-            for (int64_t p = 0; p < P; p++) acc[p] += tj[p];
-          }
-          const scalar_t *xc = xn + c * P, *gc = gn + c * P, *ic = d.data() + c * P;
-          scalar_t *oc = on + c * P;
-          for (int64_t p = 0; p < P; p++) oc[p] = gc[p] * ic[p] - coef * xc[p] * acc[p];
-        }
-      }
+      for (int64_t n = begin; n < end; n++)
+        op.backward(in + n * C * P, gin + n * C * P, out + n * C * P, C, P, &sa, s.data(), d.data(), acc.data());
     });
   });
   return gx;
@@ -183,4 +154,26 @@ at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double 
   return forward_direct(x, LRNArgs{size, alpha, beta, k}, relu);
 }
 
+const ldt::simd::Kernels *simd_kernels() { return active.load(); }
+
 }  // namespace ldt
+
+extern "C" {
+
+ldt_error ldt_set_simd_isa(const char *mode) {
+  LDT_TRY {
+    if (mode == nullptr) throw std::invalid_argument("null ISA mode");
+    if (std::strcmp(mode, "best") == 0) {
+      active.store(best_kernels());
+    } else if (std::strcmp(mode, "baseline") == 0) {
+      active.store(ldt::simd::kernels_baseline());
+    } else {
+      throw std::invalid_argument(std::string("unknown ISA mode \"") + mode + "\" (want best or baseline)");
+    }
+  }
+  LDT_CATCH
+}
+
+const char *ldt_simd_isa(void) { return active.load() == ldt::simd::kernels_baseline() ? "baseline" : "avx2"; }
+
+}  // extern "C"

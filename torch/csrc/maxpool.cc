@@ -5,7 +5,8 @@
 // MaxPoolKernel.cpp, cpu_max_pool): the same window bounds, scan order, initial index and
 // rule `val > max || isnan(val)`, so values and indices are max_pool2d's bit for bit; it
 // records the indices (and tracks the winning taps) only when a graph needs them, scans a row
-// of windows side by side, splits a stride-2 row into its two phases in one contiguous read, and the
+// of windows side by side, splits a stride-2 row into its two phases in one contiguous read
+// (simd_kernels.h: compiled for AVX2 too, and chosen at run time), and the
 // backward is at::max_pool2d_with_indices_backward with those indices, whose own derivative
 // libtorch provides: every derivative is max_pool2d's too.
 #include <ATen/ATen.h>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "internal.h"
+#include "simd.h"
 
 namespace {
 
@@ -36,6 +38,10 @@ bool applies(const at::Tensor &x) {
          (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
 }
 
+// pool_ops is the max-pool loop of the element type of its (unused) second argument.
+const ldt::simd::PoolOps<float, int32_t> &pool_ops(const ldt::simd::Kernels *k, const float *) { return k->pool_f; }
+const ldt::simd::PoolOps<double, int64_t> &pool_ops(const ldt::simd::Kernels *k, const double *) { return k->pool_d; }
+
 // pool returns max_pool2d(x) and, when idx_out is given, its indices (int64, h·W + w in the
 // plane, as max_pool2d_with_indices gives them).
 at::Tensor pool(const at::Tensor &x, const PoolArgs &a, at::Tensor *idx_out) {
@@ -47,17 +53,15 @@ at::Tensor pool(const at::Tensor &x, const PoolArgs &a, at::Tensor *idx_out) {
   auto y = at::empty({x.size(0), x.size(1), Ho, Wo}, x.options());
   at::Tensor idx;
   if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kLong));
-  // Each window's candidates are scanned in libtorch's order, but the loops run over the
-  // taps outside and the output columns inside, so that a row of windows is independent
-  // chains of selects that vectorise. The padded row is split into sw phases (column
-  // sw·c + r at phase r, position c), which makes tap kw of output column ow the contiguous
-  // element ow + kw/sw of phase kw%sw. Out-of-bounds columns hold −∞, which never wins (−∞ >
-  // best is false, and it is not NaN) while best starts at −∞ with the first in-bounds index,
-  // as in libtorch. The winner is kept as its tap number, 32 bits wide as the values are.
+  // The loop (simd_kernels.h, pool_planes, for the ISA in use) scans each window's
+  // candidates in libtorch's order over a row split into sw phases of pc columns, padded
+  // with −∞; the winner is kept as its tap number, 32 bits wide as the values are.
   const int64_t wp = std::max((Wo - 1) * a.sw + a.kw, a.pw + W);  // padded row length
   const int64_t pc = (wp + a.sw - 1) / a.sw;                       // columns per phase
+  const ldt::simd::Kernels *kernels = ldt::simd_kernels();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "max_pool2d_direct", [&] {
     using tap_t = typename std::conditional<sizeof(scalar_t) == 4, int32_t, int64_t>::type;
+    const ldt::simd::PoolGeom geom{H, W, Ho, Wo, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw, pc};
     const scalar_t *in = x.data_ptr<scalar_t>();
     scalar_t *out = y.data_ptr<scalar_t>();
     int64_t *ind = idx.defined() ? idx.data_ptr<int64_t>() : nullptr;
@@ -65,77 +69,7 @@ at::Tensor pool(const at::Tensor &x, const PoolArgs &a, at::Tensor *idx_out) {
       const scalar_t ninf = -std::numeric_limits<scalar_t>::infinity();
       std::vector<scalar_t> phases(H * a.sw * pc, ninf), best(Wo);
       std::vector<tap_t> tap(Wo);
-      for (int64_t p = begin; p < end; p++) {
-        const scalar_t *plane = in + p * H * W;
-        for (int64_t r = 0; r < H; r++) {
-          int64_t ph = 0;
-          if (a.sw == 2) {
-            // Both phases from one contiguous read of the row (the strided copies below
-            // stalled on every load of a plane that is not in cache yet): the columns whose
-            // two padded positions 2c and 2c + 1 are both in the row, then the rest.
-            scalar_t *d0 = phases.data() + (r * 2) * pc, *d1 = d0 + pc;
-            const scalar_t *src = plane + r * W - a.pw;
-            const int64_t c0 = (a.pw + 1) / 2, c1 = std::min(pc, (W + a.pw - 1) / 2);
-            for (int64_t c = c0; c < c1; c++) {
-              d0[c] = src[2 * c];
-              d1[c] = src[2 * c + 1];
-            }
-            for (int64_t q : {int64_t{0}, 2 * c1}) {
-              for (const int64_t qe = q == 0 ? 2 * c0 : 2 * pc; q < qe; q++) {
-                if (q - a.pw >= 0 && q - a.pw < W) (q % 2 == 0 ? d0 : d1)[q / 2] = src[q];
-              }
-            }
-            ph = 2;
-          }
-          for (; ph < a.sw; ph++) {
-            // Phase ph holds padded columns sw·c + ph, i.e. input columns sw·c + ph − pw.
-            scalar_t *dst = phases.data() + (r * a.sw + ph) * pc;
-            const scalar_t *src = plane + r * W + ph - a.pw;
-            const int64_t c0 = a.pw > ph ? (a.pw - ph + a.sw - 1) / a.sw : 0;
-            const int64_t c1 = std::min(pc, (W + a.pw - ph + a.sw - 1) / a.sw);
-            for (int64_t c = c0; c < c1; c++) dst[c] = src[c * a.sw];
-          }
-        }
-        for (int64_t oh = 0; oh < Ho; oh++) {
-          int64_t ih0 = oh * a.sh - a.ph;
-          const int64_t ih1 = std::min(ih0 + a.kh, H);
-          ih0 = std::max<int64_t>(ih0, 0);
-          scalar_t *bp = best.data();
-          tap_t *tp = tap.data();
-          for (int64_t ow = 0; ow < Wo; ow++) {
-            bp[ow] = ninf;
-            tp[ow] = -1;
-          }
-          for (int64_t ih = ih0; ih < ih1; ih++) {
-            for (int64_t kw = 0; kw < a.kw; kw++) {
-              const scalar_t *src = phases.data() + (ih * a.sw + kw % a.sw) * pc + kw / a.sw;
-              const tap_t t = static_cast<tap_t>((ih - ih0) * a.kw + kw);
-              if (ind == nullptr) {  // values only: the same winners, no taps to keep
-                for (int64_t ow = 0; ow < Wo; ow++) {
-                  const scalar_t v = src[ow], b = bp[ow];
-                  bp[ow] = (v > b) | (v != v) ? v : b;
-                }
-                continue;
-              }
-              for (int64_t ow = 0; ow < Wo; ow++) {
-                const scalar_t v = src[ow], b = bp[ow];
-                const bool take = (v > b) | (v != v);
-                bp[ow] = take ? v : b;
-                tp[ow] = take ? t : tp[ow];
-              }
-            }
-          }
-          scalar_t *o = out + (p * Ho + oh) * Wo;
-          for (int64_t ow = 0; ow < Wo; ow++) o[ow] = bp[ow];
-          if (ind != nullptr) {
-            int64_t *io = ind + (p * Ho + oh) * Wo;
-            for (int64_t ow = 0; ow < Wo; ow++) {
-              const int64_t t = tp[ow], c0 = ow * a.sw - a.pw;
-              io[ow] = t < 0 ? ih0 * W + std::max<int64_t>(c0, 0) : (ih0 + t / a.kw) * W + c0 + t % a.kw;
-            }
-          }
-        }
-      }
+      pool_ops(kernels, in).planes(in, out, ind, begin, end, &geom, phases.data(), best.data(), tap.data());
     });
   });
   if (idx_out != nullptr) *idx_out = idx;

@@ -1,0 +1,61 @@
+// simd.h: the interface between the drivers lrn.cc and maxpool.cc (compiled for the baseline
+// ISA, with ATen) and the per-image LRN loops and per-plane max-pool loop of simd_kernels.h, compiled once per ISA
+// (simd_baseline.cc; simd_avx2.cc with -mavx2) with nothing from ATen or the C++ library in
+// them, so that no inline function compiled for a wider ISA can be picked by the linker for
+// other code (as conv5x5.h). Both files are compiled with -ffp-contract=off and the loops are
+// elementwise, so both ISAs give the same bits. Plain structs and function pointers only.
+#pragma once
+
+#include <stdint.h>
+
+namespace ldt {
+namespace simd {
+
+// LRNArgs are local_response_norm's settings: the window of channel c is
+// [c − size/2, c + (size−1)/2], s = k + α·Σx²/size, y = x / s^β.
+struct LRNArgs {
+  int64_t size;
+  double alpha, beta, k;
+};
+
+// LRNOps are the loops of one element type T over one image of C planes of P elements.
+template <typename T>
+struct LRNOps {
+  // forward: y = lrn(x), or lrn(relu(x)) when relu is non-zero; s, d (and r when relu) are
+  // scratch buffers of C·P elements.
+  void (*forward)(const T *x, T *y, int64_t C, int64_t P, const LRNArgs *a, int relu, T *s, T *d, T *r);
+  // backward: gx = the gradient of Σ g·lrn(x) with respect to x; s, d hold C·P elements,
+  // acc P.
+  void (*backward)(const T *x, const T *g, T *gx, int64_t C, int64_t P, const LRNArgs *a, T *s, T *d, T *acc);
+};
+
+// PoolGeom is one max_pool2d (dilation 1): input planes H×W, output Ho×Wo, kernel, stride,
+// padding, and pc, the columns of each of the sw phases a padded row is split into.
+struct PoolGeom {
+  int64_t H, W, Ho, Wo, kh, kw, sh, sw, ph, pw, pc;
+};
+
+// PoolOps is the max-pool loop of one element type T, whose winning taps are kept as Tap
+// (int32 for float, int64 for double).
+template <typename T, typename Tap>
+struct PoolOps {
+  // planes: out (and ind, the winners' h·W + w in the plane, when not null) for the planes
+  // [begin, end) of in; phases (H·sw·pc elements, all −∞ on the first call: only in-bounds
+  // columns are written), best and tap (Wo each) are scratch.
+  void (*planes)(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, const PoolGeom *g, T *phases,
+                 T *best, Tap *tap);
+};
+
+struct Kernels {
+  LRNOps<float> lrn_f;
+  LRNOps<double> lrn_d;
+  PoolOps<float, int32_t> pool_f;
+  PoolOps<double, int64_t> pool_d;
+};
+
+const Kernels *kernels_baseline();
+// kernels_avx2 is null where the build has no AVX2 file (not x86-64).
+const Kernels *kernels_avx2();
+
+}  // namespace simd
+}  // namespace ldt

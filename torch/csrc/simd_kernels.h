@@ -1,0 +1,190 @@
+// simd_kernels.h: the LRN's per-image loops and the max-pool's per-plane loop (simd.h),
+// written once and included by each
+// ISA's file inside an anonymous namespace; the compiler vectorises them for that ISA.
+// Builtins only (no <cmath>, no std::), for the reason simd.h gives.
+//
+// The window sums of an image's squares are formed channel by channel in the composite's
+// order (nn.cc: the squares summed in channel order, then divided by size), and
+// y = x / (k + α·sum/size)^β, with β = 0.75 as √s·√√s (vectorised square roots instead of a
+// pow per element). The backward is the closed form
+//   dx_i = g_i / d_i − (2αβ/size) · x_i · Σ_{j : i ∈ window(j)} g_j·x_j / (d_j·s_j),
+// d = s^β: channel i takes the terms of the channels [i − (size−1)/2, i + size/2].
+
+template <typename T>
+inline T lrn_sqrt(T v);
+template <>
+inline float lrn_sqrt<float>(float v) {
+  return __builtin_sqrtf(v);
+}
+template <>
+inline double lrn_sqrt<double>(double v) {
+  return __builtin_sqrt(v);
+}
+template <typename T>
+inline T lrn_pow(T v, T e);
+template <>
+inline float lrn_pow<float>(float v, float e) {
+  return __builtin_powf(v, e);
+}
+template <>
+inline double lrn_pow<double>(double v, double e) {
+  return __builtin_pow(v, e);
+}
+
+inline int64_t simd_min(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t simd_max(int64_t a, int64_t b) { return a > b ? a : b; }
+inline int64_t lrn_lo(int64_t c, int64_t before) { return c - before < 0 ? 0 : c - before; }
+inline int64_t lrn_hi(int64_t c, int64_t after, int64_t C) { return c + after > C - 1 ? C - 1 : c + after; }
+
+// lrn_scale fills s with k + α·(Σ_{window(c)} x²)/size and d with s^β for one image x.
+template <typename T>
+void lrn_scale(const T *x, int64_t C, int64_t P, const ldt::simd::LRNArgs *a, T *s, T *d) {
+  const T alpha = static_cast<T>(a->alpha), k = static_cast<T>(a->k), size = static_cast<T>(a->size);
+  const T beta = static_cast<T>(a->beta);
+  const bool b075 = a->beta == 0.75;
+  for (int64_t c = 0; c < C; c++) {
+    const int64_t lo = lrn_lo(c, a->size / 2), hi = lrn_hi(c, (a->size - 1) / 2, C);
+    T *sc = s + c * P;
+    T *dc = d + c * P;
+    for (int64_t p = 0; p < P; p++) sc[p] = 0;
+    for (int64_t j = lo; j <= hi; j++) {
+      const T *xj = x + j * P;
+      for (int64_t p = 0; p < P; p++) sc[p] += xj[p] * xj[p];
+    }
+    for (int64_t p = 0; p < P; p++) sc[p] = sc[p] / size * alpha + k;
+    if (b075) {
+      for (int64_t p = 0; p < P; p++) {
+        const T r = lrn_sqrt<T>(sc[p]);
+        dc[p] = r * lrn_sqrt<T>(r);
+      }
+    } else {
+      for (int64_t p = 0; p < P; p++) dc[p] = lrn_pow<T>(sc[p], beta);
+    }
+  }
+}
+
+template <typename T>
+void lrn_forward(const T *x, T *y, int64_t C, int64_t P, const ldt::simd::LRNArgs *a, int relu, T *s, T *d, T *r) {
+  if (relu) {
+    for (int64_t i = 0; i < C * P; i++) r[i] = x[i] < 0 ? T(0) : x[i];  // NaN stays NaN
+    x = r;
+  }
+  lrn_scale<T>(x, C, P, a, s, d);
+  for (int64_t i = 0; i < C * P; i++) y[i] = x[i] / d[i];
+}
+
+template <typename T>
+void lrn_backward(const T *x, const T *g, T *gx, int64_t C, int64_t P, const ldt::simd::LRNArgs *a, T *s, T *d,
+                  T *acc) {
+  const T coef = static_cast<T>(2 * a->alpha * a->beta / static_cast<double>(a->size));
+  lrn_scale<T>(x, C, P, a, s, d);
+  // t_j = g_j·x_j/(d_j·s_j), kept in s; d becomes 1/d.
+  for (int64_t i = 0; i < C * P; i++) {
+    const T inv = 1 / d[i];
+    s[i] = g[i] * x[i] * inv / s[i];
+    d[i] = inv;
+  }
+  for (int64_t c = 0; c < C; c++) {
+    const int64_t lo = lrn_lo(c, (a->size - 1) / 2), hi = lrn_hi(c, a->size / 2, C);
+    for (int64_t p = 0; p < P; p++) acc[p] = 0;
+    for (int64_t j = lo; j <= hi; j++) {
+      const T *tj = s + j * P;
+      for (int64_t p = 0; p < P; p++) acc[p] += tj[p];
+    }
+    const T *xc = x + c * P, *gc = g + c * P, *ic = d + c * P;
+    T *oc = gx + c * P;
+    for (int64_t p = 0; p < P; p++) oc[p] = gc[p] * ic[p] - coef * xc[p] * acc[p];
+  }
+}
+
+// pool_planes: max_pool2d of planes [begin, end) (maxpool.cc gives the method): each
+// window's candidates in libtorch's order, the taps outside and the output columns inside
+// (a row of windows is independent chains of selects that vectorise), the padded row split
+// into sw phases (column sw·c + r at phase r, position c) so that tap kw of output column ow
+// is the contiguous element ow + kw/sw of phase kw%sw. Out-of-bounds columns hold −∞ (phases
+// is filled with it by the caller and only in-bounds columns are written), which never wins
+// while best starts at −∞ with the first in-bounds index, as in libtorch. The winner is kept
+// as its tap number (Tap: as wide as T), and only when ind is wanted.
+template <typename T, typename Tap>
+void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, const ldt::simd::PoolGeom *g,
+                 T *phases, T *best, Tap *tap) {
+  const int64_t H = g->H, W = g->W, Ho = g->Ho, Wo = g->Wo, pc = g->pc;
+  const T ninf = -static_cast<T>(__builtin_inf());
+  for (int64_t p = begin; p < end; p++) {
+    const T *plane = in + p * H * W;
+    for (int64_t r = 0; r < H; r++) {
+      int64_t ph = 0;
+      if (g->sw == 2) {
+        // Both phases from one contiguous read of the row (the strided copies below
+        // stalled on every load of a plane that is not in cache yet): the columns whose
+        // two padded positions 2c and 2c + 1 are both in the row, then the rest.
+        T *d0 = phases + (r * 2) * pc, *d1 = d0 + pc;
+        const T *src = plane + r * W - g->pw;
+        const int64_t c0 = (g->pw + 1) / 2, c1 = simd_min(pc, (W + g->pw - 1) / 2);
+        for (int64_t c = c0; c < c1; c++) {
+          d0[c] = src[2 * c];
+          d1[c] = src[2 * c + 1];
+        }
+        const int64_t edge_from[2] = {0, 2 * c1}, edge_to[2] = {2 * c0, 2 * pc};
+        for (int e = 0; e < 2; e++) {
+          for (int64_t q = edge_from[e]; q < edge_to[e]; q++) {
+            if (q - g->pw >= 0 && q - g->pw < W) (q % 2 == 0 ? d0 : d1)[q / 2] = src[q];
+          }
+        }
+        ph = 2;
+      }
+      for (; ph < g->sw; ph++) {
+        // Phase ph holds padded columns sw·c + ph, i.e. input columns sw·c + ph − pw.
+        T *dst = phases + (r * g->sw + ph) * pc;
+        const T *src = plane + r * W + ph - g->pw;
+        const int64_t c0 = g->pw > ph ? (g->pw - ph + g->sw - 1) / g->sw : 0;
+        const int64_t c1 = simd_min(pc, (W + g->pw - ph + g->sw - 1) / g->sw);
+        for (int64_t c = c0; c < c1; c++) dst[c] = src[c * g->sw];
+      }
+    }
+    for (int64_t oh = 0; oh < Ho; oh++) {
+      int64_t ih0 = oh * g->sh - g->ph;
+      const int64_t ih1 = simd_min(ih0 + g->kh, H);
+      ih0 = simd_max(ih0, 0);
+      T *bp = best;
+      Tap *tp = tap;
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        bp[ow] = ninf;
+        tp[ow] = -1;
+      }
+      for (int64_t ih = ih0; ih < ih1; ih++) {
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+          const T *src = phases + (ih * g->sw + kw % g->sw) * pc + kw / g->sw;
+          const Tap t = static_cast<Tap>((ih - ih0) * g->kw + kw);
+          if (ind == nullptr) {  // values only: the same winners, no taps to keep
+            for (int64_t ow = 0; ow < Wo; ow++) {
+              const T v = src[ow], b = bp[ow];
+              bp[ow] = (v > b) | (v != v) ? v : b;
+            }
+            continue;
+          }
+          for (int64_t ow = 0; ow < Wo; ow++) {
+            const T v = src[ow], b = bp[ow];
+            const bool take = (v > b) | (v != v);
+            bp[ow] = take ? v : b;
+            tp[ow] = take ? t : tp[ow];
+          }
+        }
+      }
+      T *o = out + (p * Ho + oh) * Wo;
+      for (int64_t ow = 0; ow < Wo; ow++) o[ow] = bp[ow];
+      if (ind != nullptr) {
+        int64_t *io = ind + (p * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < Wo; ow++) {
+          const int64_t t = tp[ow], c0 = ow * g->sw - g->pw;
+          io[ow] = t < 0 ? ih0 * W + simd_max(c0, 0) : (ih0 + t / g->kw) * W + c0 + t % g->kw;
+        }
+      }
+    }
+  }
+}
+
+#define LDT_SIMD_TABLE(name)                                                                      \
+  const ldt::simd::Kernels name = {{lrn_forward<float>, lrn_backward<float>},                     \
+                                   {lrn_forward<double>, lrn_backward<double>},                   \
+                                   {pool_planes<float, int32_t>}, {pool_planes<double, int64_t>}}
