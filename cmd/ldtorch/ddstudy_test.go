@@ -42,6 +42,7 @@ func TestDDStudiesCLI(t *testing.T) {
 		{[]string{"study", "flexibility", "--distilled", ld, "--versus", ld}, []string{"--versus", ld, "not method dd"}},
 		{[]string{"study", "flexibility", "--distilled", dd, "--versus", dd}, []string{"--distilled", dd, "is a method dd artifact"}},
 		{[]string{"study", "flexibility", "--distilled", ld, "--versus", dd, "--deltas", "0"}, []string{"--deltas does not apply to study flexibility"}},
+		{[]string{"study", "flexibility", "--distilled", ld, "--archs", "lenet"}, []string{"--archs does not apply to study flexibility", "run ldtorch study NAME with --archs first"}},
 		{[]string{"study", "steps", "--distilled", ld, "--versus", dd}, []string{"--versus does not apply to the steps study", "flexibility"}},
 		{[]string{"study", "lr", "--distilled", dd, "--steps", "3"}, []string{"--steps does not apply to the lr study"}},
 	} {

@@ -23,15 +23,12 @@ import (
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
+// flexibilityAction runs study flexibility (studyAction has refused the other studies'
+// flags).
 func (e *env) flexibilityAction(c *cli.Context, dir string) error {
 	versus := c.String("versus")
 	if versus == "" {
 		return usageErrorf("--versus DD_DIR is required: study flexibility puts the artifact of --distilled beside a method dd artifact (ldtorch distill --method dd)")
-	}
-	for _, f := range []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs"} {
-		if c.IsSet(f) {
-			return usageErrorf("--%s does not apply to study flexibility: it reuses the studies in each folder's studies/ (run ldtorch study NAME with --%s first) and runs the missing ones with their defaults", f, f)
-		}
 	}
 	sc, err := studyConfig(c)
 	if err != nil {

@@ -132,12 +132,21 @@ var studyFlags = map[string][]string{
 	"versus":     {flexibilityStudy},
 }
 
-// studyFlagsApply refuses the flags set that the study kind does not use.
+// studyFlagNames are studyFlags' keys in the order they are checked.
+var studyFlagNames = []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs", "versus"}
+
+// studyFlagsApply refuses the flags set that the study kind does not use; the flexibility
+// study says where the settings it refuses belong.
 func studyFlagsApply(c *cli.Context, kind string) error {
-	for _, name := range []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs", "versus"} {
-		if kinds := studyFlags[name]; c.IsSet(name) && !slices.Contains(kinds, kind) {
-			return usageErrorf("--%s does not apply to the %s study (it is a setting of: %s)", name, kind, strings.Join(kinds, ", "))
+	for _, name := range studyFlagNames {
+		kinds := studyFlags[name]
+		if !c.IsSet(name) || slices.Contains(kinds, kind) {
+			continue
 		}
+		if kind == flexibilityStudy {
+			return usageErrorf("--%s does not apply to study flexibility: it reuses the studies in each folder's studies/ (run ldtorch study NAME with --%s first) and runs the missing ones with their defaults", name, name)
+		}
+		return usageErrorf("--%s does not apply to the %s study (it is a setting of: %s)", name, kind, strings.Join(kinds, ", "))
 	}
 	return nil
 }
@@ -155,11 +164,11 @@ func (e *env) studyAction(c *cli.Context) error {
 	if dir == "" {
 		return usageErrorf("--distilled DIR is required (the output folder of ldtorch distill)")
 	}
-	if kind == flexibilityStudy {
-		return e.flexibilityAction(c, dir)
-	}
 	if err := studyFlagsApply(c, kind); err != nil {
 		return err
+	}
+	if kind == flexibilityStudy {
+		return e.flexibilityAction(c, dir)
 	}
 	sc, err := studyConfig(c)
 	if err != nil {
