@@ -3,9 +3,9 @@
 // passes over AlexCifarNet's 67 M-element activations per LRN and its backward as many again;
 // with Sleef's pow they were a third of an AlexCifarNet LD meta-step (docs/BENCHMARKS.md,
 // prediction 18). Here each image is one call of the loops of simd_kernels.h (one pass
-// forward, one backward, over buffers of C·H·W elements that stay in cache). When a graph of the backward is wanted (the inner gradient
-// of LD), the same formula is built from differentiable ATen ops instead, so that every
-// higher derivative is autograd's.
+// forward, one backward, over buffers of C·H·W elements that stay in cache). When a graph
+// of the backward is wanted (the inner gradient of LD), the same closed form is built from
+// differentiable ATen ops instead, so that every higher derivative is autograd's.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>

@@ -1,8 +1,8 @@
 // simd.h: the interface between the drivers lrn.cc and maxpool.cc (compiled for the baseline
-// ISA, with ATen) and the per-image LRN loops and per-plane max-pool loop of simd_kernels.h, compiled once per ISA
-// (simd_baseline.cc; simd_avx2.cc with -mavx2) with nothing from ATen or the C++ library in
-// them, so that no inline function compiled for a wider ISA can be picked by the linker for
-// other code (as conv5x5.h). Both files are compiled with -ffp-contract=off and the loops are
+// ISA, with ATen) and the per-image LRN loops and per-plane max-pool loop of
+// simd_kernels.h, compiled once per ISA (simd_baseline.cc; simd_avx2.cc with -mavx2) with
+// nothing from ATen or the C++ library in them, so that no inline function compiled for a
+// wider ISA can be picked by the linker for other code (as conv5x5.h). Both files are compiled with -ffp-contract=off and the loops are
 // elementwise, so both ISAs give the same bits. Plain structs and function pointers only.
 #pragma once
 
