@@ -155,9 +155,13 @@ func ReluLocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) 
 	return localResponseNormDirect(x, size, alpha, beta, k, true)
 }
 
-// simdISA names the loops of the LRN and the max-pool in use ("avx2" or "baseline");
-// setSIMDISA chooses ("best" or "baseline"; both give the same bits), for the tests of both.
-func simdISA() string { return C.GoString(C.ldt_simd_isa()) }
+// SIMDLoopsISA names the ISA the loops of LocalResponseNormDirect and MaxPool2dDirect are
+// compiled for in this process: "avx2" where the CPU has AVX2 and FMA, else "baseline"
+// (both give the same bits).
+func SIMDLoopsISA() string { return C.GoString(C.ldt_simd_isa()) }
+
+// simdISA is SIMDLoopsISA; setSIMDISA chooses ("best" or "baseline"), for the tests of both.
+func simdISA() string { return SIMDLoopsISA() }
 
 func setSIMDISA(mode string) error {
 	cs := C.CString(mode)

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/ldtorch/ldtorch/torch"
 )
 
 // Most tests call the CLI in-process (runContext, the binary's own entry point, with
@@ -208,7 +210,7 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("version: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, want := range []string{"ldtorch", version, "libtorch", "shim ABI", "CUDA", "threads", "GOMAXPROCS"} {
+	for _, want := range []string{"ldtorch", version, "libtorch", "shim ABI", "CUDA", "threads", "GOMAXPROCS", "LRN and max-pool loops of the shim, " + torch.SIMDLoopsISA()} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("version output lacks %q:\n%s", want, r.stdout)
 		}
@@ -222,7 +224,7 @@ func TestVersion(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || r.code != 0 {
 		t.Fatalf("version --json: exit %d, %v: %q", r.code, err, r.stdout)
 	}
-	if v.Version != version || v.Libtorch == "" || v.ShimABI != v.WantABI || v.GOMAXPROCS < 1 {
+	if v.Version != version || v.Libtorch == "" || v.ShimABI != v.WantABI || v.GOMAXPROCS < 1 || (v.SIMDLoops != "avx2" && v.SIMDLoops != "baseline") {
 		t.Errorf("version --json: %+v", v)
 	}
 }

@@ -31,6 +31,7 @@ type versionInfo struct {
 	Gloo         bool   `json:"c10d_gloo"` // the shim has the collectives (--nproc, torchrun)
 	Malloc       string `json:"malloc"`
 	DirectConv   string `json:"direct_conv"` // the shim's convolution kernels in use (torch.DirectConvISA), "" for libtorch's
+	SIMDLoops    string `json:"simd_loops"`  // the ISA of the shim's LRN and max-pool loops (torch.SIMDLoopsISA)
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	Go           string `json:"go_version"`
@@ -65,6 +66,7 @@ func (e *env) versionAction(c *cli.Context) error {
 	}
 	if rerr == nil { // a shim of another ABI may lack the call
 		v.DirectConv = torch.DirectConvISA()
+		v.SIMDLoops = torch.SIMDLoopsISA()
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -115,6 +117,9 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "kernels     direct 5×5 convolutions, %s (LDTORCH_DIRECT_CONV=off: libtorch's)\n", v.DirectConv)
 		} else {
 			fmt.Fprintf(e.stdout, "kernels     libtorch's convolutions\n")
+		}
+		if v.SIMDLoops != "" {
+			fmt.Fprintf(e.stdout, "            LRN and max-pool loops of the shim, %s\n", v.SIMDLoops)
 		}
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)
