@@ -23,10 +23,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-struct LRNArgs {
-  int64_t size;
-  double alpha, beta, k;
-};
+using ldt::simd::LRNArgs;
 
 bool applies(const at::Tensor &x) {
   return x.defined() && x.device().is_cpu() && x.layout() == at::kStrided && x.dim() == 4 &&
@@ -57,14 +54,11 @@ const ldt::simd::LRNOps<double> &ops<double>(const ldt::simd::Kernels *k) {
   return k->lrn_d;
 }
 
-ldt::simd::LRNArgs simd_args(const LRNArgs &a) { return ldt::simd::LRNArgs{a.size, a.alpha, a.beta, a.k}; }
-
 // forward_direct is local_response_norm(x), or of relu(x) when relu is set (the ReLU read
 // from the image once, in cache, instead of a pass of its own over the whole batch).
 at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
   auto y = at::empty_like(x);
   const int64_t N = x.size(0), C = x.size(1), P = x.size(2) * x.size(3);
-  const auto sa = simd_args(a);
   const ldt::simd::Kernels *k = active.load();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_response_norm_direct", [&] {
     const scalar_t *in = x.data_ptr<scalar_t>();
@@ -73,7 +67,7 @@ at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
     at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> s(C * P), d(C * P), r(relu ? C * P : 0);
       for (int64_t n = begin; n < end; n++)
-        op.forward(in + n * C * P, out + n * C * P, C, P, &sa, relu ? 1 : 0, s.data(), d.data(), r.data());
+        op.forward(in + n * C * P, out + n * C * P, C, P, &a, relu ? 1 : 0, s.data(), d.data(), r.data());
     });
   });
   return y;
@@ -82,7 +76,6 @@ at::Tensor forward_direct(const at::Tensor &x, const LRNArgs &a, bool relu) {
 at::Tensor backward_direct(const at::Tensor &x, const at::Tensor &g, const LRNArgs &a) {
   auto gx = at::empty_like(x);
   const int64_t N = x.size(0), C = x.size(1), P = x.size(2) * x.size(3);
-  const auto sa = simd_args(a);
   const ldt::simd::Kernels *k = active.load();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "local_response_norm_direct_backward", [&] {
     const scalar_t *in = x.data_ptr<scalar_t>();
@@ -92,7 +85,7 @@ at::Tensor backward_direct(const at::Tensor &x, const at::Tensor &g, const LRNAr
     at::parallel_for(0, N, 1, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> s(C * P), d(C * P), acc(P);
       for (int64_t n = begin; n < end; n++)
-        op.backward(in + n * C * P, gin + n * C * P, out + n * C * P, C, P, &sa, s.data(), d.data(), acc.data());
+        op.backward(in + n * C * P, gin + n * C * P, out + n * C * P, C, P, &a, s.data(), d.data(), acc.data());
     });
   });
   return gx;
