@@ -122,8 +122,13 @@ at::Tensor local_response_norm(const at::Tensor &x, int64_t size, double alpha, 
 at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k,
                                       bool relu);
 
-}  // namespace ldt
-namespace ldt {
+// dense_cpu_4d says whether x is a contiguous 4-d float32 or float64 CPU tensor: the input
+// the shim's own max-pool and LRN loops take (others run libtorch's ops).
+inline bool dense_cpu_4d(const at::Tensor &x) {
+  return x.defined() && x.device().is_cpu() && x.layout() == at::kStrided && x.dim() == 4 &&
+         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
+}
+
 namespace simd {
 struct Kernels;
 }

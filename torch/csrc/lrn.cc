@@ -25,11 +25,6 @@ using torch::autograd::variable_list;
 
 using ldt::simd::LRNArgs;
 
-bool applies(const at::Tensor &x) {
-  return x.defined() && x.device().is_cpu() && x.layout() == at::kStrided && x.dim() == 4 &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
-}
-
 // The loops in use (simd_kernels.h, for the LRN here and the max-pool of maxpool.cc): AVX2
 // where the CPU has it and FMA, unless ldt_set_simd_isa says otherwise; both give the same
 // bits.
@@ -140,7 +135,7 @@ namespace ldt {
 // caller runs through the composite.
 at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k,
                                       bool relu) {
-  if (!applies(x)) return at::Tensor();
+  if (!ldt::dense_cpu_4d(x)) return at::Tensor();
   if (size < 1) throw std::invalid_argument("local_response_norm size must be positive");
   if (at::GradMode::is_enabled() && x.requires_grad())
     return LocalResponseNormDirect::apply(relu ? at::relu(x) : x, size, alpha, beta, k);

@@ -33,11 +33,6 @@ struct PoolArgs {
   bool ceil;
 };
 
-bool applies(const at::Tensor &x) {
-  return x.defined() && x.device().is_cpu() && x.layout() == at::kStrided && x.dim() == 4 &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
-}
-
 // pool_ops is the max-pool loop of the element type of its (unused) second argument.
 const ldt::simd::PoolOps<float, int32_t> &pool_ops(const ldt::simd::Kernels *k, const float *) { return k->pool_f; }
 const ldt::simd::PoolOps<double, int64_t> &pool_ops(const ldt::simd::Kernels *k, const double *) { return k->pool_d; }
@@ -109,7 +104,7 @@ ldt_error ldt_max_pool2d_direct(ldt_tensor *out, ldt_tensor x, const int64_t *ke
       throw std::invalid_argument("null (h, w) pair");
     auto &in = ldt::T(x);
     const PoolArgs a{kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], ceil_mode != 0};
-    if (!applies(in)) {
+    if (!ldt::dense_cpu_4d(in)) {
       const int64_t one[2] = {1, 1};
       ldt::set_out(out, at::max_pool2d(in, at::IntArrayRef(kernel, 2), at::IntArrayRef(stride, 2),
                                        at::IntArrayRef(padding, 2), at::IntArrayRef(one, 2), ceil_mode != 0));
