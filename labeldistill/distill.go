@@ -197,6 +197,9 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	}
 	par := &parallel{g: o.group}
 	if par.rank() != 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = followRoot(ctx)
+		defer cancel()
 		// only rank 0 writes; every rank reads the checkpoint it resumes from
 		ckptDir, o.historyPath = "", ""
 	}

@@ -27,8 +27,27 @@ import (
 // WithGroup runs Distill as one rank of a data-parallel group (see torch/dist). Every rank
 // calls Distill with the same configuration and data; rank 0 alone writes checkpoints
 // (and should be the only one to write anything else). A failing rank makes the others'
-// Distill fail with a dist.RankError naming it.
+// Distill fail with a dist.RankError naming it. A cancelled ctx stops the group at rank 0's
+// next meta-step boundary, where rank 0 writes its checkpoint; the other ranks follow rank 0
+// (their own cancellation takes effect rootGrace later, 5 s).
 func WithGroup(g *dist.Group) RunOption { return func(o *runOptions) { o.group = g } }
+
+// rootGrace is how long a rank other than 0 goes on after its own interruption, waiting for
+// rank 0 to stop the group. An interrupted run's ranks usually get the signal at once, but
+// only rank 0 writes the checkpoint of the interruption, at a meta-step boundary every rank
+// reaches together; a rank that stopped first would fail rank 0's collective, and the
+// checkpoint would be lost. Rank 0 stops within a meta-step and aborts the group, which
+// stops the others; a rank interrupted alone stops after rootGrace.
+const rootGrace = 5 * time.Second
+
+// followRoot is ctx for a rank other than 0: cancelled rootGrace after ctx is.
+func followRoot(ctx context.Context) (context.Context, context.CancelFunc) {
+	follow, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		time.AfterFunc(rootGrace, func() { cancel(context.Cause(ctx)) })
+	})
+	return follow, func() { stop(); cancel(nil) }
+}
 
 // parallel is this run's place in its group; the zero value (and nil) is a lone process.
 type parallel struct {

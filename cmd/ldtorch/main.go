@@ -33,6 +33,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
 // Exit codes.
@@ -103,6 +104,16 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 // interruptSignals stop a run the same way: SIGHUP (a dropped SSH session) like Ctrl-C.
 var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 
+// launchedRank reports whether this process is one rank of a group a launcher started
+// (WORLD_SIZE above 1: ldtorch --nproc or torchrun). Such a rank takes every interrupt
+// signal as the one interruption: Ctrl-C reaches it from the terminal and then again from
+// its launcher, which forwards it as SIGTERM, and dying on that second signal would lose
+// the checkpoint of the interruption. Killing the ranks is their launcher's escalation.
+func launchedRank() bool {
+	cfg, ok, err := dist.FromEnv()
+	return ok && err == nil && cfg.WorldSize > 1
+}
+
 // exitError is an error with its exit code; its message is printed as is.
 type exitError struct {
 	code int
@@ -154,10 +165,12 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 
 	ctx, stop := signal.NotifyContext(parent, interruptSignals...)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		stop() // a second signal kills the process the default way
-	}()
+	if !launchedRank() {
+		go func() {
+			<-ctx.Done()
+			stop() // a second signal kills the process the default way
+		}()
+	}
 
 	app := e.newApp()
 	args = reorderArgs(app.Commands, args)

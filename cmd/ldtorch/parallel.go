@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
 
@@ -105,7 +106,9 @@ func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool)
 	// setting) is shown once, by rank 0.
 	held := make([]*tailBuffer, n)
 	ends := make([]error, n)
-	err = dist.Launch(c.Context, dist.LaunchOptions{N: n, Path: exe, Args: e.argv[1:], Env: env, Stdout: e.stdout, Stderr: e.stderr,
+	kill, stopWatching := secondInterrupt(c.Context)
+	defer stopWatching()
+	err = dist.Launch(c.Context, dist.LaunchOptions{N: n, Path: exe, Args: e.argv[1:], Env: env, Stdout: e.stdout, Stderr: e.stderr, Kill: kill,
 		RankStderr: func(r int) io.Writer {
 			if r == 0 {
 				return e.stderr
@@ -132,6 +135,11 @@ func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool)
 	if err == nil {
 		return nil
 	}
+	select {
+	case <-kill:
+		return &exitError{code: exitInterrupted, msg: "interrupted twice: the ranks were killed (what they wrote before is kept)"}
+	default:
+	}
 	if c.Context.Err() != nil || errors.Is(err, context.Canceled) {
 		if rank0Spoke {
 			return &exitError{code: exitInterrupted} // rank 0 said where it stopped
@@ -151,6 +159,34 @@ func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool)
 		return &exitError{code: exitCode(re.Err), msg: err.Error() + " without a message"}
 	}
 	return failuref("%v", err)
+}
+
+// secondInterrupt returns a channel closed when this process receives a second interrupt
+// signal (the first cancels the command's context: the ranks are told and checkpoint), and
+// a function that stops watching. A launcher cannot leave the second signal to kill it the
+// default way, as a lone process does: its ranks would go on without it.
+func secondInterrupt(ctx context.Context) (<-chan struct{}, func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, interruptSignals...)
+	seen := 0
+	if ctx.Err() != nil {
+		seen = 1 // the first came before this watch began
+	}
+	kill, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-sigs:
+				if seen++; seen == 2 {
+					close(kill)
+					return
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return kill, func() { signal.Stop(sigs); close(done) }
 }
 
 // exitedWithStatus reports whether a rank ended by exiting with a non-zero status (having

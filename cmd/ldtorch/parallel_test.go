@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -304,6 +305,112 @@ func childWithEnv(pid int, kv string) int {
 				}
 			}
 		}
+	}
+	return 0
+}
+
+// An interrupted --nproc run checkpoints where it stopped and says how to continue, whether
+// Ctrl-C reaches every process (a terminal signals the launcher's whole process group: each
+// rank gets SIGINT and then the launcher's SIGTERM) or the launcher alone; the resumed run
+// finishes. A second interrupt kills the ranks at once.
+func TestParallelInterrupted(t *testing.T) {
+	shared := sharedDatasets(t)
+	start := func(t *testing.T, out string) (*exec.Cmd, *bytes.Buffer, chan error) {
+		args := parallelArgs(shared, out, "--nproc", "2", "--checkpoint-every", "1000")
+		for i, a := range args {
+			if a == "--epochs" {
+				args[i+1] = "200" // runs long enough to be interrupted
+			}
+		}
+		cmd := binaryCommand(t, nil, args...)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as a terminal's job
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		// the meta-loop runs once rank 0's history has its first line
+		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
+			if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) > 0 {
+				break
+			}
+			if time.Since(start) > 2*time.Minute {
+				t.Fatalf("no history after 2 minutes\n%s", stderr.String())
+			}
+		}
+		return cmd, &stderr, done
+	}
+	wait := func(t *testing.T, done chan error, stderr *bytes.Buffer) (int, string) {
+		select {
+		case err := <-done:
+			var ee *exec.ExitError
+			if err != nil && !errors.As(err, &ee) {
+				t.Fatal(err)
+			}
+			return cmd0ExitCode(err), strings.TrimSpace(stderr.String())
+		case <-time.After(signalLimit):
+			t.Fatalf("still running %v after the interrupt\n%s", signalLimit, stderr.String())
+		}
+		return 0, ""
+	}
+	for _, c := range []struct {
+		name  string
+		group bool
+	}{{"Ctrl-C to the process group", true}, {"SIGINT to the launcher alone", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "out")
+			cmd, stderr, done := start(t, out)
+			pid := cmd.Process.Pid
+			if c.group {
+				pid = -pid
+			}
+			if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+				t.Fatal(err)
+			}
+			code, msg := wait(t, done, stderr)
+			m := regexp.MustCompile(`interrupted after (\d+) meta-steps; .*continue with: ldtorch distill --resume \S+ --nproc 2`).FindStringSubmatch(msg)
+			if code != exitInterrupted || m == nil || strings.Count(msg, "\n") != 0 {
+				t.Fatalf("exit %d, stderr:\n%s\nwant 130 and one line of rank 0's naming the meta-step and the resume command", code, msg)
+			}
+			steps, _ := strconv.Atoi(m[1])
+			ckpt := filepath.Join(out, "checkpoints", fmt.Sprintf("ckpt-%09d.npz", steps))
+			if _, err := os.Stat(ckpt); err != nil || steps == 0 {
+				t.Fatalf("no checkpoint of the interruption (%v):\n%s", err, msg)
+			}
+			if !c.group {
+				return
+			}
+			r := runBinary(t, 3*time.Minute, nil, "distill", "--resume", out, "--nproc", "2", "--data-dir", shared, "--quiet")
+			if r.code != 0 {
+				t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+			}
+			if a := readRun(t, out); a.Report.MetaSteps != 800 {
+				t.Errorf("resumed run ended at meta-step %d, want 800", a.Report.MetaSteps)
+			}
+		})
+	}
+	t.Run("a second interrupt", func(t *testing.T) {
+		cmd, stderr, done := start(t, filepath.Join(t.TempDir(), "out"))
+		// two kinds of signal: two SIGINTs sent at once may reach the process as one
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Process.Signal(syscall.SIGTERM)
+		code, msg := wait(t, done, stderr)
+		if code != exitInterrupted || !strings.Contains(msg, "interrupted twice: the ranks were killed") {
+			t.Errorf("exit %d, stderr:\n%s\nwant 130 and the launcher saying it killed the ranks", code, msg)
+		}
+		if rank := childWithEnv(cmd.Process.Pid, "RANK=1"); rank != 0 {
+			t.Errorf("rank 1 (pid %d) still runs", rank)
+		}
+	})
+}
+
+func cmd0ExitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
 	}
 	return 0
 }

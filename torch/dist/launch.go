@@ -33,6 +33,9 @@ type LaunchOptions struct {
 	Exited func(rank int, err error)
 	// Timeout is the ranks' collective timeout (LDTORCH_DIST_TIMEOUT); 0 keeps theirs.
 	Timeout time.Duration
+	// Kill, when it closes, kills every rank still running with SIGKILL at once (a second
+	// Ctrl-C); nil: never.
+	Kill <-chan struct{}
 }
 
 // RankExit is a rank that ended badly.
@@ -55,6 +58,9 @@ func describeExit(err error) string {
 	return "failed: " + err.Error()
 }
 
+// errKilled is Launch's error when o.Kill killed the ranks before any failed.
+var errKilled = errors.New("the ranks were killed")
+
 // FreePort returns a TCP port that was free on 127.0.0.1 a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -68,8 +74,8 @@ func FreePort() (int, error) {
 // Launch runs N ranks of the program over loopback and waits for all of them. When a rank
 // fails, the others normally fail soon after (their collectives name it); any still running
 // after their timeout plus a margin are killed, so Launch never hangs on a hung rank. When
-// ctx is cancelled every rank gets SIGTERM (and SIGKILL 10 s later). The error names the
-// first rank that failed.
+// ctx is cancelled every rank gets SIGTERM (and SIGKILL 10 s later, or when o.Kill closes).
+// The error names the first rank that failed.
 func Launch(ctx context.Context, o LaunchOptions) error {
 	if o.N < 1 {
 		return fmt.Errorf("dist: --nproc must be at least 1, got %d", o.N)
@@ -137,7 +143,7 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 	}
 	var first error
 	var killTimer <-chan time.Time
-	ctxDone := ctx.Done()
+	ctxDone, kill := ctx.Done(), o.Kill
 	for left := o.N; left > 0; {
 		select {
 		case e := <-done:
@@ -154,6 +160,12 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		case <-killTimer:
 			signalAll(syscall.SIGKILL)
 			killTimer = nil
+		case <-kill:
+			signalAll(syscall.SIGKILL)
+			kill = nil
+			if first == nil {
+				first = errKilled
+			}
 		case <-ctxDone:
 			signalAll(syscall.SIGTERM)
 			ctxDone = nil
