@@ -25,6 +25,15 @@ func TestSweepAndStudyCLI(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "done     cells/ld-rr__10") {
 		t.Errorf("sweep --list: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// --list shows the cells --rows and --columns select, of a grid larger than what ran
+	wide := filepath.Join(dir, "wide.json")
+	os.WriteFile(wide, []byte(`{"title": "wide", "config": {"dataset": "mnist"},
+	  "rows": [{"label": "LD", "set": {"method": "ld"}}, {"label": "LD RR", "set": {"method": "rr"}}],
+	  "columns": {"key": "base_examples", "values": [10, 20]}}`), 0o644)
+	r = ldtorch(t, nil, "sweep", "--grid", wide, "--out", out+"-wide", "--rows", "LD RR", "--columns", "20", "--list")
+	if r.code != 0 || r.stdout != "new      cells/ld-rr__20\n" {
+		t.Errorf("sweep --list --rows 'LD RR' --columns 20: exit %d, want one cell\n%s%s", r.code, r.stdout, r.stderr)
+	}
 	cell := filepath.Join(out, "cells", "ld-rr__10")
 	r = ldtorch(t, nil, "study", "steps", "--distilled", cell, "--steps", "3,8", "--models", "2", "--threads", "1", "--data-dir", shared, "-q")
 	if r.code != 0 || !strings.Contains(r.stdout, "steps study") {

@@ -88,7 +88,7 @@ func (e *env) sweepCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
-			&cli.BoolFlag{Name: "list", Usage: "list the cells and their state (done, resume, new) and exit", Category: catRun},
+			&cli.BoolFlag{Name: "list", Usage: "list the cells (those --rows and --columns select) and their state (done, resume, new) and exit", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.sweepAction,
 	}
@@ -126,8 +126,12 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Bool("list") {
+	if c.Bool("list") { // the cells --rows and --columns select (all by default)
+		sel := sweep.Options{Rows: rows, Columns: columns}
 		for _, cell := range cells {
+			if !sel.Selected(cell) {
+				continue
+			}
 			st, err := sweep.CellState(cell)
 			if err != nil {
 				return usageErrorf("%v", err)

@@ -181,6 +181,11 @@ type Options struct {
 	Run []labeldistill.RunOption
 }
 
+// Selected reports whether cell c is in the rows and columns o restricts a run to.
+func (o Options) Selected(c Cell) bool {
+	return (o.Rows == nil || slices.Contains(o.Rows, c.Row)) && (o.Columns == nil || slices.Contains(o.Columns, c.Column))
+}
+
 // Run runs the grid's cells into dir (row-major, the selected ones), skipping
 // finished cells and resuming checkpointed ones, then writes the summary. On
 // cancellation the running cell checkpoints and Run returns ctx's error after writing
@@ -207,7 +212,7 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 	var todo []Cell
 	states := map[string]State{}
 	for _, c := range cells {
-		if (o.Rows != nil && !slices.Contains(o.Rows, c.Row)) || (o.Columns != nil && !slices.Contains(o.Columns, c.Column)) {
+		if !o.Selected(c) {
 			continue
 		}
 		st, err := CellState(c)
