@@ -171,7 +171,43 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			return cfg, src, err
 		}
 	}
+	if err := ddIgnoredSettings(resolved, src); err != nil {
+		return cfg, src, err
+	}
 	return resolved, src, nil
+}
+
+// ddIgnoredSettings refuses a setting given for method dd that it would ignore: dd has no
+// online model, labels, ridge head or resets (docs/ALGORITHM.md §12), and the settings of
+// fresh models trained by a recipe (batch, learning rate) are only the baselines' (its own
+// models train with the learnt step sizes on N/dd_steps images per step).
+func ddIgnoredSettings(cfg config.Config, src *valueSource) error {
+	if cfg.Method != config.MethodDD {
+		return nil
+	}
+	for _, key := range []string{"inner_lr", "model_lr", "model_betas", "model_eps", "label_lr", "label_betas", "label_eps",
+		"ridge_lambda", "ridge_pseudo_step", "scale_lr", "scale_init", "reset_window", "reset_mean_of_last"} {
+		if src.given(key) {
+			return usageErrorf("%s does not apply to method dd: it has no online model, labels, ridge head or resets (it learns images and step sizes; docs/ALGORITHM.md §12)", src.describe(key))
+		}
+	}
+	recipe := []string{"eval_lr", "eval_batch", "inner_batch"}
+	if len(cfg.Baselines) > 0 {
+		if !src.given("eval_batch") {
+			return nil // inner_batch is the baselines' batch then
+		}
+		recipe = []string{"inner_batch"} // eval_batch is theirs
+	}
+	for _, key := range recipe {
+		if src.given(key) {
+			why := "without baselines (--baselines none)"
+			if len(cfg.Baselines) > 0 {
+				why = "beside --eval-batch, the baselines' batch"
+			}
+			return usageErrorf("%s does not apply to method dd %s: its models train with the learnt step sizes on N/dd_steps images per step, and only the baselines take a batch and a learning rate", src.describe(key), why)
+		}
+	}
+	return nil
 }
 
 // resumeConflicts is the usage error naming the settings of now that the checkpointed run

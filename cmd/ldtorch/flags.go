@@ -370,6 +370,19 @@ func (s *valueSource) onCommandLine(names ...string) bool {
 	return false
 }
 
+// given reports whether a config key was set by a flag, a variable or the config file.
+func (s *valueSource) given(key string) bool {
+	if s.configKeys[key] {
+		return true
+	}
+	for _, f := range configFlags() {
+		if f.key == key {
+			return s.onCommandLine(append([]string{f.name}, f.aliases...)...) || (s.isSet != nil && s.isSet(f.name))
+		}
+	}
+	return false
+}
+
 // describe names what set a config key: "--base", "LDTORCH_BASE" or "base_examples in FILE".
 func (s *valueSource) describe(key string) string {
 	for _, f := range configFlags() {

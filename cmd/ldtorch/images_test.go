@@ -20,8 +20,10 @@ import (
 // images), or learn images.
 func tinyImages(shared, out, kind string, extra ...string) []string {
 	args := tinyDistill(shared, out, "--method", "ld", "--learn", "images")
-	if kind == "dd" {
-		args = tinyDistill(shared, out, "--method", "dd", "--dd-steps", "2", "--dd-epochs", "2")
+	if kind == "dd" { // without tinyDistill's --inner-batch and --reset-window, which dd has not
+		args = []string{"distill", "--data-dir", shared, "--dataset", "mnist", "--method", "dd", "--dd-steps", "2", "--dd-epochs", "2",
+			"--base", "20", "--outer-batch", "256", "--target-set-size", "2000", "--epochs", "2", "--eval-models", "1",
+			"--baselines", "none", "--threads", "1", "--out", out}
 	}
 	return append(args, extra...)
 }
@@ -61,6 +63,16 @@ func TestImageArtifactCommands(t *testing.T) {
 	r = ldtorch(t, nil, "study", "optimizer", "--distilled", dd, "--data-dir", shared, "--models", "1", "--optimizers", "adam", "--lr", "0.001", "--threads", "1", "--quiet")
 	if r.code != 0 || !strings.Contains(r.stdout, "method dd artifact") || !strings.Contains(r.stdout, "standard recipe") {
 		t.Errorf("study optimizer: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// Settings method dd would ignore are refused, naming what gave them.
+	noDD := filepath.Join(t.TempDir(), "no-dd")
+	wantOneLine(t, ldtorch(t, nil, tinyImages(shared, noDD, "dd", "--label-lr", "0.1")...),
+		exitUsage, "--label-lr does not apply to method dd", "no online model, labels")
+	wantOneLine(t, ldtorch(t, []string{"LDTORCH_INNER_BATCH=5"}, tinyImages(shared, noDD, "dd")...),
+		exitUsage, "LDTORCH_INNER_BATCH does not apply to method dd without baselines")
+	if _, err := os.Stat(noDD); err == nil {
+		t.Errorf("a refused dd run created %s", noDD)
 	}
 
 	// Commands that need labels for real images refuse it.
