@@ -427,6 +427,26 @@ func TestEveryCommandReadsEveryArtifact(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(out, "figures", "reconstructions.png")); err != nil {
 				t.Error(err)
 			}
+			if tc.rgba {
+				return
+			}
+			// The image folder moved: evaluate and study name it, and read it where it is now.
+			moved := folder + "-moved"
+			if err := os.Rename(folder, moved); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Rename(moved, folder)
+			for _, args := range [][]string{
+				{"evaluate", "--distilled", out, "--models", "1", "--quiet"},
+				{"study", "steps", "--distilled", out, "--models", "1", "--deltas=0", "--quiet"},
+			} {
+				wantOneLine(t, hostileRun(t, hostileLimit, args...), exitUsage, folder)
+				if r := hostileRun(t, hostileLimit, append(args, "--dataset", "imagefolder:"+moved)...); r.code != 0 {
+					t.Errorf("%s --dataset imagefolder:%s: exit %d: %s", args[0], moved, r.code, r.stderr)
+				}
+			}
+			wantOneLine(t, hostileRun(t, hostileLimit, "study", "steps", "--distilled", out, "--dataset", "mnist"),
+				exitUsage, "--dataset", "distilled for imagefolder:"+folder+", not mnist")
 		})
 	}
 

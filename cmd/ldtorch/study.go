@@ -67,6 +67,7 @@ func (e *env) studyCommand() *cli.Command {
 			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet, convnet (default: those of lenet, alexnet, resnet that fit the images)", Category: catRun},
 			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", Category: catRun},
 			&cli.StringFlag{Name: "versus", Usage: "flexibility: the method dd artifact `DD_DIR` beside --distilled", Category: catRun},
+			&cli.StringFlag{Name: "dataset", Usage: "imagefolder:`PATH`, where the run's image folder is now (when it moved)", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.studyAction,
 	}
@@ -130,10 +131,11 @@ var studyFlags = map[string][]string{
 	"momentum":   {study.Optimizer},
 	"archs":      {study.Arch},
 	"versus":     {flexibilityStudy},
+	"dataset":    study.Kinds,
 }
 
 // studyFlagNames are studyFlags' keys in the order they are checked.
-var studyFlagNames = []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs", "versus"}
+var studyFlagNames = []string{"deltas", "steps", "optimizers", "lr", "momentum", "archs", "versus", "dataset"}
 
 // studyFlagsApply refuses the flags set that the study kind does not use; the flexibility
 // study says where the settings it refuses belong.
@@ -190,6 +192,7 @@ func (e *env) studyAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	sc.Dataset = c.String("dataset")
 	unlock, err := lockOut("--distilled", dir)
 	if err != nil {
 		return err
@@ -280,6 +283,12 @@ func readStudyArtifact(flag, dir string) (*artifact.Artifact, error) {
 // threads.
 func studySettle(c *cli.Context, art *artifact.Artifact) (config.Config, error) {
 	cfg := art.Report.Config
+	if c.IsSet("dataset") { // the run's image folder, moved
+		var err error
+		if cfg, err = artifact.EvalDataConfig(art, c.String("dataset")); err != nil {
+			return cfg, usageErrorf("--dataset: %s", strings.TrimPrefix(err.Error(), "dataset: "))
+		}
+	}
 	adjust, err := operational(c)
 	if err != nil {
 		return cfg, err
@@ -304,6 +313,9 @@ func studySettle(c *cli.Context, art *artifact.Artifact) (config.Config, error) 
 // studyData reads the data of a study of the artifact whose settled configuration is cfg.
 func (e *env) studyData(c *cli.Context, pr *progress, kind, dir string, art *artifact.Artifact, cfg config.Config) (*study.Data, error) {
 	pr.note("study %s of %s: reading %s data", kind, dir, cfg.Dataset)
+	if err := imageFolderGone(cfg, kind != flexibilityStudy); err != nil {
+		return nil, err
+	}
 	d, err := study.LoadData(cfg)
 	if err != nil {
 		return nil, distillError(err, &valueSource{args: e.args, isSet: c.IsSet})

@@ -222,7 +222,7 @@ func ddOrder(order string, sch *train.Schedule, T int, seed uint64, model int) [
 // the artifact's own recipe gives evaluate's accuracies.
 func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s *Setting, ec artifact.EvalConfig) (*artifact.EvalResult, error) {
 	return torch.Guard("study", func() (*artifact.EvalResult, error) {
-		cfg, err := artifact.EvalDataConfig(art, "")
+		cfg, err := artifact.EvalDataConfig(art, ec.Dataset)
 		if err != nil {
 			return nil, err
 		}

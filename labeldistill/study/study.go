@@ -62,6 +62,9 @@ type Config struct {
 	Momenta    []float64 // optimizer: SGD momenta
 	Archs      []string  // arch: architectures (default: the paper's three, those that fit the images; convnet on request)
 	Device     string
+	// Dataset is where the run's image folder is now ("imagefolder:PATH", as
+	// artifact.EvalConfig.Dataset), when it moved; "" = where the run recorded it.
+	Dataset string
 	// Progress hears the setting being trained and its training steps done.
 	Progress func(setting string, done, total int)
 }
@@ -179,7 +182,7 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 		}
 		rr := s.RR
 		ec := artifact.EvalConfig{Arch: s.Arch, Optimizer: s.Optimizer, LR: s.LR, Momentum: s.Momentum, Steps: s.Steps,
-			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device}
+			Models: st.Models, RR: &rr, Seed: st.Seed, Device: sc.Device, Dataset: sc.Dataset}
 		if sc.Progress != nil {
 			label := s.Label
 			ec.Progress = func(done, total int) { sc.Progress(label, done, total) }
