@@ -28,6 +28,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/dist"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
@@ -395,8 +396,12 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	}
 	if err != nil {
 		os.Remove(ckptDir) // only when empty: a run that failed early leaves no empty folder
-		if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		var peer *dist.RankError
+		if ctx.Err() != nil || errors.Is(err, context.Canceled) || (errors.As(err, &peer) && peer.Interrupted) {
 			msg := fmt.Sprintf("interrupted after %d meta-steps; no artifact was written to %s", pr.step, cfg.Out)
+			if peer != nil && peer.Interrupted && ctx.Err() == nil { // a rank was interrupted alone
+				msg = fmt.Sprintf("rank %d was interrupted after %d meta-steps; no artifact was written to %s", peer.Culprit[0], pr.step, cfg.Out)
+			}
 			if m, _ := checkpoint.Files(ckptDir); len(m) > 0 {
 				world := 1
 				if rank.group != nil {

@@ -312,7 +312,8 @@ func childWithEnv(pid int, kv string) int {
 // An interrupted --nproc run checkpoints where it stopped and says how to continue, whether
 // Ctrl-C reaches every process (a terminal signals the launcher's whole process group: each
 // rank gets SIGINT and then the launcher's SIGTERM) or the launcher alone; the resumed run
-// finishes. A second interrupt kills the ranks at once.
+// finishes. A rank interrupted alone stops the group as interrupted (exit 130, the resume
+// command). A second interrupt kills the ranks at once.
 func TestParallelInterrupted(t *testing.T) {
 	shared := sharedDatasets(t)
 	start := func(t *testing.T, out string) (*exec.Cmd, *bytes.Buffer, chan error) {
@@ -357,20 +358,28 @@ func TestParallelInterrupted(t *testing.T) {
 		return 0, ""
 	}
 	for _, c := range []struct {
-		name  string
-		group bool
-	}{{"Ctrl-C to the process group", true}, {"SIGINT to the launcher alone", false}} {
+		name, target string
+	}{{"Ctrl-C to the process group", "group"}, {"SIGINT to the launcher alone", "launcher"}, {"SIGTERM to rank 1 alone", "rank 1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			cmd, stderr, done := start(t, out)
-			pid := cmd.Process.Pid
-			if c.group {
+			pid, sig := cmd.Process.Pid, syscall.SIGINT
+			switch c.target {
+			case "group":
 				pid = -pid
+			case "rank 1": // it stops 5 s later, and rank 0 with it, at a meta-step boundary
+				pid, sig = childWithEnv(pid, "RANK=1"), syscall.SIGTERM
 			}
-			if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
-				t.Fatal(err)
+			if err := syscall.Kill(pid, sig); err != nil || pid == 0 {
+				t.Fatal(pid, err)
 			}
 			code, msg := wait(t, done, stderr)
+			if c.target == "rank 1" { // rank 0 learns of it in a failed collective: no checkpoint then
+				if code != exitInterrupted || !strings.HasPrefix(msg, "ldtorch distill: rank 1 was interrupted after") || strings.Count(msg, "\n") != 0 {
+					t.Errorf("exit %d, stderr:\n%s\nwant 130 and one line of rank 0's saying that rank 1 was interrupted", code, msg)
+				}
+				return
+			}
 			m := regexp.MustCompile(`interrupted after (\d+) meta-steps; .*continue with: ldtorch distill --resume \S+ --nproc 2`).FindStringSubmatch(msg)
 			if code != exitInterrupted || m == nil || strings.Count(msg, "\n") != 0 {
 				t.Fatalf("exit %d, stderr:\n%s\nwant 130 and one line of rank 0's naming the meta-step and the resume command", code, msg)
@@ -380,7 +389,7 @@ func TestParallelInterrupted(t *testing.T) {
 			if _, err := os.Stat(ckpt); err != nil || steps == 0 {
 				t.Fatalf("no checkpoint of the interruption (%v):\n%s", err, msg)
 			}
-			if !c.group {
+			if c.target != "group" {
 				return
 			}
 			r := runBinary(t, 3*time.Minute, nil, "distill", "--resume", out, "--nproc", "2", "--data-dir", shared, "--quiet")

@@ -8,6 +8,7 @@ package dist
 // note at all died or hung.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -21,6 +22,8 @@ const (
 	failKeyPrefix = "ldtorch/failed/"
 	abortNote     = "abort: "
 	peerNote      = "peer: "
+	// interruptNote is the abort note of a rank whose context was cancelled (a signal).
+	interruptNote = abortNote + "interrupted"
 )
 
 // FailureGrace is how long a rank waits for its peers' notes after a collective failed.
@@ -33,6 +36,9 @@ type RankError struct {
 	Culprit []int  // the ranks that failed, died or hung (empty when unknown)
 	Reason  string // what the culprits did
 	Err     error  // the collective's own error
+	// Interrupted: the culprit stopped because its context was cancelled (Abort with
+	// context.Canceled), not on an error.
+	Interrupted bool
 }
 
 func (e *RankError) Error() string {
@@ -117,6 +123,8 @@ func (g *Group) check(op string, err error) error {
 	sort.Ints(aborted)
 	_, hostNoted := notes[storeHost]
 	switch {
+	case len(aborted) > 0 && notes[aborted[0]] == interruptNote:
+		e.Culprit, e.Reason, e.Interrupted = aborted[:1], "was interrupted", true
 	case len(aborted) > 0:
 		e.Culprit = aborted
 		e.Reason = "failed: " + strings.TrimPrefix(notes[aborted[0]], abortNote)
@@ -173,7 +181,7 @@ func (g *Group) collectNotes(grace time.Duration) (notes map[int]string, silent 
 }
 
 // Abort tells the other ranks that this one failed with err, so that their collectives
-// fail at once and name this rank. Call it before exiting on an error of one's own; then
+// fail at once and name this rank (as interrupted when err is context.Canceled). Call it before exiting on an error of one's own; then
 // Close. The store host (rank 0 without torchrun's agent store) keeps the store up until
 // every other rank has read the note or the grace period passes.
 func (g *Group) Abort(err error) {
@@ -184,11 +192,14 @@ func (g *Group) Abort(err error) {
 	if errors.As(err, &re) {
 		return // not our own failure: the peers know already
 	}
-	msg := err.Error()
-	if len(msg) > 2000 {
-		msg = msg[:2000] + "…"
+	note := abortNote + err.Error()
+	if len(note) > 2000 {
+		note = note[:2000] + "…"
 	}
-	if g.pg.StoreSet(failKey(g.cfg.Rank), []byte(abortNote+msg)) != nil {
+	if errors.Is(err, context.Canceled) {
+		note = interruptNote
+	}
+	if g.pg.StoreSet(failKey(g.cfg.Rank), []byte(note)) != nil {
 		return
 	}
 	g.pg.CloseCollectives() // peers blocked on us fail now rather than at the timeout
