@@ -28,8 +28,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/dist"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
 // runConfigFlags are --config and one flag per Config field (distill and bench).
