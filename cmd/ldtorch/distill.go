@@ -179,9 +179,9 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 }
 
 // ddIgnoredSettings refuses a setting given for method dd that it would ignore: dd has no
-// online model, labels, ridge head or resets (docs/ALGORITHM.md §12), and the settings of
-// fresh models trained by a recipe (batch, learning rate) are only the baselines' (its own
-// models train with the learnt step sizes on N/dd_steps images per step).
+// online model, labels, ridge head or resets (docs/ALGORITHM.md §12), and its own models
+// train with the learnt step sizes on N/dd_steps images per step, so the recipe's batch and
+// rate are only the baselines' (inner_batch is their batch unless eval_batch is given).
 func ddIgnoredSettings(cfg config.Config, src *valueSource) error {
 	if cfg.Method != config.MethodDD {
 		return nil
@@ -192,20 +192,18 @@ func ddIgnoredSettings(cfg config.Config, src *valueSource) error {
 			return usageErrorf("%s does not apply to method dd: it has no online model, labels, ridge head or resets (it learns images and step sizes; docs/ALGORITHM.md §12)", src.describe(key))
 		}
 	}
-	recipe := []string{"eval_lr", "eval_batch", "inner_batch"}
-	if len(cfg.Baselines) > 0 {
-		if !src.given("eval_batch") {
-			return nil // inner_batch is the baselines' batch then
-		}
-		recipe = []string{"inner_batch"} // eval_batch is theirs
-	}
-	for _, key := range recipe {
-		if src.given(key) {
-			why := "without baselines (--baselines none)"
-			if len(cfg.Baselines) > 0 {
-				why = "beside --eval-batch, the baselines' batch"
-			}
-			return usageErrorf("%s does not apply to method dd %s: its models train with the learnt step sizes on N/dd_steps images per step, and only the baselines take a batch and a learning rate", src.describe(key), why)
+	none := len(cfg.Baselines) == 0
+	for _, s := range []struct {
+		key, when string
+		unused    bool
+	}{
+		{"eval_lr", "without baselines (--baselines none)", none},
+		{"eval_batch", "without baselines (--baselines none)", none},
+		{"inner_batch", "without baselines (--baselines none)", none},
+		{"inner_batch", "beside --eval-batch, the baselines' batch", src.given("eval_batch")},
+	} {
+		if s.unused && src.given(s.key) {
+			return usageErrorf("%s does not apply to method dd %s: its models train with the learnt step sizes on N/dd_steps images per step, and only the baselines take a batch and a learning rate", src.describe(s.key), s.when)
 		}
 	}
 	return nil

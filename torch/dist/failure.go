@@ -181,8 +181,8 @@ func (g *Group) collectNotes(grace time.Duration) (notes map[int]string, silent 
 }
 
 // Abort tells the other ranks that this one failed with err, so that their collectives
-// fail at once and name this rank (as interrupted when err is context.Canceled). Call it before exiting on an error of one's own; then
-// Close. The store host (rank 0 without torchrun's agent store) keeps the store up until
+// fail at once and name this rank (as interrupted when err is context.Canceled). Call it
+// before exiting on an error of one's own; then Close. The store host (rank 0 without torchrun's agent store) keeps the store up until
 // every other rank has read the note or the grace period passes.
 func (g *Group) Abort(err error) {
 	if g == nil || g.pg == nil || g.stuck || err == nil {
