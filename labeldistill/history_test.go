@@ -252,7 +252,7 @@ func TestReadHistoryRefusesImplausible(t *testing.T) {
 		"error 1e38":    {`{"kind":"step","step":1,"label_loss":2,"error":1e38}`, "line 2: error 1e+38 is not a percentage"},
 		"accuracy -1":   {`{"kind":"validation","step":1,"accuracy":-1}`, "line 2: accuracy -1 is not a percentage"},
 		"negative loss": {`{"kind":"step","step":1,"label_loss":-3}`, "line 2: label_loss -3 is negative"},
-		"beyond float":  {`{"kind":"step","step":1,"label_loss":1e999}`, `line 2: column 43: key "label_loss": 1e999 is out of range`},
+		"beyond float":  {`{"kind":"step","step":1,"label_loss":1e999}`, `line 2: column 38: key "label_loss": 1e999 is out of range`},
 		"Infinity":      {`{"kind":"step","step":1,"label_loss":Infinity}`, "line 2: column 38: invalid character 'I'"},
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))

@@ -170,7 +170,7 @@ func JSONError(data []byte, err error) error {
 	case errors.As(err, &typ):
 		where := ""
 		if typ.Offset > 0 {
-			line, col := lineCol(data, typ.Offset)
+			line, col := lineCol(data, valueStart(data, typ.Offset))
 			where = fmt.Sprintf("line %d, column %d: ", line, col)
 		}
 		field := ""
@@ -256,6 +256,30 @@ func jsonValueWord(v string) string {
 		return "a number"
 	}
 	return v
+}
+
+// valueStart is where the JSON value that an UnmarshalTypeError's offset points into
+// begins: encoding/json gives the offset just past a scalar, or just past the opening
+// bracket of an array or object. It is found among the tokens of data (the offset itself
+// when none ends there).
+func valueStart(data []byte, offset int64) int64 {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a number out of float64's range is still a token
+	for prev := int64(0); ; {
+		_, err := dec.Token()
+		end := dec.InputOffset()
+		if err != nil || end > offset {
+			return offset
+		}
+		if end == offset {
+			start := prev // the token follows spaces, a colon or a comma
+			for start < end && bytes.IndexByte([]byte(" \t\r\n:,"), data[start]) >= 0 {
+				start++
+			}
+			return start
+		}
+		prev = end
+	}
 }
 
 func lineCol(data []byte, offset int64) (line, col int) {
