@@ -95,6 +95,26 @@ int ldt_dist_available(void) {
 #endif
 }
 
+#ifdef LDT_WITH_GLOO
+// check_world_size makes every rank agree with rank 0 on the group's size before Gloo's
+// rendezvous, where a rank started with another WORLD_SIZE fails on an internal size check
+// ("sizeof(impl_) == bytes.size(). 136 vs 68"). Rank 0 publishes its size in the store; the
+// others read it (the store's get waits for it, up to the timeout).
+static void check_world_size(c10d::Store &store, int rank, int world_size, const std::string &where) {
+  static const std::string key = "ldtorch/world_size";
+  const std::string mine = std::to_string(world_size);
+  if (rank == 0) {
+    store.set(key, std::vector<uint8_t>(mine.begin(), mine.end()));
+    return;
+  }
+  const std::vector<uint8_t> v = store.get(key);
+  const std::string theirs(v.begin(), v.end());
+  if (theirs != mine)
+    throw std::invalid_argument("this rank has WORLD_SIZE=" + mine + ", but rank 0 (store " + where + ") runs a group of " +
+                                theirs + ": start every rank with the group's WORLD_SIZE");
+}
+#endif
+
 ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int rank, int world_size,
                         int client_only, const char *prefix, const char *iface, const char *bind_host,
                         int64_t timeout_ms) {
@@ -118,6 +138,7 @@ ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int 
     so.timeout = timeout;
     c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::string(addr), so);
     if (prefix != nullptr && *prefix != '\0') store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
+    check_world_size(*store, rank, world_size, std::string(addr) + ":" + std::to_string(port));
 
     auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
     if (iface != nullptr && *iface != '\0')

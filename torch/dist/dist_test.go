@@ -116,7 +116,7 @@ func runWorker(scenario string) int {
 			fmt.Printf("median %d ns p90 %d ns\n", times[len(times)/2].Nanoseconds(), times[len(times)*9/10].Nanoseconds())
 		}
 		return 0
-	case "killed", "hung", "abort", "root-killed":
+	case "killed", "hung", "abort", "interrupted", "root-killed":
 		if err := g.Barrier(); err != nil {
 			return fail("first barrier: %v", err)
 		}
@@ -134,6 +134,9 @@ func runWorker(scenario string) int {
 			case "abort":
 				g.Abort(errors.New("disk full"))
 				return 3
+			case "interrupted":
+				g.Abort(fmt.Errorf("meta-step 7: %w", context.Canceled))
+				return 130
 			}
 		}
 		x := torch.Must(torch.FromFloat32([]float32{1}, 1))
@@ -145,6 +148,9 @@ func runWorker(scenario string) int {
 		fmt.Fprintf(os.Stderr, "rank %d: %v\n", r, err)
 		if len(re.Culprit) != 1 || re.Culprit[0] != culprit {
 			return fail("the error names ranks %v, want [%d]", re.Culprit, culprit)
+		}
+		if re.Interrupted != (scenario == "interrupted") {
+			return fail("Interrupted is %v in %v", re.Interrupted, err)
 		}
 		return 4 // the expected failure
 	}
@@ -252,6 +258,15 @@ func TestAbortNamesRankAndReason(t *testing.T) {
 	checkFailure(t, err, out, took, 15*time.Second, "") // rank 0 may exit first: rank 1 leaves after Close
 	if !strings.Contains(out, "rank 1 failed: disk full") {
 		t.Errorf("the survivor's message does not carry rank 1's reason:\n%s", out)
+	}
+}
+
+// A rank that stops on its cancelled context is named as interrupted, not as failed.
+func TestAbortInterrupted(t *testing.T) {
+	err, out, took := launch(t, "interrupted", 2, 20*time.Second)
+	checkFailure(t, err, out, took, 15*time.Second, "")
+	if !strings.Contains(out, "rank 1 was interrupted") {
+		t.Errorf("the survivor's message does not say rank 1 was interrupted:\n%s", out)
 	}
 }
 

@@ -227,6 +227,29 @@ func TestJoinEndsOnSignal(t *testing.T) {
 	}
 }
 
+// A rank started with another WORLD_SIZE than rank 0's is told so at once (it failed inside
+// Gloo's rendezvous on "sizeof(impl_) == bytes.size(). 136 vs 68").
+func TestWorldSizeMismatchNamed(t *testing.T) {
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	joinWorker(t, 0, port, 5*time.Second) // WORLD_SIZE=2
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(withoutDistVars(os.Environ()), workerVar+"=join", "OMP_NUM_THREADS=1",
+		"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port), "WORLD_SIZE=3", "RANK=1", "LDTORCH_DIST_TIMEOUT=5s")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	code, took := waitExit(t, cmd, &out, 20*time.Second)
+	if msg := out.String(); code != 5 || !strings.Contains(msg, "this rank has WORLD_SIZE=3, but rank 0") || !strings.Contains(msg, "runs a group of 2") {
+		t.Errorf("exit %d after %v, want 5 and the two sizes named:\n%s", code, took, msg)
+	}
+}
+
 // A GLOO_SOCKET_IFNAME this machine lacks is named at once (Gloo said so only after the
 // store's rendezvous, at the timeout).
 func TestUnknownInterface(t *testing.T) {
