@@ -67,9 +67,6 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	if err := torch.SetNumThreads(threads); err != nil {
 		return failuref("--threads %d: %v", threads, err)
 	}
-	if err := imageFolderGone(cfg, true); err != nil {
-		return err
-	}
 	d, err := labeldistill.LoadData(cfg)
 	if err != nil {
 		return err

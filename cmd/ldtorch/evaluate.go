@@ -21,7 +21,6 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
@@ -211,9 +210,6 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if err := torch.SetNumThreads(threads); err != nil {
 		return failuref("--threads %d: %v", threads, err)
 	}
-	if err := imageFolderGone(cfg, true); err != nil {
-		return err
-	}
 	td, err := labeldistill.LoadTestData(cfg)
 	if err != nil {
 		return err
@@ -282,24 +278,6 @@ func warnDataChanges(w io.Writer, art *artifact.Artifact, files map[string]strin
 // settingWords names allow_unknown_data as the flag the data commands share.
 func settingWords(msg string) string {
 	return strings.ReplaceAll(msg, "allow_unknown_data", "--allow-unknown-data")
-}
-
-// imageFolderGone is the usage error for a run whose image folder (cfg.Dataset) is no
-// longer where the run recorded it, nil otherwise; hint says that --dataset can name its
-// new place.
-func imageFolderGone(cfg config.Config, hint bool) error {
-	p, ok := data.ImageFolderPath(cfg.Dataset)
-	if !ok {
-		return nil
-	}
-	if _, err := os.Stat(p); !errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	msg := fmt.Sprintf("the run's image folder %s is not there any more (moved or removed)", p)
-	if hint {
-		msg += ": give where it is now with --dataset imagefolder:PATH"
-	}
-	return usageErrorf("%s", msg)
 }
 
 // evaluateError turns a problem with a setting (*FieldError) into a usage error naming

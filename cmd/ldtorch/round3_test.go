@@ -431,16 +431,19 @@ func TestEveryCommandReadsEveryArtifact(t *testing.T) {
 				return
 			}
 			// The image folder moved: evaluate and study name it, and read it where it is now.
+			// (Where it was is seen by a fresh process: one keeps a folder's facts once read.)
 			moved := folder + "-moved"
 			if err := os.Rename(folder, moved); err != nil {
 				t.Fatal(err)
 			}
 			defer os.Rename(moved, folder)
+			wantOneLine(t, runBinary(t, hostileLimit, nil, "evaluate", "--distilled", out, "--protocol", "ddranking"),
+				exitUsage, folder, "cannot be read (moved?)", "imagefolder:PATH")
 			for _, args := range [][]string{
 				{"evaluate", "--distilled", out, "--models", "1", "--quiet"},
 				{"study", "steps", "--distilled", out, "--models", "1", "--deltas=0", "--quiet"},
 			} {
-				wantOneLine(t, hostileRun(t, hostileLimit, args...), exitUsage, folder)
+				wantOneLine(t, runBinary(t, hostileLimit, nil, args...), exitUsage, folder, "cannot be read (moved?)", "imagefolder:PATH")
 				if r := hostileRun(t, hostileLimit, append(args, "--dataset", "imagefolder:"+moved)...); r.code != 0 {
 					t.Errorf("%s --dataset imagefolder:%s: exit %d: %s", args[0], moved, r.code, r.stderr)
 				}

@@ -282,12 +282,11 @@ func readStudyArtifact(flag, dir string) (*artifact.Artifact, error) {
 // studySettle applies the operational flags to the artifact's configuration and sets the
 // threads.
 func studySettle(c *cli.Context, art *artifact.Artifact) (config.Config, error) {
-	cfg := art.Report.Config
-	if c.IsSet("dataset") { // the run's image folder, moved
-		var err error
-		if cfg, err = artifact.EvalDataConfig(art, c.String("dataset")); err != nil {
-			return cfg, usageErrorf("--dataset: %s", strings.TrimPrefix(err.Error(), "dataset: "))
-		}
+	// The report's configuration, with --dataset where the run's image folder moved; an
+	// image folder that cannot be read is named.
+	cfg, err := artifact.EvalDataConfig(art, c.String("dataset"))
+	if err != nil {
+		return cfg, usageErrorf("--dataset: %s", strings.TrimPrefix(err.Error(), "dataset: "))
 	}
 	adjust, err := operational(c)
 	if err != nil {
@@ -313,9 +312,6 @@ func studySettle(c *cli.Context, art *artifact.Artifact) (config.Config, error) 
 // studyData reads the data of a study of the artifact whose settled configuration is cfg.
 func (e *env) studyData(c *cli.Context, pr *progress, kind, dir string, art *artifact.Artifact, cfg config.Config) (*study.Data, error) {
 	pr.note("study %s of %s: reading %s data", kind, dir, cfg.Dataset)
-	if err := imageFolderGone(cfg, kind != flexibilityStudy); err != nil {
-		return nil, err
-	}
 	d, err := study.LoadData(cfg)
 	if err != nil {
 		return nil, distillError(err, &valueSource{args: e.args, isSet: c.IsSet})

@@ -63,7 +63,8 @@ const (
 // EvalDataConfig returns the configuration art's fresh models are trained and tested under
 // (what LoadTestSplit takes): its report's, or for an artifact without report.json the
 // defaults for dataset, which must then fit the artifact's images. Problems are
-// *FieldError values naming "dataset".
+// *FieldError values naming "dataset", among them a run's image folder that cannot be read
+// where the run (or dataset) says it is.
 func EvalDataConfig(art *Artifact, dataset string) (config.Config, error) {
 	if art.Report != nil {
 		cfg := art.Report.Config
@@ -79,6 +80,10 @@ func EvalDataConfig(art *Artifact, dataset string) (config.Config, error) {
 			case !ok || f.Name != cfg.Dataset:
 				return cfg, config.FieldErrorf("dataset", "the artifact was distilled for %s, not %s", cfg.Dataset, dataset)
 			}
+		}
+		if path, folder := data.ImageFolderPath(cfg.Dataset); folder && cfg.NumClasses() == 0 {
+			_, err := data.InspectImageFolder(path)
+			return cfg, config.FieldErrorf("dataset", "the run's image folder cannot be read (moved?): %v; name where it is now as imagefolder:PATH", err)
 		}
 		return cfg, nil
 	}
@@ -109,10 +114,6 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	cfg, err := EvalDataConfig(art, ec.Dataset)
 	if err != nil {
 		return ec, err
-	}
-	if path, folder := data.ImageFolderPath(cfg.Dataset); folder && cfg.NumClasses() == 0 {
-		_, err := data.InspectImageFolder(path)
-		return ec, config.FieldErrorf("dataset", "the run's image folder cannot be read (moved?): %v; name where it is now as imagefolder:PATH", err)
 	}
 	if cfg.NumClasses() != art.Classes {
 		return ec, config.FieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
