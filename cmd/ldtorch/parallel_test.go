@@ -316,7 +316,7 @@ func childWithEnv(pid int, kv string) int {
 // command). A second interrupt kills the ranks at once.
 func TestParallelInterrupted(t *testing.T) {
 	shared := sharedDatasets(t)
-	start := func(t *testing.T, out string) (*exec.Cmd, *bytes.Buffer, chan error) {
+	start := func(t *testing.T, out string) *startedRun {
 		args := parallelArgs(shared, out, "--nproc", "2", "--checkpoint-every", "1000")
 		for i, a := range args {
 			if a == "--epochs" {
@@ -325,45 +325,30 @@ func TestParallelInterrupted(t *testing.T) {
 		}
 		cmd := binaryCommand(t, nil, args...)
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as a terminal's job
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		r := startCommand(t, cmd)
 		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		// the meta-loop runs once rank 0's history has its first line
 		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
 			if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) > 0 {
 				break
 			}
 			if time.Since(start) > 2*time.Minute {
-				t.Fatalf("no history after 2 minutes\n%s", stderr.String())
+				t.Fatalf("no history after 2 minutes")
 			}
 		}
-		return cmd, &stderr, done
+		return r
 	}
-	wait := func(t *testing.T, done chan error, stderr *bytes.Buffer) (int, string) {
-		select {
-		case err := <-done:
-			var ee *exec.ExitError
-			if err != nil && !errors.As(err, &ee) {
-				t.Fatal(err)
-			}
-			return cmd0ExitCode(err), strings.TrimSpace(stderr.String())
-		case <-time.After(signalLimit):
-			t.Fatalf("still running %v after the interrupt\n%s", signalLimit, stderr.String())
-		}
-		return 0, ""
+	wait := func(t *testing.T, r *startedRun) (int, string) {
+		code := r.exitWithin(t, signalLimit)
+		return code, strings.TrimSpace(r.log.String())
 	}
 	for _, c := range []struct {
 		name, target string
 	}{{"Ctrl-C to the process group", "group"}, {"SIGINT to the launcher alone", "launcher"}, {"SIGTERM to rank 1 alone", "rank 1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
-			cmd, stderr, done := start(t, out)
-			pid, sig := cmd.Process.Pid, syscall.SIGINT
+			r := start(t, out)
+			pid, sig := r.cmd.Process.Pid, syscall.SIGINT
 			switch c.target {
 			case "group":
 				pid = -pid
@@ -373,7 +358,7 @@ func TestParallelInterrupted(t *testing.T) {
 			if err := syscall.Kill(pid, sig); err != nil || pid == 0 {
 				t.Fatal(pid, err)
 			}
-			code, msg := wait(t, done, stderr)
+			code, msg := wait(t, r)
 			if c.target == "rank 1" { // rank 0 learns of it in a failed collective: no checkpoint then
 				if code != exitInterrupted || !strings.HasPrefix(msg, "ldtorch distill: rank 1 was interrupted after") || strings.Count(msg, "\n") != 0 {
 					t.Errorf("exit %d, stderr:\n%s\nwant 130 and one line of rank 0's saying that rank 1 was interrupted", code, msg)
@@ -392,9 +377,9 @@ func TestParallelInterrupted(t *testing.T) {
 			if c.target != "group" {
 				return
 			}
-			r := runBinary(t, 3*time.Minute, nil, "distill", "--resume", out, "--nproc", "2", "--data-dir", shared, "--quiet")
-			if r.code != 0 {
-				t.Fatalf("resume: exit %d\n%s", r.code, r.stderr)
+			res := runBinary(t, 3*time.Minute, nil, "distill", "--resume", out, "--nproc", "2", "--data-dir", shared, "--quiet")
+			if res.code != 0 {
+				t.Fatalf("resume: exit %d\n%s", res.code, res.stderr)
 			}
 			if a := readRun(t, out); a.Report.MetaSteps != 800 {
 				t.Errorf("resumed run ended at meta-step %d, want 800", a.Report.MetaSteps)
@@ -402,24 +387,16 @@ func TestParallelInterrupted(t *testing.T) {
 		})
 	}
 	t.Run("a second interrupt", func(t *testing.T) {
-		cmd, stderr, done := start(t, filepath.Join(t.TempDir(), "out"))
+		r := start(t, filepath.Join(t.TempDir(), "out"))
 		// two kinds of signal: two SIGINTs sent at once may reach the process as one
-		cmd.Process.Signal(syscall.SIGINT)
-		cmd.Process.Signal(syscall.SIGTERM)
-		code, msg := wait(t, done, stderr)
+		r.cmd.Process.Signal(syscall.SIGINT)
+		r.cmd.Process.Signal(syscall.SIGTERM)
+		code, msg := wait(t, r)
 		if code != exitInterrupted || !strings.Contains(msg, "interrupted twice: the ranks were killed") {
 			t.Errorf("exit %d, stderr:\n%s\nwant 130 and the launcher saying it killed the ranks", code, msg)
 		}
-		if rank := childWithEnv(cmd.Process.Pid, "RANK=1"); rank != 0 {
+		if rank := childWithEnv(r.cmd.Process.Pid, "RANK=1"); rank != 0 {
 			t.Errorf("rank 1 (pid %d) still runs", rank)
 		}
 	})
-}
-
-func cmd0ExitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	return 0
 }

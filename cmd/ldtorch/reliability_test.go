@@ -32,7 +32,12 @@ type startedRun struct {
 
 func startBinary(t *testing.T, args ...string) *startedRun {
 	t.Helper()
-	cmd := binaryCommand(t, []string{"OMP_NUM_THREADS=1"}, args...)
+	return startCommand(t, binaryCommand(t, []string{"OMP_NUM_THREADS=1"}, args...))
+}
+
+// startCommand starts cmd (a binaryCommand) with its stderr read line by line.
+func startCommand(t *testing.T, cmd *exec.Cmd) *startedRun {
+	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
