@@ -370,37 +370,36 @@ func (s *valueSource) onCommandLine(names ...string) bool {
 	return false
 }
 
-// given reports whether a config key was set by a flag, a variable or the config file.
-func (s *valueSource) given(key string) bool {
-	if s.configKeys[key] {
-		return true
-	}
-	for _, f := range configFlags() {
-		if f.key == key {
-			return s.onCommandLine(append([]string{f.name}, f.aliases...)...) || (s.isSet != nil && s.isSet(f.name))
-		}
-	}
-	return false
-}
-
-// describe names what set a config key: "--base", "LDTORCH_BASE" or "base_examples in FILE".
-func (s *valueSource) describe(key string) string {
+// setBy names what set a config key — "--base", "LDTORCH_BASE" or "base_examples in
+// FILE" — and reports whether anything did ("--base" and false when it is the default).
+func (s *valueSource) setBy(key string) (string, bool) {
 	for _, f := range configFlags() {
 		if f.key != key {
 			continue
 		}
-		names := append([]string{f.name}, f.aliases...)
 		switch {
-		case s.onCommandLine(names...):
-			return "--" + f.name
+		case s.onCommandLine(append([]string{f.name}, f.aliases...)...):
+			return "--" + f.name, true
 		case s.isSet != nil && s.isSet(f.name):
-			return envName(f.name)
+			return envName(f.name), true
 		case s.configKeys[key]:
-			return fmt.Sprintf("%s in %s", key, s.configFile)
+			return fmt.Sprintf("%s in %s", key, s.configFile), true
 		}
-		return "--" + f.name
+		return "--" + f.name, false
 	}
-	return key
+	return key, s.configKeys[key]
+}
+
+// describe names what set a config key (setBy).
+func (s *valueSource) describe(key string) string {
+	what, _ := s.setBy(key)
+	return what
+}
+
+// given reports whether a config key was set by a flag, a variable or the config file.
+func (s *valueSource) given(key string) bool {
+	_, ok := s.setBy(key)
+	return ok
 }
 
 var keyInText = regexp.MustCompile(`\b[a-z]+(_[a-z0-9]+)+\b`)
