@@ -13,8 +13,10 @@ import (
 
 // Diff lists, in declaration order, the json names of the fields whose values differ
 // between a and b. Compare resolved configs (Resolved), otherwise "auto" and its value
-// differ. A nil and an empty slice count as different (null = auto, [] = none).
+// differ. A nil and an empty slice count as different (null = auto, [] = none). A
+// configuration an earlier version recorded is read as that version meant it (asRecordedNow).
 func Diff(a, b Config) []string {
+	a, b = asRecordedNow(a), asRecordedNow(b)
 	va, vb := reflect.ValueOf(a), reflect.ValueOf(b)
 	t := va.Type()
 	var out []string
@@ -28,6 +30,7 @@ func Diff(a, b Config) []string {
 
 // DiffDetails is Diff with values: one "name: <a as JSON> -> <b as JSON>" line per field.
 func DiffDetails(a, b Config) []string {
+	a, b = asRecordedNow(a), asRecordedNow(b)
 	names := Diff(a, b)
 	ja, jb := fieldJSON(a), fieldJSON(b)
 	out := make([]string, len(names))
@@ -35,6 +38,27 @@ func DiffDetails(a, b Config) []string {
 		out[i] = fmt.Sprintf("%s: %s -> %s", n, ja[n], jb[n])
 	}
 	return out
+}
+
+// asRecordedNow gives a configuration that an earlier version recorded (in a checkpoint or a
+// report) the values it meant by what it left out, so that it compares equal to the same
+// settings recorded today.
+func asRecordedNow(c Config) Config {
+	if c.BaseSeed == nil { // recorded before base_seed existed: the seed drew the base
+		seed := c.Seed
+		c.BaseSeed = &seed
+	}
+	if c.Learn == "" { // recorded before learn existed: labels were learnt
+		c.Learn = LearnLabels
+	}
+	// An image folder named by a relative path (before folders were recorded absolute) is
+	// the folder that path names from here.
+	for _, name := range []*string{&c.Dataset, &c.Source} {
+		if abs, err := data.AbsImageFolderName(*name); err == nil {
+			*name = abs
+		}
+	}
+	return c
 }
 
 func fieldJSON(c Config) map[string]string {
@@ -77,23 +101,6 @@ func IsOperational(field string) bool { return operationalFields[field] }
 // a non-empty result means a checkpoint must not be resumed under current. (Device changes
 // can alter floating-point results; they are allowed deliberately.)
 func ResumeConflicts(checkpointed, current Config) []string {
-	// Checkpoints written before base_seed existed record none: theirs was the seed. An
-	// image folder named by a relative path (before folders were recorded absolute) is
-	// the folder that path names from here.
-	for _, c := range []*Config{&checkpointed, &current} {
-		if c.BaseSeed == nil {
-			seed := c.Seed
-			c.BaseSeed = &seed
-		}
-		if c.Learn == "" { // checkpoints written before learn existed learnt labels
-			c.Learn = LearnLabels
-		}
-		for _, name := range []*string{&c.Dataset, &c.Source} {
-			if abs, err := data.AbsImageFolderName(*name); err == nil {
-				*name = abs
-			}
-		}
-	}
 	var out []string
 	for _, n := range Diff(checkpointed, current) {
 		if operationalFields[n] || (n == "epochs" && current.Epochs > checkpointed.Epochs) {

@@ -3,6 +3,7 @@ package sweep
 import (
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -91,6 +92,17 @@ func TestSweepResumesOnlyMissingCells(t *testing.T) {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("summary.md lacks %q:\n%s", want, md)
 		}
+	}
+	// A cell finished by an earlier version, whose report lacks settings added since
+	// (base_seed, learn), is the same cell, not a changed grid.
+	report := filepath.Join(dir, CellsFolder, "ld-rr__10", artifact.ReportFile)
+	dropRecordedSettings(t, report, "base_seed", "learn")
+	seen = nil
+	if err := Run(context.Background(), g, dir, opts); err != nil {
+		t.Fatalf("sweep over a cell an earlier version finished: %v", err)
+	}
+	if strings.Join(seen, " ") != "10:done 20:done" {
+		t.Errorf("third pass: %v, want both cells done", seen)
 	}
 	// A changed grid under the same folder is refused, naming the setting.
 	g.Config = []byte(strings.Replace(string(g.Config), `"epochs": 2`, `"epochs": 3`, 1))
@@ -269,5 +281,38 @@ func TestSweepOfLearntImages(t *testing.T) {
 	}
 	if got := strings.Join(labels, " "); got != "Our DD/ld Baseline/ld DD/dd Baseline/dd" {
 		t.Errorf("summary.csv rows: %s", got)
+	}
+}
+
+// dropRecordedSettings removes the named keys from the config a report.json records, as
+// an earlier version that lacked them wrote it.
+func dropRecordedSettings(t *testing.T, path string, keys ...string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep map[string]json.RawMessage
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]json.RawMessage
+	if err := json.Unmarshal(rep["config"], &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if _, ok := cfg[k]; !ok {
+			t.Fatalf("%s records no %s", path, k)
+		}
+		delete(cfg, k)
+	}
+	if rep["config"], err = json.Marshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = json.Marshal(rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
