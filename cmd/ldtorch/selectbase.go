@@ -157,6 +157,22 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	if c.Int("nproc") > 1 && opts.Strategy != selectbase.Paper {
 		return usageErrorf("--nproc: only the paper strategy spreads its candidates over processes, not %s", opts.Strategy)
 	}
+	// A setting the strategy does not use is refused, not ignored: the plan's settings are
+	// the ones it uses.
+	for _, f := range []struct {
+		flag string
+		used bool
+	}{
+		{"candidates", plan.Settings.Candidates != 0},
+		{"repeats", plan.Settings.Repeats != 0},
+		{"max-steps", plan.Settings.MaxSteps != 0},
+		{"feature-epochs", plan.Settings.FeatureEpochs != 0},
+		{"arch", plan.Settings.Arch != ""},
+	} {
+		if c.IsSet(f.flag) && !f.used {
+			return usageErrorf("--%s: the %s strategy does not use it (its settings: %s)", f.flag, opts.Strategy, settingsText(plan.Settings))
+		}
+	}
 	rank, err := e.rankOf(c)
 	if err != nil {
 		return err
@@ -222,7 +238,7 @@ func (e *env) selectBaseAction(c *cli.Context) (err error) {
 			return usageErrorf("--out: %s holds another selection (%s, %d base examples of %s, base seed %d); choose another --out or give --overwrite",
 				out, prev.Strategy, prev.BaseExamples, prev.Dataset, prev.BaseSeed)
 		}
-		return usageErrorf("--out: %s already exists (%v); choose another --out or give --overwrite", out, rerr)
+		return usageErrorf("--out: %s already exists and is not a selection that select-base wrote (%v); choose another --out or give --overwrite", out, rerr)
 	}
 	if c.Bool("overwrite") {
 		if err := clearProgress(progressDir); err != nil {

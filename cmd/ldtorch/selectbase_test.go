@@ -34,6 +34,12 @@ func TestSelectBaseBadInput(t *testing.T) {
 		{[]string{"--base", "10", "--strategy", "paper", "--repeats", "-1"}, "--repeats"},
 		{[]string{"--base", "0", "--strategy", "random"}, "--base"},
 		{[]string{"--base", "10", "--strategy", "kmeans", "--nproc", "2"}, "--nproc"},
+		// Settings of other strategies are refused, not ignored.
+		{[]string{"--base", "10", "--strategy", "kmeans", "--repeats", "2"}, "--repeats: the kmeans strategy does not use it"},
+		{[]string{"--base", "10", "--strategy", "random", "--arch", "lenet"}, "--arch: the random strategy"},
+		{[]string{"--base", "10", "--strategy", "herding", "--candidates", "5"}, "--candidates: the herding strategy"},
+		{[]string{"--base", "10", "--strategy", "kcenter", "--max-steps", "100"}, "--max-steps: the kcenter strategy"},
+		{[]string{"--base", "10", "--strategy", "paper", "--feature-epochs", "2"}, "--feature-epochs: the paper strategy"},
 	} {
 		r := ldtorch(t, nil, append(slices.Clone(base), c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.flag) {
