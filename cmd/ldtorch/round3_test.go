@@ -206,6 +206,8 @@ func TestSweepHostile(t *testing.T) {
 	if r := sw("--grid", grid, "--out", dir, "--device", "cuda"); r.code != exitUsage {
 		t.Errorf("--device cuda: exit %d: %s", r.code, r.stderr)
 	}
+	// --summary-only of a folder that holds no sweep (a mistyped --out) is refused.
+	wantOneLine(t, sw("--grid", grid, "--out", dir, "--summary-only"), exitUsage, "--out", "holds no sweep")
 	if _, err := os.Stat(dir); err == nil {
 		t.Fatalf("%s created by refused sweeps", dir)
 	}

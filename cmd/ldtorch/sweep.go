@@ -145,6 +145,10 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if err := sweep.CheckGridFile(grid, dir); err != nil {
 		return usageErrorf("%v", err)
 	}
+	if c.Bool("summary-only") && !holdsSweep(dir) {
+		// A mistyped --out must not become an empty sweep folder with an empty summary.
+		return usageErrorf("--out: %s holds no sweep (neither %s nor %s/): nothing to summarise", dir, sweep.GridFile, sweep.CellsFolder)
+	}
 	if !c.Bool("summary-only") {
 		// Before anything is created: a --device this build cannot use leaves no folder.
 		if _, err := checkRuntime(cells[0].Config.Device); err != nil {
@@ -273,4 +277,15 @@ func (e *env) printSweepSummary(dir string) error {
 	}
 	_, err = e.stdout.Write(md)
 	return err
+}
+
+// holdsSweep reports whether dir is a sweep folder: it has the grid.json or the cells/ a
+// sweep writes.
+func holdsSweep(dir string) bool {
+	for _, name := range []string{sweep.GridFile, sweep.CellsFolder} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
