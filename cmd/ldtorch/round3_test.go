@@ -282,6 +282,41 @@ func TestSweepCellOneWriter(t *testing.T) {
 	}
 }
 
+// TestSweepsShareAFolder: two sweeps of one folder split its cells: the second leaves the
+// cell the first runs to it, runs the other and says so; the summary written last holds
+// every finished cell.
+func TestSweepsShareAFolder(t *testing.T) {
+	shared := sharedDatasets(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "sweep")
+	grid := tinyGrid(t, tmp, func(g map[string]any) {
+		g["config"].(map[string]any)["checkpoint_every"] = 4
+		g["rows"] = []map[string]any{
+			{"label": "slow", "set": map[string]any{"method": "ld", "epochs": 400}},
+			{"label": "fast", "set": map[string]any{"method": "rr"}},
+		}
+	})
+	first := startBinary(t, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared)
+	waitForCheckpoint(t, filepath.Join(dir, "cells", "slow__1", "checkpoints"))
+	r := hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared)
+	for _, want := range []string{"slow / 1: run by another process, left to it", "1 cell(s) run by another process (slow__1)"} {
+		if r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Fatalf("second sweep: exit %d, want %q in:\n%s", r.code, want, r.stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cells", "fast__1", "report.json")); err != nil {
+		t.Fatalf("the second sweep did not run the free cell: %v", err)
+	}
+	first.cmd.Process.Signal(os.Interrupt)
+	if code := first.exitWithin(t, signalLimit); code != exitInterrupted {
+		t.Fatalf("first sweep: exit %d:\n%s", code, first.log.String())
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "summary.md"))
+	if err != nil || !strings.Contains(string(md), "1 of 2 cells finished") {
+		t.Errorf("the summary the interrupted first sweep wrote lacks the second's cell (%v):\n%s", err, md)
+	}
+}
+
 // waitForCheckpoint waits (at most two minutes) for a checkpoint in dir.
 func waitForCheckpoint(t *testing.T, dir string) {
 	t.Helper()

@@ -81,10 +81,11 @@ func (e *env) sweepCommand() *cli.Command {
 			"sweep.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
 			"and history. Running the same command again skips finished cells and resumes a cell that was " +
 			"interrupted from its checkpoint. DIR/summary.csv and DIR/summary.md (the paper's layout, its " +
-			"numbers beneath ours) are rewritten after the run, also when it is interrupted.",
+			"numbers beneath ours) are rewritten after the run, also when it is interrupted. The same command " +
+			"started once per core shares the cells out: a cell another sweep of DIR runs is left to it.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "grid", Usage: "grid `FILE` (JSON; ready ones in scripts/paper/)", Required: true, Category: catRun},
-			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; one sweep per folder)", Required: true, Category: catRun},
+			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; sweeps of one grid may share it)", Required: true, Category: catRun},
 			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
@@ -158,23 +159,22 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if err := checkWritable(dir); err != nil {
 		return err
 	}
-	unlock, err := lockOut("--out", dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	if c.Bool("summary-only") {
 		if err := sweep.WriteSummary(grid, dir); err != nil {
-			return failuref("%v", err)
+			return sweepError(err)
 		}
 		return e.printSweepSummary(dir)
 	}
 	ctx := c.Context
 	quiet := c.Bool("quiet")
 	var pr *progress
+	var busy []string // cells another sweep of the folder runs
 	opts := sweep.Options{
 		Rows: rows, Columns: columns, Adjust: adjust,
 		Cell: func(cell sweep.Cell, i, n int, st sweep.State) {
+			if st == sweep.CellBusy {
+				busy = append(busy, cell.ID)
+			}
 			if quiet {
 				return
 			}
@@ -182,7 +182,9 @@ func (e *env) sweepAction(c *cli.Context) error {
 			switch st {
 			case sweep.CellDone:
 				fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: finished earlier, skipped\n", i, n, cell.Row, cell.Column)
-			case "finished":
+			case sweep.CellBusy:
+				fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: run by another process, left to it\n", i, n, cell.Row, cell.Column)
+			case sweep.CellFinished:
 				pr.done()
 				if a, err := artifact.Read(cfg.Out); err == nil && a.Report != nil {
 					fmt.Fprintf(e.stderr, "[cell %d/%d] %s / %s: %.2f%% ± %.2f in %s\n", i, n, cell.Row, cell.Column,
@@ -216,17 +218,27 @@ func (e *env) sweepAction(c *cli.Context) error {
 			}
 			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and the running one checkpointed; " + summary + "; continue with the same command: " + commandLine(e.argv)}
 		}
-		var fe *config.FieldError
-		var le *atomicfile.LockedError
-		switch {
-		case errors.As(err, &fe):
-			return usageErrorf("%v", err)
-		case errors.As(err, &le):
-			return usageErrorf("%v; wait for it to end (finished cells are kept; rerun the same command then)", err)
-		}
-		return failuref("%v", err)
+		return sweepError(err)
+	}
+	if len(busy) > 0 {
+		// Said even under --quiet: these cells are not in the summary yet.
+		fmt.Fprintf(e.stderr, "ldtorch sweep: %d cell(s) run by another process (%s): the summary holds them once it ends\n",
+			len(busy), strings.Join(busy, ", "))
 	}
 	return e.printSweepSummary(dir)
+}
+
+// sweepError is the exit of a sweep that failed other than by an interruption.
+func sweepError(err error) error {
+	var fe *config.FieldError
+	var le *atomicfile.LockedError
+	switch {
+	case errors.As(err, &fe):
+		return usageErrorf("%v", err)
+	case errors.As(err, &le):
+		return usageErrorf("%v; wait for it to end (finished cells are kept; rerun the same command then)", err)
+	}
+	return failuref("%v", err)
 }
 
 // axisLabels lists an axis's labels, quoted, for messages.

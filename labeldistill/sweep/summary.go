@@ -34,8 +34,18 @@ type summaryCell struct {
 // WriteSummary writes dir/summary.csv (one line per finished cell and label set) and
 // dir/summary.md (the paper's layout: one row per grid row and baseline, one column per
 // grid column, mean ± std over the M models, the paper's numbers beneath; cells not
-// finished show "–").
+// finished show "–"). It holds the folder's lock while it reads the cells and writes, so
+// that of several sweeps of the folder the last to write has seen every finished cell.
 func WriteSummary(g *Grid, dir string) error {
+	unlock, err := atomicfile.LockDirWait(dir, FolderLockWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	return writeSummary(g, dir)
+}
+
+func writeSummary(g *Grid, dir string) error {
 	cells, err := g.Cells(dir, nil)
 	if err != nil {
 		return err

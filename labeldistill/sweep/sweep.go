@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
@@ -38,6 +39,11 @@ const (
 	CellNew    State = "new"
 	// CellNeedsBase: the cell's base_file cannot be read (not made yet).
 	CellNeedsBase State = "needs-base-file"
+	// CellBusy: another process (another sweep of the folder) holds the cell's lock; it is
+	// left to that process.
+	CellBusy State = "busy"
+	// CellFinished: the cell was run to its end by this sweep.
+	CellFinished State = "finished"
 )
 
 // CellState reports a cell's state from its folder. A finished or checkpointed cell whose
@@ -173,8 +179,9 @@ type Options struct {
 	Rows, Columns []string
 	// Adjust is applied to every cell's config (operational settings).
 	Adjust func(*config.Config)
-	// Cell is told about each cell before it runs (state: done, resume or new) and after
-	// (state "finished").
+	// Cell is told about each cell before it runs (state resume or new) and after: finished,
+	// done (finished earlier, or by another sweep of the folder meanwhile) or busy (another
+	// sweep of the folder runs it).
 	Cell func(cell Cell, index, total int, state State)
 	// Run are the options of each cell's Distill (progress); Run adds the cell's
 	// checkpoint folder, history and resume.
@@ -189,7 +196,9 @@ func (o Options) Selected(c Cell) bool {
 // Run runs the grid's cells into dir (row-major, the selected ones), skipping
 // finished cells and resuming checkpointed ones, then writes the summary. On
 // cancellation the running cell checkpoints and Run returns ctx's error after writing
-// the summary of what is finished; running it again continues.
+// the summary of what is finished; running it again continues. Several sweeps may run
+// into one folder at once (one per core): each cell is run by the first that takes its
+// lock, the others skip it (CellBusy), and the summary the last one writes holds all.
 func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 	cells, err := g.Cells(dir, o.Adjust)
 	if err != nil {
@@ -228,35 +237,20 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 		states[c.ID] = st
 		todo = append(todo, c)
 	}
-	if err := os.MkdirAll(filepath.Join(dir, CellsFolder), 0o755); err != nil {
-		return err
-	}
-	gj, err := json.MarshalIndent(g.withAbsoluteBaseFiles(), "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, GridFile), append(gj, '\n')); err != nil {
+	if err := writeGridFile(g, dir); err != nil {
 		return err
 	}
 	var runErr error
 	for i, c := range todo {
 		st := states[c.ID]
+		if st != CellDone {
+			if st, runErr = runCell(ctx, c, i+1, len(todo), o); runErr != nil {
+				runErr = fmt.Errorf("cell %s: %w", c.ID, runErr)
+				break
+			}
+		}
 		if o.Cell != nil {
 			o.Cell(c, i+1, len(todo), st)
-		}
-		if st == CellDone {
-			continue
-		}
-		run := o.Run
-		if c.BaseFile != nil {
-			run = append(slices.Clone(run), labeldistill.WithBaseFile(c.BaseFile))
-		}
-		if runErr = runCell(ctx, c, st, run); runErr != nil {
-			runErr = fmt.Errorf("cell %s: %w", c.ID, runErr)
-			break
-		}
-		if o.Cell != nil {
-			o.Cell(c, i+1, len(todo), "finished")
 		}
 	}
 	if err := WriteSummary(g, dir); err != nil {
@@ -269,17 +263,50 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 	return runErr
 }
 
-func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption) (err error) {
-	// One writer per folder: the cell's own lock, as distill takes it, so that a distill
-	// --resume of this cell is refused while the sweep runs it (and the other way round).
+// FolderLockWait is how long a sweep waits for its folder's lock, which other sweeps of the
+// folder hold only while they write grid.json or the summary.
+const FolderLockWait = time.Minute
+
+// writeGridFile writes the grid into dir as grid.json, under the folder's lock and after
+// comparing it again with the one there: another sweep of the folder may have written it
+// since CheckGridFile.
+func writeGridFile(g *Grid, dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, CellsFolder), 0o755); err != nil {
+		return err
+	}
+	unlock, err := atomicfile.LockDirWait(dir, FolderLockWait)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if err := CheckGridFile(g, dir); err != nil {
+		return err
+	}
+	gj, err := json.MarshalIndent(g.withAbsoluteBaseFiles(), "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, GridFile), append(gj, '\n'))
+}
+
+// runCell runs cell c (index i of n) under its own lock, as distill takes it, so that a
+// distill --resume of the cell is refused while the sweep runs it (and the other way round).
+// A cell another process holds (another sweep of the folder) is left to it: CellBusy. It
+// returns the state the cell ended in: "finished", CellDone when another process finished
+// it meanwhile, or CellBusy.
+func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err error) {
 	_, statErr := os.Stat(c.Config.Out)
 	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	unlock, err := atomicfile.LockDir(c.Config.Out)
+	var le *atomicfile.LockedError
+	if errors.As(err, &le) {
+		return CellBusy, nil
+	}
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer unlock()
 	defer func() {
@@ -291,7 +318,14 @@ func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption
 	}()
 	// Looked at again under the lock: another process may have finished or started it.
 	if st, err = CellState(c); err != nil || st == CellDone {
-		return err
+		return st, err
+	}
+	if o.Cell != nil {
+		o.Cell(c, i, n, st)
+	}
+	run := o.Run
+	if c.BaseFile != nil {
+		run = append(slices.Clone(run), labeldistill.WithBaseFile(c.BaseFile))
 	}
 	ckpt := filepath.Join(c.Config.Out, "checkpoints")
 	opts := append(slices.Clone(run), labeldistill.WithCheckpointDir(ckpt), labeldistill.WithHistory(filepath.Join(c.Config.Out, labeldistill.HistoryFile)))
@@ -304,7 +338,10 @@ func runCell(ctx context.Context, c Cell, st State, run []labeldistill.RunOption
 	}
 	if err != nil {
 		os.Remove(ckpt) // only when empty: a cell that failed before its first checkpoint leaves none
-		return err
+		return "", err
 	}
-	return artifact.Write(c.Config.Out, res)
+	if err := artifact.Write(c.Config.Out, res); err != nil {
+		return "", err
+	}
+	return CellFinished, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/selectbase"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func tinyGrid(t *testing.T) (*Grid, string) {
@@ -281,6 +282,38 @@ func TestSweepOfLearntImages(t *testing.T) {
 	}
 	if got := strings.Join(labels, " "); got != "Our DD/ld Baseline/ld DD/dd Baseline/dd" {
 		t.Errorf("summary.csv rows: %s", got)
+	}
+}
+
+// A cell whose lock another process holds (another sweep of the folder) is left to it; the
+// others run; once free, a rerun runs it.
+func TestSweepLeavesABusyCell(t *testing.T) {
+	g, dir := tinyGrid(t)
+	cell := filepath.Join(dir, CellsFolder, "ld-rr__10")
+	if err := os.MkdirAll(cell, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := atomicfile.LockDir(cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	opts := Options{Cell: func(c Cell, i, n int, st State) { seen = append(seen, c.Column+":"+string(st)) }}
+	// LockDir's flock belongs to its open file: a second open in this process is refused
+	// like another process's.
+	if err := Run(context.Background(), g, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, " "); got != "10:busy 20:new 20:finished" {
+		t.Fatalf("with cell 10 held: %s", got)
+	}
+	unlock()
+	seen = nil
+	if err := Run(context.Background(), g, dir, opts); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(seen, " "); got != "10:new 10:finished 20:done" {
+		t.Fatalf("after its release: %s", got)
 	}
 }
 

@@ -1,10 +1,11 @@
 package atomicfile
 
-// lock.go: one writer per folder. A run (distill, a sweep and each of its cells, a study)
-// takes an exclusive flock on DIR/.ldtorch.lock for as long as it writes there and writes
-// its PID into it; a second writer is refused at once, naming the holder. The kernel drops
-// the lock when the process dies, so a killed run never leaves a stale lock (the file
-// itself stays).
+// lock.go: one writer per folder. A run (distill, each cell of a sweep, a study) takes an
+// exclusive flock on DIR/.ldtorch.lock for as long as it writes there and writes its PID
+// into it; a second writer is refused at once, naming the holder. Locks held only for a
+// moment (a sweep folder's, while its grid or summary is written) are waited for
+// (LockDirWait). The kernel drops the lock when the process dies, so a killed run never
+// leaves a stale lock (the file itself stays).
 
 import (
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // LockFile is the lock file's name inside a folder.
@@ -58,4 +60,18 @@ func LockDir(dir string) (unlock func(), err error) {
 		f.WriteAt([]byte(fmt.Sprintf("%d\n", os.Getpid())), 0)
 	}
 	return func() { f.Close() }, nil
+}
+
+// LockDirWait is LockDir for a lock that others hold only for a moment: while another
+// process holds it, it tries again until wait has passed, then returns the *LockedError.
+func LockDirWait(dir string, wait time.Duration) (unlock func(), err error) {
+	deadline := time.Now().Add(wait)
+	for {
+		unlock, err := LockDir(dir)
+		var le *LockedError
+		if !errors.As(err, &le) || time.Now().After(deadline) {
+			return unlock, err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
