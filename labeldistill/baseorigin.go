@@ -44,12 +44,8 @@ func (o *BaseOrigin) Describe() string {
 		b.WriteString("given")
 		if o.Strategy != "" {
 			fmt.Fprintf(&b, ", chosen by select-base strategy %s", o.Strategy)
-			if len(o.Settings) > 0 && string(o.Settings) != "{}" && string(o.Settings) != "null" {
-				// As read back from an indented report.json the settings span lines.
-				var one bytes.Buffer
-				if json.Compact(&one, o.Settings) == nil {
-					fmt.Fprintf(&b, " %s", one.Bytes())
-				}
+			if words := settingsWords(o.Settings); words != "" {
+				fmt.Fprintf(&b, " (%s)", words)
 			}
 		}
 		if o.File != "" {
@@ -64,6 +60,33 @@ func (o *BaseOrigin) Describe() string {
 		fmt.Fprintf(&b, "; unbalanced, per class %v", o.ClassCounts)
 	}
 	return b.String()
+}
+
+// settingsWords writes a flat JSON object of settings as "name value, name value" in its
+// order ("candidates 50, repeats 3, arch lenet"); anything else compacted to one line, as
+// read back from an indented report.json it spans lines; "" for none.
+func settingsWords(raw json.RawMessage) string {
+	var one bytes.Buffer
+	if len(raw) == 0 || json.Compact(&one, raw) != nil || one.String() == "{}" || one.String() == "null" {
+		return ""
+	}
+	dec := json.NewDecoder(bytes.NewReader(one.Bytes()))
+	var words []string
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return one.String()
+	}
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return one.String()
+		}
+		value, err := dec.Token()
+		if _, nested := value.(json.Delim); err != nil || nested {
+			return one.String()
+		}
+		words = append(words, fmt.Sprintf("%v %v", name, value))
+	}
+	return strings.Join(words, ", ")
 }
 
 // WithBaseFile says that cfg.BaseIndices were read from f: the run checks that they are

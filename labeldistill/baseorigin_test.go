@@ -57,8 +57,19 @@ func TestBaseOriginCountsClasses(t *testing.T) {
 		o.Strategy != "herding" || o.File != "x.txt" || o.FileSHA256 != "ab" {
 		t.Fatalf("origin %+v", o)
 	}
-	if d := o.Describe(); !strings.Contains(d, "herding") || !strings.Contains(d, "unbalanced, per class [3 0 1]") {
+	if d := o.Describe(); !strings.Contains(d, "strategy herding (feature_epochs 10)") || !strings.Contains(d, "unbalanced, per class [3 0 1]") {
 		t.Fatalf("Describe: %s", d)
+	}
+	// Settings as report.json holds them (indented, in the file's order) read as words.
+	for raw, want := range map[string]string{
+		"{\n  \"candidates\": 50,\n  \"arch\": \"lenet\",\n  \"lr\": 0.001\n}": "candidates 50, arch lenet, lr 0.001",
+		`{"space": {"kind": "pixels"}}`: `{"space":{"kind":"pixels"}}`,
+		`{}`:                            "",
+		``:                              "",
+	} {
+		if got := settingsWords(json.RawMessage(raw)); got != want {
+			t.Errorf("settingsWords(%q) = %q, want %q", raw, got, want)
+		}
 	}
 	cfg.BaseIndices, cfg.BaseSelection = nil, config.SelectBalanced
 	ds.Base.Labels = []int64{0, 1, 2}

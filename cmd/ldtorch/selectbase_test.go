@@ -205,7 +205,7 @@ func TestDistillRecordsSelection(t *testing.T) {
 		t.Fatalf("report: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	// One line, with the settings as read back from the indented report.json.
-	if line, _, _ := strings.Cut(r.stdout[strings.Index(r.stdout, "base examples:"):], "\n"); !strings.Contains(line, `"space":"pixels"`) ||
+	if line, _, _ := strings.Cut(r.stdout[strings.Index(r.stdout, "base examples:"):], "\n"); !strings.Contains(line, "(max_iterations 100, space pixels)") ||
 		!strings.Contains(line, hex.EncodeToString(sum[:])) {
 		t.Errorf("report: the base examples are not described on one line: %q", line)
 	}
