@@ -63,9 +63,9 @@ func TestBaseOriginCountsClasses(t *testing.T) {
 	// Settings as report.json holds them (indented, in the file's order) read as words.
 	for raw, want := range map[string]string{
 		"{\n  \"candidates\": 50,\n  \"arch\": \"lenet\",\n  \"lr\": 0.001\n}": "candidates 50, arch lenet, lr 0.001",
-		`{"space": {"kind": "pixels"}}`: `{"space":{"kind":"pixels"}}`,
-		`{}`:                            "",
-		``:                              "",
+		`{"space": {"kind": "pixels"}}`:                                        `{"space":{"kind":"pixels"}}`,
+		`{}`:                                                                   "",
+		``:                                                                     "",
 	} {
 		if got := settingsWords(json.RawMessage(raw)); got != want {
 			t.Errorf("settingsWords(%q) = %q, want %q", raw, got, want)
