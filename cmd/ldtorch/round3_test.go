@@ -24,6 +24,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // reGzip returns the gzip file b with byte i of its content (after an IDX file's 8-byte
@@ -298,6 +299,14 @@ func TestSweepsShareAFolder(t *testing.T) {
 	})
 	first := startBinary(t, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared)
 	waitForCheckpoint(t, filepath.Join(dir, "cells", "slow__1", "checkpoints"))
+	// --list names the running cell and its process (where the kernel's lock table shows it).
+	if _, seen := atomicfile.HeldBy(filepath.Join(dir, "cells", "slow__1")); seen {
+		r := hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared, "--list")
+		want := fmt.Sprintf("running  cells/slow__1 (ldtorch process %d)", first.cmd.Process.Pid)
+		if r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "new      cells/fast__1") {
+			t.Errorf("--list: exit %d, want %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+		}
+	}
 	r := hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared)
 	for _, want := range []string{"slow / 1: run by another process, left to it", "1 cell(s) run by another process (slow__1)"} {
 		if r.code != 0 || !strings.Contains(r.stderr, want) {

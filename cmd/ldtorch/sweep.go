@@ -89,7 +89,7 @@ func (e *env) sweepCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
-			&cli.BoolFlag{Name: "list", Usage: "list the cells (those --rows and --columns select) and their state (done, resume, new) and exit", Category: catRun},
+			&cli.BoolFlag{Name: "list", Usage: "list the cells (those --rows and --columns select) and their state (done, running, resume, new, needs-base-file) and exit", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.sweepAction,
 	}
@@ -137,7 +137,13 @@ func (e *env) sweepAction(c *cli.Context) error {
 			if err != nil {
 				return usageErrorf("%v", err)
 			}
-			fmt.Fprintf(e.stdout, "%-8s %s\n", st, filepath.Join(sweep.CellsFolder, cell.ID))
+			where := filepath.Join(sweep.CellsFolder, cell.ID)
+			if holder, held := atomicfile.HeldBy(cell.Config.Out); held && st != sweep.CellDone {
+				// Run now by another sweep of the folder (or a distill --resume of the cell).
+				fmt.Fprintf(e.stdout, "%-8s %s (%s)\n", "running", where, holder)
+				continue
+			}
+			fmt.Fprintf(e.stdout, "%-8s %s\n", st, where)
 		}
 		return nil
 	}

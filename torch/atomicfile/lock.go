@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -74,4 +75,42 @@ func LockDirWait(dir string, wait time.Duration) (unlock func(), err error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// HeldBy reports whether a process holds dir's lock and names it ("ldtorch process 123"),
+// without taking the lock (taking it, even for a moment, could refuse a run starting
+// then): it reads the kernel's table of locks, /proc/locks. Where that table cannot be read
+// or does not name the lock file (not Linux; file systems whose device numbers differ
+// there), it reports false.
+func HeldBy(dir string) (holder string, held bool) {
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, LockFile), &st); err != nil {
+		return "", false
+	}
+	f, err := os.Open("/proc/locks")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4<<20))
+	if err != nil {
+		return "", false
+	}
+	// The device as the kernel prints it there: major:minor in hex, then the inode.
+	dev := uint64(st.Dev)
+	major := (dev>>8)&0xfff | (dev>>32)&^uint64(0xfff)
+	minor := dev&0xff | (dev>>12)&^uint64(0xff)
+	file := fmt.Sprintf("%02x:%02x:%d", major, minor, uint64(st.Ino))
+	for _, line := range strings.Split(string(b), "\n") {
+		// "1: FLOCK  ADVISORY  WRITE 1234 fe:00:5325151 0 EOF" (a waiter's line has "->"
+		// after the number, so its fields do not match).
+		fields := strings.Fields(line)
+		if len(fields) >= 6 && fields[1] == "FLOCK" && fields[5] == file {
+			if _, err := strconv.Atoi(fields[4]); err != nil {
+				return (&LockedError{}).Holder(), true
+			}
+			return (&LockedError{PID: fields[4]}).Holder(), true
+		}
+	}
+	return "", false
 }
