@@ -5,6 +5,7 @@ package sweep
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"path/filepath"
@@ -35,9 +36,11 @@ type summaryCell struct {
 // dir/summary.md (the paper's layout: one row per grid row and baseline, one column per
 // grid column, mean ± std over the M models, the paper's numbers beneath; cells not
 // finished show "–"). It holds the folder's lock while it reads the cells and writes, so
-// that of several sweeps of the folder the last to write has seen every finished cell.
+// that of several sweeps of the folder the last to write has seen every finished cell (it
+// waits for the lock also after an interruption: the summary is what an interrupted sweep
+// leaves).
 func WriteSummary(g *Grid, dir string) error {
-	unlock, err := atomicfile.LockDirWait(dir, FolderLockWait)
+	unlock, err := atomicfile.LockDirWait(context.Background(), dir, FolderLockWait)
 	if err != nil {
 		return err
 	}

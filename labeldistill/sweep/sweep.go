@@ -237,7 +237,7 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 		states[c.ID] = st
 		todo = append(todo, c)
 	}
-	if err := writeGridFile(g, dir); err != nil {
+	if err := writeGridFile(ctx, g, dir); err != nil {
 		return err
 	}
 	var runErr error
@@ -270,11 +270,11 @@ const FolderLockWait = time.Minute
 // writeGridFile writes the grid into dir as grid.json, under the folder's lock and after
 // comparing it again with the one there: another sweep of the folder may have written it
 // since CheckGridFile.
-func writeGridFile(g *Grid, dir string) error {
+func writeGridFile(ctx context.Context, g *Grid, dir string) error {
 	if err := os.MkdirAll(filepath.Join(dir, CellsFolder), 0o755); err != nil {
 		return err
 	}
-	unlock, err := atomicfile.LockDirWait(dir, FolderLockWait)
+	unlock, err := atomicfile.LockDirWait(ctx, dir, FolderLockWait)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ package atomicfile
 // leaves a stale lock (the file itself stays).
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -64,8 +65,9 @@ func LockDir(dir string) (unlock func(), err error) {
 }
 
 // LockDirWait is LockDir for a lock that others hold only for a moment: while another
-// process holds it, it tries again until wait has passed, then returns the *LockedError.
-func LockDirWait(dir string, wait time.Duration) (unlock func(), err error) {
+// process holds it, it tries again until wait has passed (then the *LockedError) or ctx is
+// done (ctx's error).
+func LockDirWait(ctx context.Context, dir string, wait time.Duration) (unlock func(), err error) {
 	deadline := time.Now().Add(wait)
 	for {
 		unlock, err := LockDir(dir)
@@ -73,7 +75,11 @@ func LockDirWait(dir string, wait time.Duration) (unlock func(), err error) {
 		if !errors.As(err, &le) || time.Now().After(deadline) {
 			return unlock, err
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -42,7 +43,7 @@ func TestLockDirWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = LockDirWait(dir, 100*time.Millisecond)
+	_, err = LockDirWait(context.Background(), dir, 100*time.Millisecond)
 	var le *LockedError
 	if !errors.As(err, &le) || time.Since(start) < 100*time.Millisecond {
 		t.Fatalf("held lock: %v after %v", err, time.Since(start))
@@ -51,11 +52,22 @@ func TestLockDirWait(t *testing.T) {
 		time.Sleep(150 * time.Millisecond)
 		unlock()
 	}()
-	unlock2, err := LockDirWait(dir, 10*time.Second)
+	unlock2, err := LockDirWait(context.Background(), dir, 10*time.Second)
 	if err != nil {
 		t.Fatalf("lock released while waiting: %v", err)
 	}
 	unlock2()
+	// An interruption ends the wait.
+	unlock, err = LockDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := LockDirWait(ctx, dir, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("interrupted wait: %v", err)
+	}
 }
 
 // TestHeldBy: a held lock is seen, with its holder's PID, without being taken; a released
