@@ -326,6 +326,54 @@ func TestSweepsShareAFolder(t *testing.T) {
 	}
 }
 
+// TestSweepJobs: --jobs 2 runs two sweeps of the folder at once, one cell each, their lines
+// prefixed, the summary printed once; interrupted, every running cell checkpoints and the
+// same command finishes them.
+func TestSweepJobs(t *testing.T) {
+	shared := sharedDatasets(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "sweep")
+	grid := tinyGrid(t, tmp, func(g map[string]any) {
+		g["config"].(map[string]any)["checkpoint_every"] = 4
+		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
+	})
+	wantOneLine(t, hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--jobs", "0"), exitUsage, "--jobs: must be between")
+	wantOneLine(t, hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--jobs", "2", "--list"), exitUsage, "--jobs", "--list")
+
+	// Interrupted while both cells run (400 epochs each).
+	slow := tinyGrid(t, tmp, func(g map[string]any) {
+		c := g["config"].(map[string]any)
+		c["checkpoint_every"], c["epochs"] = 4, 400
+		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
+	})
+	slowDir := filepath.Join(tmp, "slow")
+	s := startBinary(t, "sweep", "--grid", slow, "--out", slowDir, "--data-dir", shared, "--jobs", "2")
+	waitForCheckpoint(t, filepath.Join(slowDir, "cells", "a__1", "checkpoints"))
+	waitForCheckpoint(t, filepath.Join(slowDir, "cells", "b__1", "checkpoints"))
+	s.cmd.Process.Signal(os.Interrupt)
+	if code := s.exitWithin(t, signalLimit); code != exitInterrupted {
+		t.Fatalf("interrupted --jobs 2: exit %d:\n%s", code, s.log.String())
+	}
+	if !strings.Contains(s.log.String(), "continue with the same command") {
+		t.Errorf("no hint to continue:\n%s", s.log.String())
+	}
+
+	// Two quick cells: each job runs one, the summary is printed once.
+	// (A binary: the jobs are this program started again, which a test binary is not.)
+	r := runBinary(t, 2*time.Minute, nil, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared, "--jobs", "2")
+	if r.code != 0 || strings.Count(r.stdout, "2 of 2 cells finished") != 1 {
+		t.Fatalf("--jobs 2: exit %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []string{"[job 1] [cell", "[job 2] [cell"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	if strings.Contains(r.stderr, "left to it") || strings.Contains(r.stderr, "run by another process") {
+		t.Errorf("jobs speak of each other's cells:\n%s", r.stderr)
+	}
+}
+
 // waitForCheckpoint waits (at most two minutes) for a checkpoint in dir.
 func waitForCheckpoint(t *testing.T, dir string) {
 	t.Helper()

@@ -81,14 +81,16 @@ func (e *env) sweepCommand() *cli.Command {
 			"sweep.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
 			"and history. Running the same command again skips finished cells and resumes a cell that was " +
 			"interrupted from its checkpoint. DIR/summary.csv and DIR/summary.md (the paper's layout, its " +
-			"numbers beneath ours) are rewritten after the run, also when it is interrupted. The same command " +
-			"started once per core shares the cells out: a cell another sweep of DIR runs is left to it.",
+			"numbers beneath ours) are rewritten after the run, also when it is interrupted. Sweeps of one DIR share " +
+			"its cells out (a cell another sweep runs is left to it): --jobs N starts N at once, as does the same command " +
+			"started once per core.",
 		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "grid", Usage: "grid `FILE` (JSON; ready ones in scripts/paper/)", Required: true, Category: catRun},
 			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; sweeps of one grid may share it)", Required: true, Category: catRun},
 			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
+			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "run `N` sweeps of DIR at once, sharing its cells (with --threads 1, one per core)", Category: catSystem},
 			&cli.BoolFlag{Name: "list", Usage: "list the cells (those --rows and --columns select) and their state (done, running, resume, new, needs-base-file) and exit", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.sweepAction,
@@ -98,6 +100,17 @@ func (e *env) sweepCommand() *cli.Command {
 func (e *env) sweepAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (sweep takes only flags)", c.Args().First())
+	}
+	jobs := c.Int("jobs")
+	if jobs < 1 || jobs > maxSweepJobs {
+		return usageErrorf("--jobs: must be between 1 and %d, got %d", maxSweepJobs, jobs)
+	}
+	_, isJob := os.LookupEnv(envSweepJob)
+	if isJob {
+		jobs = 1 // one of the jobs of a --jobs sweep
+	}
+	if jobs > 1 && (c.Bool("list") || c.Bool("summary-only")) {
+		return usageErrorf("--jobs: runs the cells; --list and --summary-only run none")
 	}
 	adjust, err := operational(c)
 	if err != nil {
@@ -171,6 +184,9 @@ func (e *env) sweepAction(c *cli.Context) error {
 		}
 		return e.printSweepSummary(dir)
 	}
+	if jobs > 1 {
+		return e.sweepJobs(c, jobs, dir)
+	}
 	ctx := c.Context
 	quiet := c.Bool("quiet")
 	var pr *progress
@@ -179,6 +195,9 @@ func (e *env) sweepAction(c *cli.Context) error {
 		Rows: rows, Columns: columns, Adjust: adjust,
 		Cell: func(cell sweep.Cell, i, n int, st sweep.State) {
 			if st == sweep.CellBusy {
+				if isJob {
+					return // a sibling job runs it
+				}
 				busy = append(busy, cell.ID)
 			}
 			if quiet {
