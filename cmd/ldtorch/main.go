@@ -114,6 +114,15 @@ func launchedRank() bool {
 	return ok && err == nil && cfg.WorldSize > 1
 }
 
+// launchedJob reports whether this process is one job of a sweep --jobs run. A job too
+// takes every interrupt signal as the one interruption: when its launcher dies, the
+// kernel's death signal can come more than once (once for each of the launcher's threads
+// the job is handed to as they end), and its launcher kills it on a second Ctrl-C.
+func launchedJob() bool {
+	_, ok := os.LookupEnv(envSweepJob)
+	return ok
+}
+
 // exitError is an error with its exit code; its message is printed as is.
 type exitError struct {
 	code int
@@ -165,7 +174,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 
 	ctx, stop := signal.NotifyContext(parent, interruptSignals...)
 	defer stop()
-	if !launchedRank() {
+	if !launchedRank() && !launchedJob() {
 		go func() {
 			<-ctx.Done()
 			stop() // a second signal kills the process the default way

@@ -358,6 +358,28 @@ func TestSweepJobs(t *testing.T) {
 		t.Errorf("no hint to continue:\n%s", s.log.String())
 	}
 
+	// The launcher killed (kill -9): its jobs are interrupted by the kernel and checkpoint
+	// (only then: checkpoint_every is beyond the run).
+	killed := tinyGrid(t, tmp, func(g map[string]any) {
+		c := g["config"].(map[string]any)
+		c["checkpoint_every"], c["epochs"] = 100000, 400
+		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
+	})
+	killedDir := filepath.Join(tmp, "killed")
+	k := startBinary(t, "sweep", "--grid", killed, "--out", killedDir, "--data-dir", shared, "--jobs", "2")
+	for _, cell := range []string{"a__1", "b__1"} {
+		waitForFile(t, filepath.Join(killedDir, "cells", cell, "metrics.jsonl"))
+	}
+	k.cmd.Process.Kill()
+	select {
+	case <-k.exited:
+	case <-time.After(signalLimit):
+		t.Fatal("the launcher outlived kill -9")
+	}
+	for _, cell := range []string{"a__1", "b__1"} {
+		waitForCheckpoint(t, filepath.Join(killedDir, "cells", cell, "checkpoints"))
+	}
+
 	// Two quick cells: each job runs one, the summary is printed once.
 	// (A binary: the jobs are this program started again, which a test binary is not.)
 	r := runBinary(t, 2*time.Minute, nil, "sweep", "--grid", grid, "--out", dir, "--data-dir", shared, "--jobs", "2")
@@ -371,6 +393,21 @@ func TestSweepJobs(t *testing.T) {
 	}
 	if strings.Contains(r.stderr, "left to it") || strings.Contains(r.stderr, "run by another process") {
 		t.Errorf("jobs speak of each other's cells:\n%s", r.stderr)
+	}
+}
+
+// waitForFile waits (at most two minutes) for a non-empty file at path.
+func waitForFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if st, err := os.Stat(path); err == nil && st.Size() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s", path)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 
@@ -105,9 +107,12 @@ func (e *env) sweepAction(c *cli.Context) error {
 	if jobs < 1 || jobs > maxSweepJobs {
 		return usageErrorf("--jobs: must be between 1 and %d, got %d", maxSweepJobs, jobs)
 	}
-	_, isJob := os.LookupEnv(envSweepJob)
+	isJob := launchedJob()
 	if isJob {
 		jobs = 1 // one of the jobs of a --jobs sweep
+		// Its stderr is a pipe to the launcher: should the launcher die, the job (interrupted
+		// by Pdeathsig) must still write its checkpoint, not die of the broken pipe.
+		signal.Ignore(syscall.SIGPIPE)
 	}
 	if jobs > 1 && (c.Bool("list") || c.Bool("summary-only")) {
 		return usageErrorf("--jobs: runs the cells; --list and --summary-only run none")
