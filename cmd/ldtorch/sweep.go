@@ -77,7 +77,7 @@ func (e *env) sweepCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "sweep",
 		Usage: "run a grid of distillations (a paper table) into one folder; rerun to resume",
-		UsageText: "ldtorch sweep --grid scripts/paper/table1-mnist.json --out DIR [--rows \"LD RR\"] [--threads 1]\n" +
+		UsageText: "ldtorch sweep --grid scripts/paper/table1-mnist.json --out DIR [--rows \"LD RR\"] [--threads 1 --jobs 2]\n" +
 			"ldtorch sweep --grid FILE --out DIR --summary-only",
 		Description: "Each cell of the grid (rows × columns of config settings over a common config; see " +
 			"sweep.Grid) is a distillation into DIR/cells/<row>__<column>/ with its artifact, checkpoints " +
