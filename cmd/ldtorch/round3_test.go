@@ -333,19 +333,20 @@ func TestSweepJobs(t *testing.T) {
 	shared := sharedDatasets(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "sweep")
-	grid := tinyGrid(t, tmp, func(g map[string]any) {
-		g["config"].(map[string]any)["checkpoint_every"] = 4
-		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
-	})
+	// Rows A (LD) and B (LD RR), one column: two cells of epochs epochs.
+	twoCells := func(epochs, checkpointEvery int) string {
+		return tinyGrid(t, tmp, func(g map[string]any) {
+			c := g["config"].(map[string]any)
+			c["checkpoint_every"], c["epochs"] = checkpointEvery, epochs
+			g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
+		})
+	}
+	grid := twoCells(1, 4)
 	wantOneLine(t, hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--jobs", "0"), exitUsage, "--jobs: must be between")
 	wantOneLine(t, hostileRun(t, hostileLimit, "sweep", "--grid", grid, "--out", dir, "--jobs", "2", "--list"), exitUsage, "--jobs", "--list")
 
 	// Interrupted while both cells run (400 epochs each).
-	slow := tinyGrid(t, tmp, func(g map[string]any) {
-		c := g["config"].(map[string]any)
-		c["checkpoint_every"], c["epochs"] = 4, 400
-		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
-	})
+	slow := twoCells(400, 4)
 	slowDir := filepath.Join(tmp, "slow")
 	s := startBinary(t, "sweep", "--grid", slow, "--out", slowDir, "--data-dir", shared, "--jobs", "2")
 	waitForCheckpoint(t, filepath.Join(slowDir, "cells", "a__1", "checkpoints"))
@@ -360,11 +361,7 @@ func TestSweepJobs(t *testing.T) {
 
 	// The launcher killed (kill -9): its jobs are interrupted by the kernel and checkpoint
 	// (only then: checkpoint_every is beyond the run).
-	killed := tinyGrid(t, tmp, func(g map[string]any) {
-		c := g["config"].(map[string]any)
-		c["checkpoint_every"], c["epochs"] = 100000, 400
-		g["rows"] = []map[string]any{{"label": "A", "set": map[string]any{"method": "ld"}}, {"label": "B", "set": map[string]any{"method": "rr"}}}
-	})
+	killed := twoCells(400, 100000)
 	killedDir := filepath.Join(tmp, "killed")
 	k := startBinary(t, "sweep", "--grid", killed, "--out", killedDir, "--data-dir", shared, "--jobs", "2")
 	for _, cell := range []string{"a__1", "b__1"} {
