@@ -51,18 +51,16 @@ func (e *env) sweepJobs(c *cli.Context, n int, dir string) error {
 		cmds[i] = cmd
 	}
 	done := make(chan int, n)
-	started := 0
 	for i, cmd := range cmds {
 		if err := cmd.Start(); err != nil {
-			for _, p := range cmds[:i] {
+			for _, p := range cmds[:i] { // the i jobs started before it
 				_ = p.Process.Signal(os.Interrupt)
 			}
-			for range started {
+			for range i {
 				<-done
 			}
 			return failuref("--jobs: starting job %d: %v", i+1, err)
 		}
-		started++
 		go func(i int) { cmd.Wait(); done <- i }(i)
 	}
 	kill, stopWatching := secondInterrupt(c.Context)
