@@ -55,7 +55,7 @@ func writeSummary(g *Grid, dir string) error {
 	}
 	done := map[string]summaryCell{}
 	for _, c := range cells {
-		rep, err := finished(c)
+		rep, err := finished(c, false)
 		if err != nil {
 			return err // a damaged cell, or one of another grid: never shown as not run
 		}

@@ -48,9 +48,14 @@ const (
 
 // CellState reports a cell's state from its folder. A finished or checkpointed cell whose
 // recorded settings differ from the cell's (other than operational ones) is an error: the
-// grid changed under an existing sweep folder; so is a damaged artifact.
-func CellState(cell Cell) (State, error) {
-	rep, err := finished(cell)
+// grid changed under an existing sweep folder; so is a damaged artifact, unless another
+// process holds the cell's lock (it is writing the artifact: the cell is not finished yet).
+func CellState(cell Cell) (State, error) { return cellState(cell, false) }
+
+// cellState is CellState; locked says this process holds the cell's lock, so that nobody
+// else can be writing its artifact and an incomplete one is damaged.
+func cellState(cell Cell, locked bool) (State, error) {
+	rep, err := finished(cell, locked)
 	if err != nil {
 		return "", err
 	}
@@ -75,19 +80,26 @@ func CellState(cell Cell) (State, error) {
 	return CellNew, nil
 }
 
-// finished returns a finished cell's report: nil when the cell has no artifact yet; an
-// error when its artifact cannot be read or was made with other settings than the cell's.
-func finished(cell Cell) (*artifact.Report, error) {
+// finished returns a finished cell's report: nil when the cell has no artifact yet, or an
+// incomplete one while another process holds the cell's lock (unless locked: this process
+// holds it); an error when its artifact cannot be read or was made with other settings than
+// the cell's.
+func finished(cell Cell, locked bool) (*artifact.Report, error) {
 	dir := cell.Config.Out
 	if !fileExistsAt(filepath.Join(dir, artifact.ReportFile)) && !fileExistsAt(filepath.Join(dir, artifact.DistilledFile)) {
 		return nil, nil
 	}
 	a, err := artifact.Read(dir)
-	if err != nil {
-		return nil, fmt.Errorf("cell %s: %w", cell.ID, err)
+	if err == nil && a.Report == nil {
+		err = fmt.Errorf("%s has %s but no %s", dir, artifact.DistilledFile, artifact.ReportFile)
 	}
-	if a.Report == nil {
-		return nil, fmt.Errorf("cell %s: %s has %s but no %s", cell.ID, dir, artifact.DistilledFile, artifact.ReportFile)
+	if err != nil {
+		// The artifact's files are written one after the other under the cell's lock: a
+		// sweep or a summary reading the cell meanwhile sees part of them.
+		if _, held := atomicfile.HeldBy(dir); held && !locked {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("cell %s: %w", cell.ID, err)
 	}
 	if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
 		return nil, fmt.Errorf("cell %s in %s was run with other settings (%s): the grid changed; use another sweep folder",
@@ -317,7 +329,7 @@ func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err er
 		}
 	}()
 	// Looked at again under the lock: another process may have finished or started it.
-	if st, err = CellState(c); err != nil || st == CellDone {
+	if st, err = cellState(c, true); err != nil || st == CellDone {
 		return st, err
 	}
 	if o.Cell != nil {

@@ -317,6 +317,47 @@ func TestSweepLeavesABusyCell(t *testing.T) {
 	}
 }
 
+// A cell whose artifact is half written (distilled.npz, no report.json yet) while another
+// process holds its lock is being finished there: other sweeps of the folder and their
+// summaries take it for not finished, where without the lock it is a damaged cell.
+func TestSweepReadsAHalfWrittenCellAsBusy(t *testing.T) {
+	if _, err := os.Stat("/proc/locks"); err != nil {
+		t.Skip("no /proc/locks (the lock is seen there):", err)
+	}
+	g, dir := tinyGrid(t)
+	if err := Run(context.Background(), g, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cell := filepath.Join(dir, CellsFolder, "ld-rr__10")
+	if err := os.Remove(filepath.Join(cell, artifact.ReportFile)); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := atomicfile.LockDir(cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	opts := Options{Cell: func(c Cell, i, n int, st State) { seen = append(seen, c.Column+":"+string(st)) }}
+	if err := Run(context.Background(), g, dir, opts); err != nil {
+		t.Fatalf("with the half-written cell held: %v", err)
+	}
+	if got := strings.Join(seen, " "); got != "10:busy 20:done" {
+		t.Fatalf("with the half-written cell held: %s", got)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, SummaryMD))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(md), "1 of 2 cells finished") {
+		t.Fatalf("summary with the half-written cell held:\n%s", md)
+	}
+	unlock()
+	err = Run(context.Background(), g, dir, opts)
+	if err == nil || !strings.Contains(err.Error(), "no "+artifact.ReportFile) {
+		t.Fatalf("the half-written cell, released: %v", err)
+	}
+}
+
 // dropRecordedSettings removes the named keys from the config a report.json records, as
 // an earlier version that lacked them wrote it.
 func dropRecordedSettings(t *testing.T, path string, keys ...string) {
