@@ -335,6 +335,17 @@ func BenchmarkMaxPool2d3x3(b *testing.B) {
 				_ = NoGrad(func() error { Must(pool(x, o)).Free(); return nil })
 			})
 		})
+		// The same work on 16 images at a time (4 MiB, in cache): the loop's own cost,
+		// without the wait for memory.
+		b.Run(impl.name+"/fwd-nograd-in-cache", func(b *testing.B) {
+			x16 := Must(x.Narrow(0, 0, 16))
+			defer x16.Free()
+			cpuLoop(b, func() {
+				for range 1024 / 16 {
+					_ = NoGrad(func() error { Must(pool(x16, o)).Free(); return nil })
+				}
+			})
+		})
 		b.Run(impl.name+"/fwd+bwd", func(b *testing.B) {
 			cpuLoop(b, func() {
 				sc := NewScope()

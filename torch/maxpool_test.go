@@ -30,8 +30,8 @@ func testMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 		{"alexnet 3/2/1 float32", Float, false, []int64{3, 4, 32, 32}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
 		{"alexnet 3/2/1 16×16 float64", Double, false, []int64{2, 3, 16, 16}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
 		{"ties and NaN, odd sizes", Double, true, []int64{2, 3, 9, 7}, PoolOpts{Kernel: [2]int64{3, 2}, Stride: [2]int64{2, 1}, Padding: [2]int64{1, 1}}},
-		// 11 outputs a row: a whole chunk of 8 kept in registers (simd_kernels.h), then 3.
-		{"ties and NaN float32, a chunk and a rest", Float, true, []int64{2, 3, 12, 21}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
+		// 11 outputs a row: a whole vector of float32 lanes and a rest.
+		{"ties and NaN float32, 11 outputs a row", Float, true, []int64{2, 3, 12, 21}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
 		{"ceil mode float32 NaN", Float, true, []int64{2, 2, 8, 11}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 3}, Padding: [2]int64{1, 0}, CeilMode: true}},
 		{"2×2", Float, false, []int64{4, 6, 24, 24}, PoolOpts{Kernel: [2]int64{2, 2}}},
 		{"kernel 5 stride 2 padding 2 odd NaN", Float, true, []int64{2, 2, 9, 11}, PoolOpts{Kernel: [2]int64{5, 5}, Stride: [2]int64{2, 2}, Padding: [2]int64{2, 2}}},

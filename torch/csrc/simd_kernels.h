@@ -97,19 +97,6 @@ void lrn_backward(const T *x, const T *g, T *gx, int64_t C, int64_t P, const ldt
   }
 }
 
-// kPoolChunk: output columns whose running maxima (and winning taps) pool_planes keeps in
-// registers across a window's taps: an AVX2 vector of float; AlexCifarNet's pools have rows
-// of 16 and 8 outputs.
-constexpr int kPoolChunk = 8;
-
-// pool_index writes output column ow's flat input index from its winning tap t (−1: no
-// in-bounds candidate won, libtorch's first in-bounds index).
-template <typename Tap>
-inline void pool_index(int64_t *io, Tap t, int64_t ow, int64_t ih0, int64_t W, const ldt::simd::PoolGeom *g) {
-  const int64_t c0 = ow * g->sw - g->pw;
-  io[ow] = t < 0 ? ih0 * W + simd_max(c0, 0) : (ih0 + t / g->kw) * W + c0 + t % g->kw;
-}
-
 // pool_planes: max_pool2d of planes [begin, end) (maxpool.cc gives the method): each
 // window's candidates in libtorch's order, the taps outside and the output columns inside
 // (a row of windows is independent chains of selects that vectorise), the padded row split
@@ -159,55 +146,24 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
       int64_t ih0 = oh * g->sh - g->ph;
       const int64_t ih1 = simd_min(ih0 + g->kh, H);
       ih0 = simd_max(ih0, 0);
-      T *o = out + (p * Ho + oh) * Wo;
-      int64_t *io = ind == nullptr ? nullptr : ind + (p * Ho + oh) * Wo;
-      int64_t ow0 = 0;
-      // Whole chunks of kPoolChunk output columns keep their maxima (and taps) in
-      // registers across the window's taps; the rest of the row goes through best/tap.
-      for (; ow0 + kPoolChunk <= Wo; ow0 += kPoolChunk) {
-        // GCC's vector extensions: the compiler spilled a plain array's lanes to scalar
-        // compares and branches.
-        typedef T Vec __attribute__((vector_size(kPoolChunk * sizeof(T))));
-        typedef Tap TapVec __attribute__((vector_size(kPoolChunk * sizeof(Tap))));
-        static_assert(sizeof(Tap) == sizeof(T), "a tap lane is as wide as a value lane");
-        Vec bv = ninf - Vec{};  // every lane −∞
-        TapVec tv = TapVec{} - 1;
-        for (int64_t ih = ih0; ih < ih1; ih++) {
-          // Tap kw is element kw / sw of phase kw % sw, both kept without a division.
-          for (int64_t kw = 0, phase = 0, shift = 0; kw < g->kw; kw++) {
-            const T *src = phases + (ih * g->sw + phase) * pc + shift + ow0;
-            if (++phase == g->sw) phase = 0, shift++;
-            Vec v;
-            __builtin_memcpy(&v, src, sizeof v);
-            const auto take = (v > bv) | (v != v);
-            bv = take ? v : bv;
-            if (io != nullptr) tv = take ? TapVec{} + static_cast<Tap>((ih - ih0) * g->kw + kw) : tv;
-          }
-        }
-        __builtin_memcpy(o + ow0, &bv, sizeof bv);
-        if (io != nullptr)
-          for (int j = 0; j < kPoolChunk; j++) pool_index(io, tv[j], ow0 + j, ih0, W, g);
-      }
-      if (ow0 == Wo) continue;
       T *bp = best;
       Tap *tp = tap;
-      for (int64_t ow = ow0; ow < Wo; ow++) {
+      for (int64_t ow = 0; ow < Wo; ow++) {
         bp[ow] = ninf;
         tp[ow] = -1;
       }
       for (int64_t ih = ih0; ih < ih1; ih++) {
-        for (int64_t kw = 0, phase = 0, shift = 0; kw < g->kw; kw++) {
-          const T *src = phases + (ih * g->sw + phase) * pc + shift;
-          if (++phase == g->sw) phase = 0, shift++;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+          const T *src = phases + (ih * g->sw + kw % g->sw) * pc + kw / g->sw;
           const Tap t = static_cast<Tap>((ih - ih0) * g->kw + kw);
           if (ind == nullptr) {  // values only: the same winners, no taps to keep
-            for (int64_t ow = ow0; ow < Wo; ow++) {
+            for (int64_t ow = 0; ow < Wo; ow++) {
               const T v = src[ow], b = bp[ow];
               bp[ow] = (v > b) | (v != v) ? v : b;
             }
             continue;
           }
-          for (int64_t ow = ow0; ow < Wo; ow++) {
+          for (int64_t ow = 0; ow < Wo; ow++) {
             const T v = src[ow], b = bp[ow];
             const bool take = (v > b) | (v != v);
             bp[ow] = take ? v : b;
@@ -215,9 +171,15 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
           }
         }
       }
-      for (int64_t ow = ow0; ow < Wo; ow++) o[ow] = bp[ow];
-      if (io != nullptr)
-        for (int64_t ow = ow0; ow < Wo; ow++) pool_index(io, tp[ow], ow, ih0, W, g);
+      T *o = out + (p * Ho + oh) * Wo;
+      for (int64_t ow = 0; ow < Wo; ow++) o[ow] = bp[ow];
+      if (ind != nullptr) {
+        int64_t *io = ind + (p * Ho + oh) * Wo;
+        for (int64_t ow = 0; ow < Wo; ow++) {
+          const int64_t t = tp[ow], c0 = ow * g->sw - g->pw;
+          io[ow] = t < 0 ? ih0 * W + simd_max(c0, 0) : (ih0 + t / g->kw) * W + c0 + t % g->kw;
+        }
+      }
     }
   }
 }
