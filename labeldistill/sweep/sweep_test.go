@@ -293,27 +293,15 @@ func TestSweepLeavesABusyCell(t *testing.T) {
 	if err := os.MkdirAll(cell, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := atomicfile.LockDir(cell)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	opts := Options{Cell: func(c Cell, i, n int, st State) { seen = append(seen, c.Column+":"+string(st)) }}
 	// LockDir's flock belongs to its open file: a second open in this process is refused
 	// like another process's.
-	if err := Run(context.Background(), g, dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(seen, " "); got != "10:busy 20:new 20:finished" {
-		t.Fatalf("with cell 10 held: %s", got)
+	unlock := lockCell(t, cell)
+	if got, err := runStates(g, dir); err != nil || got != "10:busy 20:new 20:finished" {
+		t.Fatalf("with cell 10 held: %s, %v", got, err)
 	}
 	unlock()
-	seen = nil
-	if err := Run(context.Background(), g, dir, opts); err != nil {
-		t.Fatal(err)
-	}
-	if got := strings.Join(seen, " "); got != "10:new 10:finished 20:done" {
-		t.Fatalf("after its release: %s", got)
+	if got, err := runStates(g, dir); err != nil || got != "10:new 10:finished 20:done" {
+		t.Fatalf("after its release: %s, %v", got, err)
 	}
 }
 
@@ -332,17 +320,9 @@ func TestSweepReadsAHalfWrittenCellAsBusy(t *testing.T) {
 	if err := os.Remove(filepath.Join(cell, artifact.ReportFile)); err != nil {
 		t.Fatal(err)
 	}
-	unlock, err := atomicfile.LockDir(cell)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seen []string
-	opts := Options{Cell: func(c Cell, i, n int, st State) { seen = append(seen, c.Column+":"+string(st)) }}
-	if err := Run(context.Background(), g, dir, opts); err != nil {
-		t.Fatalf("with the half-written cell held: %v", err)
-	}
-	if got := strings.Join(seen, " "); got != "10:busy 20:done" {
-		t.Fatalf("with the half-written cell held: %s", got)
+	unlock := lockCell(t, cell)
+	if got, err := runStates(g, dir); err != nil || got != "10:busy 20:done" {
+		t.Fatalf("with the half-written cell held: %s, %v", got, err)
 	}
 	md, err := os.ReadFile(filepath.Join(dir, SummaryMD))
 	if err != nil {
@@ -352,10 +332,29 @@ func TestSweepReadsAHalfWrittenCellAsBusy(t *testing.T) {
 		t.Fatalf("summary with the half-written cell held:\n%s", md)
 	}
 	unlock()
-	err = Run(context.Background(), g, dir, opts)
-	if err == nil || !strings.Contains(err.Error(), "no "+artifact.ReportFile) {
+	if _, err := runStates(g, dir); err == nil || !strings.Contains(err.Error(), "no "+artifact.ReportFile) {
 		t.Fatalf("the half-written cell, released: %v", err)
 	}
+}
+
+// lockCell takes a cell folder's lock as a sweep running it does.
+func lockCell(t *testing.T, cell string) (unlock func()) {
+	t.Helper()
+	unlock, err := atomicfile.LockDir(cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return unlock
+}
+
+// runStates runs the grid into dir and returns the states its Cell callback saw, as
+// "column:state" in order.
+func runStates(g *Grid, dir string) (string, error) {
+	var seen []string
+	err := Run(context.Background(), g, dir, Options{Cell: func(c Cell, i, n int, st State) {
+		seen = append(seen, c.Column+":"+string(st))
+	}})
+	return strings.Join(seen, " "), err
 }
 
 // dropRecordedSettings removes the named keys from the config a report.json records, as
