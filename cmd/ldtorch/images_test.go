@@ -86,7 +86,13 @@ func TestImageArtifactCommands(t *testing.T) {
 	if r := ldtorch(t, nil, tinyImages(shared, images, "images", "--quiet")...); r.code != 0 || !strings.Contains(r.stdout, "distilled (Our DD)") {
 		t.Fatalf("distill --learn images: exit %d: %s%s", r.code, r.stdout, r.stderr)
 	}
-	for _, dir := range []string{dd, images} {
+	// Images and labels learnt together have no class of their own: the report groups them
+	// by their labels' arg-max and draws no label distribution per original class.
+	both := filepath.Join(t.TempDir(), "both")
+	if r := ldtorch(t, nil, tinyDistill(shared, both, "--method", "ld", "--learn", "both", "--quiet")...); r.code != 0 {
+		t.Fatalf("distill --learn both: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, dir := range []string{dd, images, both} {
 		r := ldtorch(t, nil, "report", dir, "--data-dir", shared)
 		if r.code != 0 {
 			t.Fatalf("report %s: exit %d: %s", dir, r.code, r.stderr)
@@ -96,6 +102,12 @@ func TestImageArtifactCommands(t *testing.T) {
 			t.Errorf("report %s: no learnt-image grid (%v)", dir, err)
 		}
 		noFile(t, filepath.Join(dir, "figures", "reconstructions.png"))
+		if dir == both {
+			noFile(t, filepath.Join(dir, "figures", "label_distribution.png"))
+			if !strings.Contains(r.stdout+r.stderr, "no original class") {
+				t.Errorf("report of images and labels learnt together: %s%s", r.stdout, r.stderr)
+			}
+		}
 	}
 }
 

@@ -53,14 +53,9 @@ func MeanLabelPerClass(labels []float32, classes int, baseClasses []int64, sourc
 // dataset, where source and target classes are the same).
 func Recovered(labels []float32, classes int, baseClasses []int64) int {
 	k := 0
+	argmax := ArgMaxClasses(labels, classes)
 	for i, s := range baseClasses {
-		best := 0
-		for c := 1; c < classes; c++ {
-			if labels[i*classes+c] > labels[i*classes+best] {
-				best = c
-			}
-		}
-		if int64(best) == s {
+		if argmax[i] == s {
 			k++
 		}
 	}
@@ -118,4 +113,19 @@ func Reconstruct(pixels []float64, imageSize int, labels []float32, classes int)
 		out[c] = r
 	}
 	return out, nil
+}
+
+// ArgMaxClasses returns each label row's arg-max class (the first of equal maxima).
+func ArgMaxClasses(labels []float32, classes int) []int64 {
+	out := make([]int64, len(labels)/classes)
+	for i := range out {
+		best := 0
+		for c := 1; c < classes; c++ {
+			if labels[i*classes+c] > labels[i*classes+best] {
+				best = c
+			}
+		}
+		out[i] = int64(best)
+	}
+	return out
 }

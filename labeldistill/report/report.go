@@ -200,9 +200,18 @@ func Write(dir string, opt Options) (res *Result, err error) {
 
 	imagesLearnt := rep.LearntImages()
 	labelsLearnt := !imagesLearnt || slices.Contains(rep.Learnt, artifact.LearntLabels)
+	// Images and labels learnt together start as noise with uniform labels: the classes of
+	// the base examples they stand in for say nothing about them, their labels' arg-max does.
+	bothLearnt := imagesLearnt && labelsLearnt
+	imageClasses := baseClasses
+	if bothLearnt {
+		imageClasses = ArgMaxClasses(art.Labels, classes)
+	}
 	// 1. Label distribution per original class.
 	if !labelsLearnt {
 		res.Notes = append(res.Notes, "the labels are the learnt images' fixed one-hot classes: label distribution not drawn")
+	} else if bothLearnt {
+		res.Notes = append(res.Notes, "images and labels were learnt together from noise and uniform labels: the images have no original class; label distribution not drawn")
 	} else if len(baseClasses) == n {
 		d, err := MeanLabelPerClass(art.Labels, classes, baseClasses, sourceClasses)
 		if err != nil {
@@ -229,14 +238,16 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	}
 
 	// 2. Example labels.
-	picks := examplePicks(baseClasses, n, opt.Examples)
+	picks := examplePicks(imageClasses, n, opt.Examples)
 	titles := make([]string, len(picks))
 	for k, i := range picks {
 		titles[k] = fmt.Sprintf("base #%d", i)
 		if imagesLearnt {
 			titles[k] = fmt.Sprintf("learnt #%d", i)
 		}
-		if len(baseClasses) == n {
+		if bothLearnt {
+			titles[k] += " (" + targetNames[imageClasses[i]] + ")"
+		} else if len(baseClasses) == n {
 			titles[k] += " (" + sourceNames[baseClasses[i]] + ")"
 		}
 	}
@@ -245,9 +256,10 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	caption := "Base images (their original " + cfg.Source + " class in brackets) beside their distilled labels over the " + cfg.Dataset + " classes."
-	if imagesLearnt {
-		caption = "Learnt images (their class in brackets; pixels clamped to [0, 1]) beside their labels over the " + cfg.Dataset + " classes" +
-			map[bool]string{true: " (learnt too).", false: " (fixed one-hot)."}[labelsLearnt]
+	if bothLearnt {
+		caption = "Learnt images (their label's arg-max in brackets; pixels clamped to [0, 1]) beside their learnt labels over the " + cfg.Dataset + " classes."
+	} else if imagesLearnt {
+		caption = "Learnt images (their class in brackets; pixels clamped to [0, 1]) beside their fixed one-hot labels over the " + cfg.Dataset + " classes."
 	}
 	if err := save(Figure{Name: "example_labels.png", Title: "Example labels", Caption: caption}, png); err != nil {
 		return nil, err
@@ -266,12 +278,16 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if real != nil {
 			real = real[:rows]
 		}
-		png, err := learntImagesFigure(pix, baseClasses, real, c, h, w, shortNames(targetNames, 12)[:rows], 10, subtitle)
+		png, err := learntImagesFigure(pix, imageClasses, real, c, h, w, shortNames(targetNames, 12)[:rows], 10, subtitle)
 		if err != nil {
 			return nil, err
 		}
+		classOf := "its images' fixed class"
+		if bothLearnt {
+			classOf = "the images whose learnt label's arg-max is the class"
+		}
 		if err := save(Figure{Name: "learnt_images.png", Title: "Learnt images",
-			Caption: "Left: up to 10 learnt images of each class (its images' fixed class), as the model sees them after undoing the normalisation, clamped to [0, 1]; right: real " +
+			Caption: "Left: up to 10 learnt images of each class (" + classOf + "), as the model sees them after undoing the normalisation, clamped to [0, 1]; right: real " +
 				cfg.Dataset + " test images of the class."}, png); err != nil {
 			return nil, err
 		}

@@ -86,6 +86,10 @@ func TestPixelsAndLabelAnalysis(t *testing.T) {
 	if k := Recovered(labels, 2, []int64{0, 0, 1}); k != 2 {
 		t.Fatalf("recovered %d, want 2", k)
 	}
+	// Each row's arg-max; of equal maxima the first.
+	if got := ArgMaxClasses([]float32{0.2, 0.5, 0.3, 0.4, 0.4, 0.2, 0, 0, 1}, 3); !slices.Equal(got, []int64{1, 0, 2}) {
+		t.Fatalf("arg-max classes %v, want [1 0 2]", got)
+	}
 }
 
 // tinyRun distils a few meta-steps on real data and writes its artifact and history.
