@@ -54,6 +54,11 @@ const char *ldt_build_info(void) {
 #else
          " cuda=off"
 #endif
+#ifdef _OPENMP
+         " openmp=on"
+#else
+         " openmp=off"
+#endif
 #ifdef LDT_BUILD_TAG
          " tag=" LDT_BUILD_TAG
 #endif
