@@ -31,10 +31,9 @@ func newAlexCifarNet(c, h, w, classes int64) (*Net, error) {
 	pool := torch.PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}
 	conv := torch.Conv2dOpts{Padding: [2]int64{2, 2}}
 	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
-		y := l.conv(ch, x, p[0], p[1], conv)
 		// lrn(relu(pool(y))) = lrn(pool(relu(y))) exactly, less work; the ReLUs are read
 		// inside the LRN's pass where no graph is recorded.
-		y = ch.T(torch.MaxPool2dDirect(y, pool))
+		y := l.convMaxPool(ch, x, p[0], p[1], conv, pool)
 		y = l.reluLRN(ch, y)
 		y = l.conv(ch, y, p[2], p[3], conv)
 		y = l.reluLRN(ch, y)

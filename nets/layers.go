@@ -19,6 +19,8 @@ type layers interface {
 	conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor
 	// convPool is conv followed by a 2×2 max-pool (torch.MaxPool2x2).
 	convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor
+	// convMaxPool is conv followed by the max-pool p (torch.MaxPool2dDirect).
+	convMaxPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts, p torch.PoolOpts) *torch.Tensor
 	// batchNorm normalises with the affine w, b and the running statistics, updated in
 	// place in training mode.
 	batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor
@@ -49,6 +51,12 @@ func (oneModel) conv(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOp
 // convPool is one fused kernel where the direct kernels apply (torch.Conv2dMaxPool2x2).
 func (oneModel) convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts) *torch.Tensor {
 	return ch.T(torch.Conv2dMaxPool2x2(x, w, bias, o))
+}
+
+// convMaxPool is one fused pass where the direct kernels apply and no graph is recorded
+// (torch.Conv2dMaxPool2d).
+func (oneModel) convMaxPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts, p torch.PoolOpts) *torch.Tensor {
+	return ch.T(torch.Conv2dMaxPool2d(x, w, bias, o, p))
 }
 
 func (oneModel) batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor {
@@ -104,6 +112,14 @@ func (g groupedModels) convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o tor
 		return nil
 	}
 	return ch.T(torch.MaxPool2x2(y))
+}
+
+func (g groupedModels) convMaxPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts, p torch.PoolOpts) *torch.Tensor {
+	y := g.conv(ch, x, w, bias, o)
+	if ch.Err() != nil {
+		return nil
+	}
+	return ch.T(torch.MaxPool2dDirect(y, p))
 }
 
 // batchNorm acts per channel, so it runs unchanged on the M·C channels with the stacked

@@ -7,6 +7,7 @@ package torch
 // finite-difference checks, first and second order, are in gradcheck_test.go.
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"testing"
@@ -48,6 +49,8 @@ func convCases() []convCase {
 		{"odd sizes float32 no bias", Float, []int64{11, 2, 5, 13}, []int64{7, 2, 5, 5}, [2]int64{4, 0}, false, 0},
 		{"one output position", Double, []int64{2, 4, 5, 5}, []int64{3, 4, 5, 5}, [2]int64{0, 0}, true, 0},
 		{"16 channels float32", Float, []int64{9, 16, 6, 10}, []int64{16, 16, 5, 5}, [2]int64{2, 1}, true, 0},
+		{"alexnet1 float32", Float, []int64{2, 3, 32, 32}, []int64{64, 3, 5, 5}, [2]int64{2, 2}, true, 0},
+		{"40 output channels float64", Double, []int64{2, 3, 11, 9}, []int64{40, 3, 5, 5}, [2]int64{1, 2}, true, 0},
 		{"NaN float32", Float, []int64{2, 2, 12, 12}, []int64{3, 2, 5, 5}, [2]int64{2, 2}, true, 40},
 		{"NaN float64", Double, []int64{2, 1, 10, 9}, []int64{4, 1, 5, 5}, [2]int64{1, 2}, true, 30},
 	}
@@ -255,7 +258,9 @@ func TestConv2dDirectFallbacks(t *testing.T) {
 	x := need(randnT(t, rng, 2, 3, 9, 9).ToDType(Float))
 	w5 := need(randnT(t, rng, 4, 3, 5, 5).ToDType(Float))
 	w3 := need(randnT(t, rng, 4, 3, 3, 3).ToDType(Float))
-	wide := need(randnT(t, rng, 17, 3, 5, 5).ToDType(Float))
+	wide := need(randnT(t, rng, 65, 3, 5, 5).ToDType(Float))
+	deep := need(randnT(t, rng, 2, 17, 9, 9).ToDType(Float))
+	deepW := need(randnT(t, rng, 4, 17, 5, 5).ToDType(Float))
 	for _, c := range []struct {
 		name string
 		x, w *Tensor
@@ -265,7 +270,8 @@ func TestConv2dDirectFallbacks(t *testing.T) {
 		{"stride 2", x, w5, Conv2dOpts{Stride: [2]int64{2, 2}}},
 		{"dilation 2", x, w5, Conv2dOpts{Dilation: [2]int64{2, 2}, Padding: [2]int64{4, 4}}},
 		{"padding 5", x, w5, Conv2dOpts{Padding: [2]int64{5, 5}}},
-		{"17 output channels", x, wide, Conv2dOpts{}},
+		{"65 output channels", x, wide, Conv2dOpts{}},
+		{"17 input channels", deep, deepW, Conv2dOpts{}},
 		{"half precision", need(x.ToDType(Half)), need(w5.ToDType(Half)), Conv2dOpts{}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -458,5 +464,101 @@ func convPoolMatchesComposition(t *testing.T, mode string) {
 				return nil
 			}))
 		})
+	}
+}
+
+// maxPoolCases are the pools TestConv2dMaxPool2dMatchesComposition runs after each
+// convolution: AlexCifarNet's (3, stride 2, padding 1), in ceil mode, and others.
+var maxPoolCases = []PoolOpts{
+	{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}},
+	{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}, CeilMode: true},
+	{Kernel: [2]int64{2, 2}},
+	{Kernel: [2]int64{3, 2}, Stride: [2]int64{1, 3}, Padding: [2]int64{1, 0}},
+	{Kernel: [2]int64{4, 4}, Stride: [2]int64{3, 3}, Padding: [2]int64{2, 1}, CeilMode: true},
+}
+
+// composedConvMaxPool is what Conv2dMaxPool2d fuses.
+func composedConvMaxPool(x, w, b *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error) {
+	y, err := Conv2dDirect(x, w, b, o)
+	if err != nil {
+		return nil, err
+	}
+	defer y.Free()
+	return MaxPool2dDirect(y, p)
+}
+
+// TestConv2dMaxPool2dMatchesComposition: the convolution fused with a max-pool against
+// MaxPool2dDirect(Conv2dDirect(...)), bit for bit: without a graph (the fused pass, over
+// several chunks and one or two threads, NaN included) and with one (the two ops, their
+// derivatives of every order).
+func TestConv2dMaxPool2dMatchesComposition(t *testing.T) {
+	needDirectConv(t)
+	scoped(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	threads := NumThreads()
+	defer func() { ok(t, SetNumThreads(threads)) }()
+	for _, c := range convCases() {
+		for pi, p := range maxPoolCases {
+			t.Run(fmt.Sprintf("%s/pool %d", c.name, pi), func(t *testing.T) {
+				sc := NewScope()
+				defer sc.Close()
+				c.x[0] = 37 // several chunks and forward tasks
+				x, w, bias := convInputs(t, c, 12)
+				o := Conv2dOpts{Padding: c.pad}
+				want, errWant := composedConvMaxPool(x, w, bias, o, p)
+				for _, n := range []int{1, 2} {
+					ok(t, SetNumThreads(n))
+					var got *Tensor
+					var errGot error
+					ok(t, NoGrad(func() error { got, errGot = Conv2dMaxPool2d(x, w, bias, o, p); return nil }))
+					if (errWant == nil) != (errGot == nil) {
+						t.Fatalf("%d thread(s): the composition's error %v, the fused op's %v", n, errWant, errGot)
+					}
+					if errWant != nil {
+						return // a pool larger than the convolution's output: an error either way
+					}
+					if !shapeEq(got.Shape(), want.Shape()) || !sameBits(vals(t, got), vals(t, want)) {
+						t.Errorf("%d thread(s): not the composition's values (shape %v, want %v; max |Δ| %g)",
+							n, got.Shape(), want.Shape(), maxAbsDiff(vals(t, got), vals(t, want)))
+					}
+				}
+				ok(t, SetNumThreads(1))
+				if c.nanEvery > 0 && !hasNaN(vals(t, want)) {
+					t.Error("the NaN case has no NaN in the pooled output")
+				}
+				if pi > 1 || c.x[1]*c.w[0] > 400 {
+					return // derivatives: AlexCifarNet's pool, on the smaller layers
+				}
+				c.x[0] = 3
+				x, w, bias = convInputs(t, c, 13)
+				conv := func(f func(x, w, b *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error)) func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+					return func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) { return f(x, w, b, o, p) }
+				}
+				wantD := convDerivatives(t, conv(composedConvMaxPool), c, x, w, bias)
+				gotD := convDerivatives(t, conv(Conv2dMaxPool2d), c, x, w, bias)
+				for i := range wantD {
+					if (wantD[i] == nil) != (gotD[i] == nil) || !sameBits(gotD[i], wantD[i]) {
+						t.Errorf("derivative %d is not the composition's", i)
+					}
+				}
+			})
+		}
+	}
+	// Settings max_pool2d rejects: its error, not a crash.
+	need := tensors(t)
+	rng := newRNG(14)
+	x := need(randnT(t, rng, 2, 3, 12, 12).ToDType(Float))
+	w := need(randnT(t, rng, 8, 3, 5, 5).ToDType(Float))
+	for _, p := range []PoolOpts{
+		{Kernel: [2]int64{3, 3}, Padding: [2]int64{2, 2}},
+		{Kernel: [2]int64{0, 3}},
+		{Kernel: [2]int64{3, 3}, Stride: [2]int64{-1, 1}},
+		{Kernel: [2]int64{9, 9}},
+	} {
+		err := NoGrad(func() error { _, err := Conv2dMaxPool2d(x, w, nil, Conv2dOpts{}, p); return err })
+		if err == nil {
+			t.Errorf("pool %+v of an 8×8 output: no error", p)
+		}
 	}
 }

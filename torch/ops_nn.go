@@ -59,7 +59,7 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 
 // Conv2dDirect is Conv2d computed, where they apply, by the shim's direct kernels for small
 // 5×5 layers (torch/csrc/conv5x5.cc): CPU, float32 or float64, 5×5 weights, stride 1,
-// dilation 1, one group, padding 0..4, at most 16 input and output channels, a CPU with AVX2
+// dilation 1, one group, padding 0..4, at most 16 input and 64 output channels, a CPU with AVX2
 // and FMA. They keep derivatives of every order; their values are within float rounding of
 // Conv2d's (a different order of the sums: see docs/BENCHMARKS.md, prediction 12), the same
 // on AVX2 and AVX-512 and for any thread count. Everything else, other devices included,
@@ -79,6 +79,18 @@ func Conv2dDirect(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 func Conv2dMaxPool2x2(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 	return conv2dCall("conv2d_max_pool2x2", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, pad, dil *C.int64_t, groups C.int64_t) C.ldt_error {
 		return C.ldt_conv2d_max_pool2x2(out, x, w, b, stride, pad, dil, groups)
+	})
+}
+
+// Conv2dMaxPool2d is MaxPool2dDirect(Conv2dDirect(x, w, bias, o), p): the same values and
+// derivatives. Where the direct kernels apply and no graph is recorded (NoGrad, or no input
+// requires a gradient) it is one fused pass that pools each image's convolution outputs while
+// they are in the cache, so the full-size convolution output is never written (AlexCifarNet's
+// first layer: 268 MB for 1024 images); otherwise it is the two calls.
+func Conv2dMaxPool2d(x, w, bias *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error) {
+	k, s, pad := p.Kernel, p.stride(), p.Padding
+	return conv2dCall("conv2d_max_pool2d", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, padding, dil *C.int64_t, groups C.int64_t) C.ldt_error {
+		return C.ldt_conv2d_max_pool2d(out, x, w, b, stride, padding, dil, groups, int64Ptr(k[:]), int64Ptr(s[:]), int64Ptr(pad[:]), cbool(p.CeilMode))
 	})
 }
 

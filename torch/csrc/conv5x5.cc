@@ -1,7 +1,8 @@
-// conv5x5.cc: direct CPU kernels for the small 5×5 convolutions of LeNet (1→6 on 28×28 with
-// padding 2, 6→16 on 14×14), where oneDNN's blocked kernels pad the 1 or 6 channels to a
-// block of 8 or 16 and spend most of their time on that padding and on layout reorders
-// (docs/BENCHMARKS.md, prediction 12). Stride 1, dilation 1, one group, padding 0..4, float
+// conv5x5.cc: direct CPU kernels for the 5×5 convolutions with few input channels: LeNet's
+// (1→6 on 28×28 with padding 2, 6→16 on 14×14) and AlexCifarNet's first (3→64 on 32×32),
+// where oneDNN's blocked kernels pad the 1, 3 or 6 channels to a block of 8 or 16 and spend
+// most of their time on that padding and on layout reorders (docs/BENCHMARKS.md, predictions
+// 12 and 27). Stride 1, dilation 1, one group, padding 0..4, float
 // and double, CPUs with AVX2 and FMA (kernels in conv5x5_avx2.cc and conv5x5_avx512.cc);
 // everything else, and every other device, runs at::conv2d.
 //
@@ -29,6 +30,7 @@
 
 #include "conv5x5.h"
 #include "internal.h"
+#include "maxpool.h"
 #include "pool2x2.h"
 
 namespace {
@@ -48,6 +50,10 @@ constexpr int64_t kGrain = 16;
 // Images per chunk of the fused convolution and max-pool: their convolution outputs (≈ 75 KB
 // for LeNet's first layer) stay in the cache until they are pooled.
 constexpr int64_t kPoolChunk = 4;
+// Bytes of convolution outputs per chunk of conv_maxpool_forward (at least one image): one
+// image of AlexCifarNet's first layer (64 planes of 32×32 floats) stays in the L2 cache until
+// it is pooled.
+constexpr int64_t kMaxPoolChunkBytes = 256 << 10;
 
 const Kernels *best_kernels() {
 #if defined(LDT_CONV5_X86)
@@ -115,7 +121,7 @@ bool applies(const Kernels *k, const at::Tensor &x, const at::Tensor &w, const a
     if (padding[i] < 0 || padding[i] > K - 1) return false;
   if (x.size(1) < 1 || w.size(0) < 1 || x.size(2) + 2 * padding[0] < K || x.size(3) + 2 * padding[1] < K) return false;
   // The small channel counts the kernels are for (oneDNN's blocked kernels win above).
-  if (x.size(1) > 16 || w.size(0) > 16) return false;
+  if (x.size(1) > 16 || w.size(0) > 64) return false;
   if (bias.defined()) {
     if (bias.scalar_type() != st || !bias.device().is_cpu() || bias.dim() != 1 || bias.size(0) != w.size(0))
       return false;
@@ -217,6 +223,37 @@ at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at
     });
   });
   if (idx_out != nullptr) *idx_out = idx;
+  return y;
+}
+
+// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) without a graph and without writing
+// the convolution's output to memory: each chunk of images is convolved into a buffer and
+// pooled from there by max_pool2d_direct's loop (maxpool.h), whose output size (ho, wo) the
+// caller has checked.
+at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                                const at::Tensor &bias_in, int64_t ph, int64_t pw, const ldt::maxpool::Args &a,
+                                int64_t ho, int64_t wo) {
+  auto x = input.contiguous(), w = weight.contiguous();
+  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
+  const int64_t n = x.size(0), lanes = 64 / static_cast<int64_t>(x.element_size());
+  const Geom g = make_geom(x.size(1), w.size(0), x.size(2), x.size(3), ph, pw, lanes);
+  const int64_t pooled = g.cout * ho * wo;
+  const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (g.cout * g.q * x.element_size()));
+  auto y = at::empty({n, g.cout, ho, wo}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_max_pool2d", [&] {
+    const auto &o = ops<scalar_t>(k);
+    const scalar_t *xp = x.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
+    const scalar_t *bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
+    scalar_t *yp = y.data_ptr<scalar_t>();
+    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      std::vector<scalar_t> scratch(g.xs_len + g.plane_len), conv(chunk * g.cout * g.q);
+      for (int64_t b0 = begin; b0 < end; b0 += chunk) {
+        const int64_t nb = std::min(chunk, end - b0);
+        o.fwd(&g, nb, xp + b0 * g.cin * g.h * g.w, wp, bp, conv.data(), scratch.data());
+        ldt::maxpool::pool_values(conv.data(), yp + b0 * pooled, nb * g.cout, g.ho, g.wo, a);
+      }
+    });
+  });
   return y;
 }
 
@@ -547,6 +584,33 @@ ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ld
                                         handle(k)));
     } else {
       ldt::set_out(out, conv_pool_forward(k, in, wt, bt, pad[0], pad[1], nullptr));
+    }
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias, const int64_t *stride,
+                                const int64_t *padding, const int64_t *dilation, int64_t groups,
+                                const int64_t *pool_kernel, const int64_t *pool_stride, const int64_t *pool_padding,
+                                int ceil_mode) {
+  LDT_TRY {
+    auto &in = ldt::T(x), &wt = ldt::T(w);
+    auto b = ldt::opt(bias);
+    const at::Tensor bt = b ? *b : at::Tensor();
+    const Kernels *k = active.load(std::memory_order_relaxed);
+    auto st = pair(stride), pad = pair(padding), dil = pair(dilation);
+    auto pk = pair(pool_kernel), ps = pair(pool_stride), pp = pair(pool_padding);
+    const ldt::maxpool::Args a{pk[0], pk[1], ps[0], ps[1], pp[0], pp[1], ceil_mode != 0};
+    // Fused only without a graph (LD RR's target batch): with one, the two ops record their
+    // own derivatives. Settings max_pool2d rejects go to it, for its error.
+    const bool graph = at::GradMode::is_enabled() &&
+                       (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()));
+    int64_t ho = 0, wo = 0;
+    if (!graph && applies(k, in, wt, bt, st, pad, dil, groups) &&
+        ldt::maxpool::fits(in.size(2) + 2 * pad[0] - K + 1, in.size(3) + 2 * pad[1] - K + 1, a, &ho, &wo)) {
+      ldt::set_out(out, conv_maxpool_forward(k, in, wt, bt, pad[0], pad[1], a, ho, wo));
+    } else {
+      ldt::set_out(out, ldt::maxpool::max_pool2d_direct(direct_conv(in, wt, bt, st, pad, dil, groups), a));
     }
   }
   LDT_CATCH

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 11
+#define LDT_ABI_VERSION 12
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -167,7 +167,7 @@ LDT_API ldt_error ldt_max_pool2d(ldt_tensor *out, ldt_tensor x, const int64_t *k
 LDT_API ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x);
 /* conv2d (same arguments) from the shim's direct kernels where they apply: CPU, float or
  * double, 5×5 weights, stride 1, dilation 1, one group, padding 0..4, at most 16 input and
- * 16 output channels, a CPU with AVX2 and FMA; derivatives of every order. Otherwise, and
+ * 64 output channels, a CPU with AVX2 and FMA; derivatives of every order. Otherwise, and
  * while they are off, conv2d. */
 LDT_API ldt_error ldt_conv2d_direct(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
                                     const int64_t *stride, const int64_t *padding,
@@ -178,6 +178,15 @@ LDT_API ldt_error ldt_conv2d_direct(ldt_tensor *out, ldt_tensor x, ldt_tensor w,
 LDT_API ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
                                          const int64_t *stride, const int64_t *padding,
                                          const int64_t *dilation, int64_t groups);
+/* max_pool2d_direct(conv2d_direct(...)) with the pool's kernel, stride, padding and ceil mode:
+ * where the direct kernels apply and no graph is recorded, one fused pass that pools each
+ * image's convolution outputs while they are in the cache (the same values as the two calls);
+ * otherwise the two calls. */
+LDT_API ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
+                                        const int64_t *stride, const int64_t *padding,
+                                        const int64_t *dilation, int64_t groups,
+                                        const int64_t *pool_kernel, const int64_t *pool_stride,
+                                        const int64_t *pool_padding, int ceil_mode);
 /* The direct kernels in use: "avx512", "avx2", or "" (off, or none for this CPU). */
 LDT_API const char *ldt_direct_conv_isa(void);
 /* mode: "best" (the default; LDTORCH_DIRECT_CONV=off or =avx2 at load changes it), "off",
