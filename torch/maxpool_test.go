@@ -24,19 +24,24 @@ func testMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 		name    string
 		dtype   DType
 		withNaN bool
-		shape   []int64
-		o       PoolOpts
+		// −0 for half the zeros and −∞ in one element in ten, no NaN (the NaN-free loop's
+		// ties between +0 and −0, and windows of −∞ only)
+		signedZeros bool
+		shape       []int64
+		o           PoolOpts
 	}{
-		{"alexnet 3/2/1 float32", Float, false, []int64{3, 4, 32, 32}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
-		{"alexnet 3/2/1 16×16 float64", Double, false, []int64{2, 3, 16, 16}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
-		{"ties and NaN, odd sizes", Double, true, []int64{2, 3, 9, 7}, PoolOpts{Kernel: [2]int64{3, 2}, Stride: [2]int64{2, 1}, Padding: [2]int64{1, 1}}},
+		{"alexnet 3/2/1 float32", Float, false, false, []int64{3, 4, 32, 32}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
+		{"alexnet 3/2/1 16×16 float64", Double, false, false, []int64{2, 3, 16, 16}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
+		{"ties and NaN, odd sizes", Double, true, false, []int64{2, 3, 9, 7}, PoolOpts{Kernel: [2]int64{3, 2}, Stride: [2]int64{2, 1}, Padding: [2]int64{1, 1}}},
 		// 11 outputs a row: a whole vector of float32 lanes and a rest.
-		{"ties and NaN float32, 11 outputs a row", Float, true, []int64{2, 3, 12, 21}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
-		{"ceil mode float32 NaN", Float, true, []int64{2, 2, 8, 11}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 3}, Padding: [2]int64{1, 0}, CeilMode: true}},
-		{"2×2", Float, false, []int64{4, 6, 24, 24}, PoolOpts{Kernel: [2]int64{2, 2}}},
-		{"kernel 5 stride 2 padding 2 odd NaN", Float, true, []int64{2, 2, 9, 11}, PoolOpts{Kernel: [2]int64{5, 5}, Stride: [2]int64{2, 2}, Padding: [2]int64{2, 2}}},
-		{"kernel 2 stride 2 padding 1 ceil", Double, true, []int64{1, 3, 7, 5}, PoolOpts{Kernel: [2]int64{2, 2}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}, CeilMode: true}},
-		{"kernel 5 stride 1", Double, false, []int64{1, 2, 7, 6}, PoolOpts{Kernel: [2]int64{5, 4}, Stride: [2]int64{1, 1}, Padding: [2]int64{2, 2}}},
+		{"ties and NaN float32, 11 outputs a row", Float, true, false, []int64{2, 3, 12, 21}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
+		{"ceil mode float32 NaN", Float, true, false, []int64{2, 2, 8, 11}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 3}, Padding: [2]int64{1, 0}, CeilMode: true}},
+		{"2×2", Float, false, false, []int64{4, 6, 24, 24}, PoolOpts{Kernel: [2]int64{2, 2}}},
+		{"kernel 5 stride 2 padding 2 odd NaN", Float, true, false, []int64{2, 2, 9, 11}, PoolOpts{Kernel: [2]int64{5, 5}, Stride: [2]int64{2, 2}, Padding: [2]int64{2, 2}}},
+		{"kernel 2 stride 2 padding 1 ceil", Double, true, false, []int64{1, 3, 7, 5}, PoolOpts{Kernel: [2]int64{2, 2}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}, CeilMode: true}},
+		{"kernel 5 stride 1", Double, false, false, []int64{1, 2, 7, 6}, PoolOpts{Kernel: [2]int64{5, 4}, Stride: [2]int64{1, 1}, Padding: [2]int64{2, 2}}},
+		{"alexnet 3/2/1 ±0 and −∞ float32", Float, false, true, []int64{2, 3, 32, 32}, PoolOpts{Kernel: [2]int64{3, 3}, Stride: [2]int64{2, 2}, Padding: [2]int64{1, 1}}},
+		{"±0 and −∞ odd float64", Double, false, true, []int64{2, 3, 11, 13}, PoolOpts{Kernel: [2]int64{2, 3}, Stride: [2]int64{1, 2}, Padding: [2]int64{1, 1}, CeilMode: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := NewScope()
@@ -47,6 +52,12 @@ func testMaxPool2dDirectMatchesMaxPool2d(t *testing.T) {
 			xv := make([]float64, numel(tc.shape))
 			for i := range xv {
 				xv[i] = float64(rng.IntN(3))
+				if tc.signedZeros && xv[i] == 0 && rng.IntN(2) == 0 {
+					xv[i] = math.Copysign(0, -1)
+				}
+				if tc.signedZeros && rng.IntN(10) == 0 {
+					xv[i] = math.Inf(-1)
+				}
 				if tc.withNaN && rng.IntN(30) == 0 {
 					xv[i] = math.NaN()
 				} else if tc.withNaN && rng.IntN(10) == 0 {

@@ -97,6 +97,124 @@ void lrn_backward(const T *x, const T *g, T *gx, int64_t C, int64_t P, const ldt
   }
 }
 
+// PoolVec<T>: 32 bytes of T as a GCC vector (two SSE registers on the baseline ISA, one AVX
+// register with -mavx2), for the running maxima kept in registers across a window's taps.
+template <typename T>
+struct PoolVec;
+// M is the integer vector of the same lanes, for __builtin_shuffle's masks.
+template <>
+struct PoolVec<float> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef int32_t M __attribute__((vector_size(32)));
+  static constexpr int64_t lanes = 8;
+};
+template <>
+struct PoolVec<double> {
+  typedef double V __attribute__((vector_size(32)));
+  typedef int64_t M __attribute__((vector_size(32)));
+  static constexpr int64_t lanes = 4;
+};
+
+// split2 copies src[2c] to d0[c] and src[2c + 1] to d1[c] for c in [c0, c1): whole vectors
+// through two shuffles, then the rest one by one.
+template <typename T>
+void split2(const T *src, T *d0, T *d1, int64_t c0, int64_t c1) {
+  using V = typename PoolVec<T>::V;
+  using M = typename PoolVec<T>::M;
+  constexpr int64_t L = PoolVec<T>::lanes;
+  M even, odd;
+  for (int64_t l = 0; l < L; l++) even[l] = 2 * l, odd[l] = 2 * l + 1;
+  int64_t c = c0;
+  for (; c + L <= c1; c += L) {
+    V a, b;
+    __builtin_memcpy(&a, src + 2 * c, sizeof(V));
+    __builtin_memcpy(&b, src + 2 * c + L, sizeof(V));
+    const V e = __builtin_shuffle(a, b, even), o = __builtin_shuffle(a, b, odd);
+    __builtin_memcpy(d0 + c, &e, sizeof(V));
+    __builtin_memcpy(d1 + c, &o, sizeof(V));
+  }
+  for (; c < c1; c++) {
+    d0[c] = src[2 * c];
+    d1[c] = src[2 * c + 1];
+  }
+}
+
+// plane_has_nan says whether any of the n elements of x is NaN.
+template <typename T>
+bool plane_has_nan(const T *x, int64_t n) {
+  int any = 0;
+  for (int64_t i = 0; i < n; i++) any |= x[i] != x[i];
+  return any != 0;
+}
+
+// pool_rows_no_nan: one plane's windows from its phases (as pool_planes builds them) when
+// the plane holds no NaN: values into out (Ho·Wo) and, when ind is not null, the winners'
+// indices (Ho·Wo), with tap (Wo) as scratch. Libtorch's rule then reduces to take = v > b
+// per tap, the first maximum in scan order, which the running maxima (and winning taps) of
+// a run of output columns follow in registers (a compare and a select or two per tap, where
+// the general loop also loads and stores them, and tests for NaN). KW and SW, when not 0,
+// are the kernel's width and the stride along the row, known at compile time (AlexCifarNet's
+// 3 and 2): the taps' loop then unrolls.
+template <typename T, typename Tap, int64_t KW, int64_t SW>
+void pool_rows_no_nan(const T *phases, T *out, int64_t *ind, Tap *tap, const ldt::simd::PoolGeom *g) {
+  using V = typename PoolVec<T>::V;
+  using M = typename PoolVec<T>::M;
+  static_assert(sizeof(Tap) == sizeof(T), "taps as wide as the values");
+  constexpr int64_t L = PoolVec<T>::lanes;
+  const int64_t H = g->H, W = g->W, Ho = g->Ho, Wo = g->Wo, pc = g->pc;
+  const int64_t kwidth = KW > 0 ? KW : g->kw, sw = SW > 0 ? SW : g->sw;
+  const T ninf = -static_cast<T>(__builtin_inf());
+  for (int64_t oh = 0; oh < Ho; oh++) {
+    int64_t ih0 = oh * g->sh - g->ph;
+    const int64_t ih1 = simd_min(ih0 + g->kh, H);
+    ih0 = simd_max(ih0, 0);
+    T *o = out + oh * Wo;
+    int64_t ow = 0;
+    for (; ow + L <= Wo; ow += L) {
+      V b;
+      M tp;
+      for (int64_t l = 0; l < L; l++) b[l] = ninf, tp[l] = -1;
+      Tap t = 0;
+      for (int64_t ih = ih0; ih < ih1; ih++) {
+        // Tap kw is element kw / sw of phase kw % sw, counted rather than divided.
+        const T *row = phases + ih * sw * pc + ow;
+        for (int64_t kw = 0, ph = 0, c = 0; kw < kwidth; kw++, t++) {
+          V v;
+          __builtin_memcpy(&v, row + ph * pc + c, sizeof(V));
+          const M take = v > b;
+          b = take ? v : b;
+          if (ind != nullptr) tp = take ? t : tp;
+          if (++ph == sw) ph = 0, c++;
+        }
+      }
+      __builtin_memcpy(o + ow, &b, sizeof(V));
+      if (ind != nullptr) __builtin_memcpy(tap + ow, &tp, sizeof(M));
+    }
+    for (; ow < Wo; ow++) {
+      T b = ninf;
+      Tap tp = -1, t = 0;
+      for (int64_t ih = ih0; ih < ih1; ih++) {
+        for (int64_t kw = 0; kw < kwidth; kw++, t++) {
+          const T v = phases[(ih * sw + kw % sw) * pc + kw / sw + ow];
+          const bool take = v > b;
+          b = take ? v : b;
+          tp = take ? t : tp;
+        }
+      }
+      o[ow] = b;
+      tap[ow] = tp;
+    }
+    if (ind != nullptr) {
+      // As pool_planes: the first in-bounds index where nothing beat −∞.
+      int64_t *io = ind + oh * Wo;
+      for (int64_t ow = 0; ow < Wo; ow++) {
+        const int64_t tw = tap[ow], c0 = ow * sw - g->pw;
+        io[ow] = tw < 0 ? ih0 * W + simd_max(c0, 0) : (ih0 + tw / kwidth) * W + c0 + tw % kwidth;
+      }
+    }
+  }
+}
+
 // pool_planes: max_pool2d of planes [begin, end) (maxpool.cc gives the method): each
 // window's candidates in libtorch's order, the taps outside and the output columns inside
 // (a row of windows is independent chains of selects that vectorise), the padded row split
@@ -121,10 +239,7 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
         T *d0 = phases + (r * 2) * pc, *d1 = d0 + pc;
         const T *src = plane + r * W - g->pw;
         const int64_t c0 = (g->pw + 1) / 2, c1 = simd_min(pc, (W + g->pw - 1) / 2);
-        for (int64_t c = c0; c < c1; c++) {
-          d0[c] = src[2 * c];
-          d1[c] = src[2 * c + 1];
-        }
+        split2(src, d0, d1, c0, c1);
         const int64_t edge_from[2] = {0, 2 * c1}, edge_to[2] = {2 * c0, 2 * pc};
         for (int e = 0; e < 2; e++) {
           for (int64_t q = edge_from[e]; q < edge_to[e]; q++) {
@@ -141,6 +256,15 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
         const int64_t c1 = simd_min(pc, (W + g->pw - ph + g->sw - 1) / g->sw);
         for (int64_t c = c0; c < c1; c++) dst[c] = src[c * g->sw];
       }
+    }
+    if (!plane_has_nan(plane, H * W)) {
+      int64_t *pi = ind == nullptr ? nullptr : ind + p * Ho * Wo;
+      if (g->kw == 3 && g->sw == 2) {
+        pool_rows_no_nan<T, Tap, 3, 2>(phases, out + p * Ho * Wo, pi, tap, g);
+      } else {
+        pool_rows_no_nan<T, Tap, 0, 0>(phases, out + p * Ho * Wo, pi, tap, g);
+      }
+      continue;
     }
     for (int64_t oh = 0; oh < Ho; oh++) {
       int64_t ih0 = oh * g->sh - g->ph;
