@@ -53,8 +53,7 @@ func (oneModel) convPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv
 	return ch.T(torch.Conv2dMaxPool2x2(x, w, bias, o))
 }
 
-// convMaxPool is one fused pass where the direct kernels apply and no graph is recorded
-// (torch.Conv2dMaxPool2d).
+// convMaxPool is one fused pass where the direct kernels apply (torch.Conv2dMaxPool2d).
 func (oneModel) convMaxPool(ch *torch.Chain, x, w, bias *torch.Tensor, o torch.Conv2dOpts, p torch.PoolOpts) *torch.Tensor {
 	return ch.T(torch.Conv2dMaxPool2d(x, w, bias, o, p))
 }

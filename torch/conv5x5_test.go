@@ -488,9 +488,10 @@ func composedConvMaxPool(x, w, b *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, er
 }
 
 // TestConv2dMaxPool2dMatchesComposition: the convolution fused with a max-pool against
-// MaxPool2dDirect(Conv2dDirect(...)), bit for bit: without a graph (the fused pass, over
-// several chunks and one or two threads, NaN included) and with one (the two ops, their
-// derivatives of every order).
+// MaxPool2dDirect(Conv2dDirect(...)): the values bit for bit without a graph (over several
+// chunks and one or two threads, NaN included), and with one every derivative too but the
+// two sums the fused op adds in another order (as TestConv2dMaxPool2x2MatchesComposition),
+// through both of its backward paths.
 func TestConv2dMaxPool2dMatchesComposition(t *testing.T) {
 	needDirectConv(t)
 	scoped(t)
@@ -527,20 +528,52 @@ func TestConv2dMaxPool2dMatchesComposition(t *testing.T) {
 				if c.nanEvery > 0 && !hasNaN(vals(t, want)) {
 					t.Error("the NaN case has no NaN in the pooled output")
 				}
-				if pi > 1 || c.x[1]*c.w[0] > 400 {
-					return // derivatives: AlexCifarNet's pool, on the smaller layers
+				if pi > 1 || c.x[1]*c.w[0] > 400 || !c.bias {
+					return // derivatives: AlexCifarNet's pool, on the smaller layers with a bias
 				}
-				c.x[0] = 3
+				c.x[0] = 19 // several backward chunks
 				x, w, bias = convInputs(t, c, 13)
 				conv := func(f func(x, w, b *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error)) func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
 					return func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) { return f(x, w, b, o, p) }
 				}
+				terms := int(c.x[0]*(c.x[2]+2*c.pad[0])*(c.x[3]+2*c.pad[1])) + int(c.x[1]*c.w[0]*25)
 				wantD := convDerivatives(t, conv(composedConvMaxPool), c, x, w, bias)
 				gotD := convDerivatives(t, conv(Conv2dMaxPool2d), c, x, w, bias)
-				for i := range wantD {
-					if (wantD[i] == nil) != (gotD[i] == nil) || !sameBits(gotD[i], wantD[i]) {
-						t.Errorf("derivative %d is not the composition's", i)
+				names := []string{"values", "d/dx", "d/dw", "d/db", "d²/dx", "d²/dw", "d²/db", "d²/du"}
+				sizes := []int{0, numel(c.x), numel(c.w), int(c.w[0]), numel(c.x), numel(c.w), int(c.w[0]), len(wantD[0])}
+				for i, name := range names {
+					wi, gi := wantD[i], gotD[i]
+					if i > 0 {
+						wi, gi = zeroIfNil(wi, sizes[i]), zeroIfNil(gi, sizes[i])
 					}
+					switch {
+					case name == "d/db" || name == "d²/du":
+						// The fused op sums the bias gradient over the pooled gradient.
+						if j := withinRounding(gi, wi, terms, c.dtype); j >= 0 {
+							t.Errorf("%s: %g against %g at %d", name, gi[j], wi[j], j)
+						}
+					case name == "d²/dw" && c.nanEvery > 0:
+						// As for Conv2dMaxPool2x2: the composition's 0·NaN through the pool's zero
+						// derivative with respect to its input; the fused op has no such path.
+						for j := range gi {
+							if math.IsNaN(gi[j]) || (!math.IsNaN(wi[j]) && gi[j] != wi[j]) {
+								t.Fatalf("%s: %g against %g at %d", name, gi[j], wi[j], j)
+							}
+						}
+					case !sameBits(gi, wi):
+						t.Errorf("%s differ from the composition's (max |Δ| %g)", name, maxAbsDiff(gi, wi))
+					}
+				}
+				// Without a graph: the fused backward.
+				want1 := firstOrder(t, conv(composedConvMaxPool), c, x, w, bias)
+				got1 := firstOrder(t, conv(Conv2dMaxPool2d), c, x, w, bias)
+				for i, name := range []string{"values", "d/dx", "d/dw"} {
+					if !sameBits(got1[i], want1[i]) {
+						t.Errorf("without a graph: %s differ (max |Δ| %g)", name, maxAbsDiff(got1[i], want1[i]))
+					}
+				}
+				if j := withinRounding(got1[3], want1[3], terms, c.dtype); j >= 0 {
+					t.Errorf("without a graph: d/db %g against %g at %d", got1[3][j], want1[3][j], j)
 				}
 			})
 		}

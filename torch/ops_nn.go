@@ -82,11 +82,13 @@ func Conv2dMaxPool2x2(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 	})
 }
 
-// Conv2dMaxPool2d is MaxPool2dDirect(Conv2dDirect(x, w, bias, o), p): the same values and
-// derivatives. Where the direct kernels apply and no graph is recorded (NoGrad, or no input
-// requires a gradient) it is one fused pass that pools each image's convolution outputs while
-// they are in the cache, so the full-size convolution output is never written (AlexCifarNet's
-// first layer: 268 MB for 1024 images); otherwise it is the two calls.
+// Conv2dMaxPool2d is MaxPool2dDirect(Conv2dDirect(x, w, bias, o), p): the same values,
+// indices and derivatives of every order (the bias gradient within rounding: it is summed
+// over the pooled gradient). Where the direct kernels apply it is one fused pass that pools
+// each image's convolution outputs while they are in the cache, and whose backward scatters
+// each chunk's gradient in the cache too, so the full-size convolution output and its
+// gradient are never written (AlexCifarNet's first layer: 268 MB each for 1024 images);
+// elsewhere it is the two calls.
 func Conv2dMaxPool2d(x, w, bias *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error) {
 	k, s, pad := p.Kernel, p.stride(), p.Padding
 	return conv2dCall("conv2d_max_pool2d", x, w, bias, o, func(out *C.ldt_tensor, x, w, b C.ldt_tensor, stride, padding, dil *C.int64_t, groups C.int64_t) C.ldt_error {

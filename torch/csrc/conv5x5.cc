@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "conv5x5.h"
@@ -226,13 +227,13 @@ at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at
   return y;
 }
 
-// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) without a graph and without writing
-// the convolution's output to memory: each chunk of images is convolved into a buffer and
-// pooled from there by max_pool2d_direct's loop (maxpool.h), whose output size (ho, wo) the
-// caller has checked.
+// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) without writing the convolution's
+// output to memory: each chunk of images is convolved into a buffer and pooled from there by
+// max_pool2d_direct's loop (maxpool.h), whose output size (ho, wo) the caller has checked;
+// the winners' indices (as max_pool2d_with_indices gives them) go to *idx_out when given.
 at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
                                 const at::Tensor &bias_in, int64_t ph, int64_t pw, const ldt::maxpool::Args &a,
-                                int64_t ho, int64_t wo) {
+                                int64_t ho, int64_t wo, at::Tensor *idx_out) {
   auto x = input.contiguous(), w = weight.contiguous();
   auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
   const int64_t n = x.size(0), lanes = 64 / static_cast<int64_t>(x.element_size());
@@ -240,41 +241,42 @@ at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const
   const int64_t pooled = g.cout * ho * wo;
   const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (g.cout * g.q * x.element_size()));
   auto y = at::empty({n, g.cout, ho, wo}, x.options());
+  at::Tensor idx;
+  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kLong));
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_max_pool2d", [&] {
     const auto &o = ops<scalar_t>(k);
     const scalar_t *xp = x.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
     const scalar_t *bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
     scalar_t *yp = y.data_ptr<scalar_t>();
+    int64_t *ip = idx.defined() ? idx.data_ptr<int64_t>() : nullptr;
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> scratch(g.xs_len + g.plane_len), conv(chunk * g.cout * g.q);
       for (int64_t b0 = begin; b0 < end; b0 += chunk) {
         const int64_t nb = std::min(chunk, end - b0);
         o.fwd(&g, nb, xp + b0 * g.cin * g.h * g.w, wp, bp, conv.data(), scratch.data());
-        ldt::maxpool::pool_values(conv.data(), yp + b0 * pooled, nb * g.cout, g.ho, g.wo, a);
+        ldt::maxpool::pool_planes(conv.data(), yp + b0 * pooled, ip == nullptr ? nullptr : ip + b0 * pooled,
+                                  nb * g.cout, g.ho, g.wo, a);
       }
     });
   });
+  if (idx_out != nullptr) *idx_out = idx;
   return y;
 }
 
-// conv_pool_backward: the gradients with respect to x (into *gx, when given) and w (*gw) of
-// max_pool2x2(conv(x, w) + b) for the pooled gradient gp and the pool's winners idx, without
-// writing the convolution's gradient to memory: each chunk of kChunk images is scattered to
-// a buffer and used there. The same values, summed in the same order, as back_input and
-// back_weight of the whole scattered gradient.
-void conv_pool_backward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight, const at::Tensor &grad,
-                        const at::Tensor &winners, int64_t ph, int64_t pw, at::Tensor *gx, at::Tensor *gw) {
-  auto x = input.contiguous(), gp = grad.contiguous(), idx = winners.contiguous();
+// conv_backward_chunks: the gradients with respect to x (into *gx, when given) and w (*gw) of
+// conv(x, w) for an output gradient that is never written to memory whole: for each chunk of
+// kChunk images, scatter(b0, nb, gy) adds the gradient of images [b0, b0 + nb) into the
+// zeroed buffer gy (nb·cout·ho·wo), which is used there. The same values, summed in the same
+// order, as back_input and back_weight of the whole gradient.
+template <typename Scatter>
+void conv_backward_chunks(const Kernels *k, const at::Tensor &x, const at::Tensor &weight, int64_t ph, int64_t pw,
+                          const Scatter &scatter, at::Tensor *gx, at::Tensor *gw) {
   const int64_t n = x.size(0), lanes = 64 / static_cast<int64_t>(x.element_size());
   const Geom g = make_geom(x.size(1), weight.size(0), x.size(2), x.size(3), ph, pw, lanes);
   // The input gradient is the convolution of the output gradient (cout channels, ho×wo) with
   // the flipped, transposed weights and padding K−1−p.
   const Geom gi = make_geom(g.cout, g.cin, g.ho, g.wo, K - 1 - ph, K - 1 - pw, lanes);
-  const int64_t pooled = g.cout * (g.ho / 2) * (g.wo / 2);
-  TORCH_CHECK(gp.dim() == 4 && gp.size(0) == n && gp.size(1) == g.cout && gp.size(2) == g.ho / 2 &&
-                  gp.size(3) == g.wo / 2 && idx.sizes() == gp.sizes(),
-              "conv5x5_pool2x2: pooled gradient of size ", gp.sizes(), " for an output of ", g.ho, "×", g.wo);
-  TORCH_CHECK(gi.ho == g.h && gi.wo == g.w, "conv5x5_pool2x2: input gradient geometry");
+  TORCH_CHECK(gi.ho == g.h && gi.wo == g.w, "conv5x5: input gradient geometry");
   const int64_t chunks = (n + kChunk - 1) / kChunk, m = g.cout * g.cin * K * K;
   at::Tensor wt, partial;
   if (gx != nullptr) {
@@ -286,11 +288,10 @@ void conv_pool_backward(const Kernels *k, const at::Tensor &input, const at::Ten
     if (chunks > 0) partial = at::empty({chunks, m}, x.options());
   }
   if (chunks == 0) return;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_pool2x2_backward", [&] {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_backward_chunks", [&] {
     const auto &o = ops<scalar_t>(k);
-    const scalar_t *xp = x.data_ptr<scalar_t>(), *gpp = gp.data_ptr<scalar_t>();
+    const scalar_t *xp = x.data_ptr<scalar_t>();
     const scalar_t *wtp = wt.defined() ? wt.data_ptr<scalar_t>() : nullptr;
-    const uint8_t *win = idx.data_ptr<uint8_t>();
     scalar_t *gxp = gx != nullptr ? gx->data_ptr<scalar_t>() : nullptr;
     scalar_t *pp = partial.defined() ? partial.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
@@ -299,7 +300,7 @@ void conv_pool_backward(const Kernels *k, const at::Tensor &input, const at::Ten
       for (int64_t c = begin; c < end; c++) {
         const int64_t b0 = c * kChunk, nb = std::min(kChunk, n - b0);
         std::fill(gy.begin(), gy.begin() + nb * g.cout * g.q, scalar_t(0));
-        ldt::pool2x2::scatter_planes(gpp + b0 * pooled, win + b0 * pooled, gy.data(), nb * g.cout, g.ho, g.wo);
+        scatter(b0, nb, gy.data());
         if (pp != nullptr) o.bwd_weight(&g, nb, xp + b0 * g.cin * g.h * g.w, gy.data(), pp + c * m, scratch.data());
         if (gxp != nullptr) o.fwd(&gi, nb, gy.data(), wtp, nullptr, gxp + b0 * g.cin * g.h * g.w, scratch.data());
       }
@@ -311,6 +312,47 @@ void conv_pool_backward(const Kernels *k, const at::Tensor &input, const at::Ten
         for (int64_t j = 0; j < m; j++) out[j] += pp[c * m + j];
     }
   });
+}
+
+// conv_pool_backward: conv_backward_chunks of max_pool2x2(conv(x, w) + b) for the pooled
+// gradient gp and the pool's winners idx.
+void conv_pool_backward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight, const at::Tensor &grad,
+                        const at::Tensor &winners, int64_t ph, int64_t pw, at::Tensor *gx, at::Tensor *gw) {
+  auto x = input.contiguous(), gp = grad.contiguous(), idx = winners.contiguous();
+  const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1, cout = weight.size(0);
+  const int64_t pooled = cout * (ho / 2) * (wo / 2);
+  TORCH_CHECK(gp.dim() == 4 && gp.size(0) == x.size(0) && gp.size(1) == cout && gp.size(2) == ho / 2 &&
+                  gp.size(3) == wo / 2 && idx.sizes() == gp.sizes(),
+              "conv5x5_pool2x2: pooled gradient of size ", gp.sizes(), " for an output of ", ho, "×", wo);
+  const uint8_t *win = idx.data_ptr<uint8_t>();
+  conv_backward_chunks(
+      k, x, weight, ph, pw,
+      [&](int64_t b0, int64_t nb, auto *gy) {
+        using S = std::remove_pointer_t<decltype(gy)>;
+        ldt::pool2x2::scatter_planes(gp.data_ptr<S>() + b0 * pooled, win + b0 * pooled, gy, nb * cout, ho, wo);
+      },
+      gx, gw);
+}
+
+// conv_maxpool_backward: conv_backward_chunks of max_pool2d(conv(x, w) + b) for the pooled
+// gradient gp and the winners' indices idx (as max_pool2d_with_indices gives them).
+void conv_maxpool_backward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                           const at::Tensor &grad, const at::Tensor &indices, int64_t ph, int64_t pw, at::Tensor *gx,
+                           at::Tensor *gw) {
+  auto x = input.contiguous(), gp = grad.contiguous(), idx = indices.contiguous();
+  const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1, cout = weight.size(0);
+  TORCH_CHECK(gp.dim() == 4 && gp.size(0) == x.size(0) && gp.size(1) == cout && idx.sizes() == gp.sizes() &&
+                  idx.scalar_type() == at::kLong,
+              "conv5x5_max_pool2d: pooled gradient of size ", gp.sizes(), " for ", cout, " channels");
+  const int64_t pq = gp.size(2) * gp.size(3), pooled = cout * pq;
+  const int64_t *ip = idx.data_ptr<int64_t>();
+  conv_backward_chunks(
+      k, x, weight, ph, pw,
+      [&](int64_t b0, int64_t nb, auto *gy) {
+        using S = std::remove_pointer_t<decltype(gy)>;
+        ldt::maxpool::scatter_planes(gp.data_ptr<S>() + b0 * pooled, ip + b0 * pooled, gy, nb * cout, pq, ho * wo);
+      },
+      gx, gw);
 }
 
 // pool_scatter places gp (n, c, H/2, W/2) at the winners of an (n, c, H, W) zero tensor;
@@ -533,6 +575,85 @@ struct ConvPool : public torch::autograd::Function<ConvPool> {
   }
 };
 
+struct MaxGather;
+
+// MaxScatter(gp, idx, H, W) adds each pooled gradient into an (H, W) plane at its winner's
+// index, in output order (max_pool2d_with_indices_backward's sums); MaxGather(y, idx) takes y
+// at the indices. Both are linear and adjoint to each other, so each one's backward is the
+// other (as PoolScatter and PoolSelect for the 2×2 pool's winners).
+struct MaxScatter : public torch::autograd::Function<MaxScatter> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &gp, const at::Tensor &idx, int64_t H, int64_t W) {
+    ctx->save_for_backward({idx});
+    const int64_t planes = gp.size(0) * gp.size(1);
+    auto y = at::zeros({gp.size(0), gp.size(1), H, W}, gp.options());
+    y.view({planes, H * W}).scatter_add_(1, idx.reshape({planes, -1}), gp.reshape({planes, -1}));
+    return y;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads);
+};
+
+struct MaxGather : public torch::autograd::Function<MaxGather> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &y, const at::Tensor &idx) {
+    ctx->save_for_backward({idx});
+    ctx->saved_data["H"] = y.size(2);
+    ctx->saved_data["W"] = y.size(3);
+    const int64_t planes = y.size(0) * y.size(1);
+    return y.reshape({planes, -1}).gather(1, idx.reshape({planes, -1})).view(idx.sizes());
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    auto idx = ctx->get_saved_variables()[0];
+    return {MaxScatter::apply(grads[0], idx, ctx->saved_data["H"].toInt(), ctx->saved_data["W"].toInt()),
+            at::Tensor()};
+  }
+};
+
+variable_list MaxScatter::backward(AutogradContext *ctx, variable_list grads) {
+  auto idx = ctx->get_saved_variables()[0];
+  return {MaxGather::apply(grads[0], idx), at::Tensor(), at::Tensor(), at::Tensor()};
+}
+
+// ConvMaxPool(x, w, b) = max_pool2d(conv(x, w) + b) with the pool's settings, b an empty
+// tensor for none: the pooled output and its winners' indices from conv_maxpool_forward, the
+// convolution's output never kept. Its backward, as ConvPool's: with a graph being recorded,
+// MaxScatter followed by the two convolution adjoints, differentiable again; otherwise the
+// fused conv_maxpool_backward. The bias gradient is summed over the pooled gradient.
+struct ConvMaxPool : public torch::autograd::Function<ConvMaxPool> {
+  static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &w, const at::Tensor &b,
+                            int64_t ph, int64_t pw, std::vector<int64_t> pool, bool ceil, int64_t kernels) {
+    const auto *k = reinterpret_cast<const Kernels *>(kernels);
+    const ldt::maxpool::Args a{pool[0], pool[1], pool[2], pool[3], pool[4], pool[5], ceil};
+    int64_t ho = 0, wo = 0;
+    const bool fits = ldt::maxpool::fits(x.size(2) + 2 * ph - K + 1, x.size(3) + 2 * pw - K + 1, a, &ho, &wo);
+    TORCH_CHECK(fits, "conv5x5_max_pool2d: the pool does not fit the convolution's output");
+    at::Tensor idx;
+    auto y = conv_maxpool_forward(k, x, w, b.numel() > 0 ? b : at::Tensor(), ph, pw, a, ho, wo, &idx);
+    ctx->save_for_backward({x, w, idx});
+    save_kernels(ctx, k);
+    ctx->saved_data["ph"] = ph;
+    ctx->saved_data["pw"] = pw;
+    return y;
+  }
+  static variable_list backward(AutogradContext *ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto &x = saved[0], &w = saved[1], &idx = saved[2];
+    const int64_t ph = ctx->saved_data["ph"].toInt(), pw = ctx->saved_data["pw"].toInt();
+    const Kernels *k = saved_kernels(ctx);
+    const auto &gp = grads[0];
+    at::Tensor gx, gw, gb;
+    if (at::GradMode::is_enabled()) {
+      const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
+      auto gy = MaxScatter::apply(gp, idx, ho, wo);
+      if (ctx->needs_input_grad(0)) gx = Conv5x5BackInput::apply(gy, w, ph, pw, x.size(2), x.size(3), handle(k));
+      if (ctx->needs_input_grad(1)) gw = Conv5x5BackWeight::apply(x, gy, ph, pw, handle(k));
+    } else if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
+      conv_maxpool_backward(k, x, w, gp, idx, ph, pw, ctx->needs_input_grad(0) ? &gx : nullptr,
+                            ctx->needs_input_grad(1) ? &gw : nullptr);
+    }
+    if (ctx->needs_input_grad(2)) gb = gp.sum({0, 2, 3});
+    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
 // direct_conv is ldt_conv2d_direct.
 at::Tensor direct_conv(const at::Tensor &in, const at::Tensor &wt, const at::Tensor &bt, at::IntArrayRef st,
                        at::IntArrayRef pad, at::IntArrayRef dil, int64_t groups) {
@@ -601,16 +722,19 @@ ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt
     auto st = pair(stride), pad = pair(padding), dil = pair(dilation);
     auto pk = pair(pool_kernel), ps = pair(pool_stride), pp = pair(pool_padding);
     const ldt::maxpool::Args a{pk[0], pk[1], ps[0], ps[1], pp[0], pp[1], ceil_mode != 0};
-    // Fused only without a graph (LD RR's target batch): with one, the two ops record their
-    // own derivatives. Settings max_pool2d rejects go to it, for its error.
-    const bool graph = at::GradMode::is_enabled() &&
-                       (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()));
+    // Settings max_pool2d rejects go to it, for its error.
     int64_t ho = 0, wo = 0;
-    if (!graph && applies(k, in, wt, bt, st, pad, dil, groups) &&
-        ldt::maxpool::fits(in.size(2) + 2 * pad[0] - K + 1, in.size(3) + 2 * pad[1] - K + 1, a, &ho, &wo)) {
-      ldt::set_out(out, conv_maxpool_forward(k, in, wt, bt, pad[0], pad[1], a, ho, wo));
-    } else {
+    const bool fused = applies(k, in, wt, bt, st, pad, dil, groups) &&
+                       ldt::maxpool::fits(in.size(2) + 2 * pad[0] - K + 1, in.size(3) + 2 * pad[1] - K + 1, a, &ho, &wo);
+    if (!fused) {
       ldt::set_out(out, ldt::maxpool::max_pool2d_direct(direct_conv(in, wt, bt, st, pad, dil, groups), a));
+    } else if (at::GradMode::is_enabled() &&
+               (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()))) {
+      const std::vector<int64_t> pool{a.kh, a.kw, a.sh, a.sw, a.ph, a.pw};
+      ldt::set_out(out, ConvMaxPool::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), pad[0], pad[1],
+                                           pool, a.ceil, handle(k)));
+    } else {
+      ldt::set_out(out, conv_maxpool_forward(k, in, wt, bt, pad[0], pad[1], a, ho, wo, nullptr));
     }
   }
   LDT_CATCH

@@ -114,13 +114,27 @@ bool fits(int64_t H, int64_t W, const Args &a, int64_t *Ho, int64_t *Wo) {
 }
 
 template <typename scalar_t>
-void pool_values(const scalar_t *in, scalar_t *out, int64_t planes, int64_t H, int64_t W, const Args &a) {
+void pool_planes(const scalar_t *in, scalar_t *out, int64_t *ind, int64_t planes, int64_t H, int64_t W,
+                 const Args &a) {
   int64_t Ho = 0, Wo = 0;
   if (!fits(H, W, a, &Ho, &Wo)) throw std::invalid_argument("max_pool2d: settings that do not fit the planes");
-  pool_range(in, out, nullptr, 0, planes, geom(H, W, Ho, Wo, a));
+  pool_range(in, out, ind, 0, planes, geom(H, W, Ho, Wo, a));
 }
-template void pool_values<float>(const float *, float *, int64_t, int64_t, int64_t, const Args &);
-template void pool_values<double>(const double *, double *, int64_t, int64_t, int64_t, const Args &);
+template void pool_planes<float>(const float *, float *, int64_t *, int64_t, int64_t, int64_t, const Args &);
+template void pool_planes<double>(const double *, double *, int64_t *, int64_t, int64_t, int64_t, const Args &);
+
+template <typename scalar_t>
+void scatter_planes(const scalar_t *gp, const int64_t *ind, scalar_t *out, int64_t planes, int64_t pooled,
+                    int64_t plane) {
+  for (int64_t p = 0; p < planes; p++) {
+    const scalar_t *g = gp + p * pooled;
+    const int64_t *i = ind + p * pooled;
+    scalar_t *o = out + p * plane;
+    for (int64_t j = 0; j < pooled; j++) o[i[j]] += g[j];
+  }
+}
+template void scatter_planes<float>(const float *, const int64_t *, float *, int64_t, int64_t, int64_t);
+template void scatter_planes<double>(const double *, const int64_t *, double *, int64_t, int64_t, int64_t);
 
 at::Tensor max_pool2d_direct(const at::Tensor &in, const Args &a) {
   const int64_t k[2] = {a.kh, a.kw}, s[2] = {a.sh, a.sw}, p[2] = {a.ph, a.pw}, one[2] = {1, 1};

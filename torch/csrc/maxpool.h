@@ -20,10 +20,18 @@ struct Args {
 // it is false) and gives its output size.
 bool fits(int64_t H, int64_t W, const Args &a, int64_t *Ho, int64_t *Wo);
 
-// pool_values writes max_pool2d's values of the planes (H, W) of in into out (Ho, Wo from
-// fits), bit for bit, on the calling thread.
+// pool_planes writes max_pool2d's values of the planes (H, W) of in into out (Ho, Wo from
+// fits) and, when ind is not null, max_pool2d_with_indices' indices (h·W + w in the plane),
+// bit for bit, on the calling thread.
 template <typename scalar_t>
-void pool_values(const scalar_t *in, scalar_t *out, int64_t planes, int64_t H, int64_t W, const Args &a);
+void pool_planes(const scalar_t *in, scalar_t *out, int64_t *ind, int64_t planes, int64_t H, int64_t W,
+                 const Args &a);
+
+// scatter_planes adds each of the pooled gradients gp (Ho·Wo a plane) into out (H·W a plane,
+// zero on entry) at its index, in output order: max_pool2d_with_indices_backward's sums.
+template <typename scalar_t>
+void scatter_planes(const scalar_t *gp, const int64_t *ind, scalar_t *out, int64_t planes, int64_t pooled,
+                    int64_t plane);
 
 // max_pool2d_direct is ldt_max_pool2d_direct.
 at::Tensor max_pool2d_direct(const at::Tensor &x, const Args &a);

@@ -179,8 +179,9 @@ LDT_API ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tens
                                          const int64_t *stride, const int64_t *padding,
                                          const int64_t *dilation, int64_t groups);
 /* max_pool2d_direct(conv2d_direct(...)) with the pool's kernel, stride, padding and ceil mode:
- * where the direct kernels apply and no graph is recorded, one fused pass that pools each
- * image's convolution outputs while they are in the cache (the same values as the two calls);
+ * where the direct kernels apply, one fused pass that pools each image's convolution outputs
+ * while they are in the cache (the same values and indices as the two calls), with a
+ * backward that never writes the convolution's gradient (derivatives of every order);
  * otherwise the two calls. */
 LDT_API ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
                                         const int64_t *stride, const int64_t *padding,
