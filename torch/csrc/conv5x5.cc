@@ -121,7 +121,9 @@ bool applies(const Kernels *k, const at::Tensor &x, const at::Tensor &w, const a
   for (int i = 0; i < 2; i++)
     if (padding[i] < 0 || padding[i] > K - 1) return false;
   if (x.size(1) < 1 || w.size(0) < 1 || x.size(2) + 2 * padding[0] < K || x.size(3) + 2 * padding[1] < K) return false;
-  // The small channel counts the kernels are for (oneDNN's blocked kernels win above).
+  // The few input channels the kernels are for: oneDNN's blocked kernels win with many
+  // (AlexCifarNet's 64→64 runs at their peak), not with few (LeNet's 1→6 and 6→16,
+  // AlexCifarNet's 3→64: docs/BENCHMARKS.md, predictions 12 and 27).
   if (x.size(1) > 16 || w.size(0) > 64) return false;
   if (bias.defined()) {
     if (bias.scalar_type() != st || !bias.device().is_cpu() || bias.dim() != 1 || bias.size(0) != w.size(0))
