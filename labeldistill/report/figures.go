@@ -92,6 +92,15 @@ func newPlot(title string) *plot.Plot {
 }
 
 // nominal sets ticks at 0..len(names)-1 with the names.
+// longestName is the length in runes of the longest of names.
+func longestName(names []string) int {
+	n := 0
+	for _, s := range names {
+		n = max(n, utf8.RuneCountInString(s))
+	}
+	return n
+}
+
 func nominal(names []string) plot.ConstantTicks {
 	t := make(plot.ConstantTicks, len(names))
 	for i, n := range names {
@@ -305,11 +314,21 @@ func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classe
 		bp.Y.Min, bp.Y.Max = 0, 1
 		bp.X.Tick.Marker = nominal(names)
 		bp.X.Tick.Label.Font.Size = vg.Points(float64(min(9, max(5, 120/classes))))
+		if longestName(names) > 2 {
+			// Names wider than a bar (Fashion-MNIST's "Pullover"): upright, or they overlap.
+			bp.X.Tick.Label.Rotation = math.Pi / 2
+			bp.X.Tick.Label.XAlign = draw.XRight
+			bp.X.Tick.Label.YAlign = draw.YCenter
+		}
 		bp.Y.Tick.Label.Font.Size = vg.Points(8)
 		bp.Add(plotter.NewGrid())
 		plots[r][col+1] = bp
 	}
-	return renderPNG(plots, 9*vg.Inch, vg.Length(1.6*float64(rows))*vg.Inch)
+	rowHeight := 1.6
+	if longestName(names) > 2 {
+		rowHeight = 2.1 // room for the upright names under the bars
+	}
+	return renderPNG(plots, 9*vg.Inch, vg.Length(rowHeight*float64(rows))*vg.Inch)
 }
 
 // reconstructionFigure: per target class, its reconstruction beside real examples.
