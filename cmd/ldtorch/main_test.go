@@ -553,6 +553,18 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench without --batched-eval-steps reports an evaluation comparison: %v", res)
 	}
 
+	// Two ranks: rank 0 reports, and every rank ends without an error (the others' last
+	// collective fails once rank 0 has left the group after its timed steps).
+	r = runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, "bench", "--data-dir", shared, "--base", "20",
+		"--target-set-size", "1000", "--outer-batch", "128", "--steps", "3", "--warmup", "1", "--threads", "1", "--nproc", "2")
+	res = nil
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+		t.Fatalf("bench --nproc 2: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if res["ranks"] != 2.0 || res["steps"] != 3.0 || strings.Contains(r.stderr, "rank 1") {
+		t.Errorf("bench --nproc 2: %v\n%s", res, r.stderr)
+	}
+
 	// Learnt images: method dd (its own backward pass and recipe) and Our DD RR.
 	for _, c := range []struct {
 		args             []string

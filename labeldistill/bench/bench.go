@@ -123,6 +123,12 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 	if stepErr != nil {
 		return nil, stepErr
 	}
+	if g != nil && g.Rank() != 0 && done >= warmup+steps && err != nil {
+		// A group stops where rank 0 stops (labeldistill.WithGroup): rank 0 ends its run
+		// after its last timed step and leaves the group, and the next collective of the
+		// others fails. Their timed steps are all done by then; that failure is the end.
+		err = nil
+	}
 	if done < warmup+steps {
 		if err == nil {
 			err = fmt.Errorf("bench: the run ended after %d of %d meta-steps", done, warmup+steps)
