@@ -366,6 +366,54 @@ func zeroIfNil(v []float64, n int) []float64 {
 	return v
 }
 
+// fusedMatchesComposition compares a convolution fused with a pool (fused) with the two ops
+// (composed) at x, w, bias: every derivative convDerivatives takes, with a graph, and the
+// first ones without (the fused backward's path). The same bits but for two sums the fused
+// op adds in another order, the bias gradient (over the pooled gradient) and d²/du (the bias
+// term joins after the pool's adjoint), which agree within rounding.
+func fusedMatchesComposition(t *testing.T, c convCase, x, w, bias *Tensor, composed, fused func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)) {
+	t.Helper()
+	terms := int(c.x[0]*(c.x[2]+2*c.pad[0])*(c.x[3]+2*c.pad[1])) + int(c.x[1]*c.w[0]*25)
+	want := convDerivatives(t, composed, c, x, w, bias)
+	got := convDerivatives(t, fused, c, x, w, bias)
+	names := []string{"values", "d/dx", "d/dw", "d/db", "d²/dx", "d²/dw", "d²/db", "d²/du"}
+	sizes := []int{0, numel(c.x), numel(c.w), int(c.w[0]), numel(c.x), numel(c.w), int(c.w[0]), len(want[0])}
+	for i, name := range names {
+		wi, gi := want[i], got[i]
+		if i > 0 {
+			wi, gi = zeroIfNil(wi, sizes[i]), zeroIfNil(gi, sizes[i])
+		}
+		switch {
+		case name == "d/db" || name == "d²/du":
+			if j := withinRounding(gi, wi, terms, c.dtype); j >= 0 {
+				t.Errorf("%s: %g against %g at %d", name, gi[j], wi[j], j)
+			}
+		case name == "d²/dw" && c.nanEvery > 0:
+			// The composition differentiates the pool's zero derivative with respect to its
+			// input back through the convolution: 0·NaN reaches d²/dw wherever the input has a
+			// NaN. The fused op has no such path: its d²/dw is finite, and the composition's
+			// where that is.
+			for j := range gi {
+				if math.IsNaN(gi[j]) || (!math.IsNaN(wi[j]) && gi[j] != wi[j]) {
+					t.Fatalf("%s: %g against %g at %d", name, gi[j], wi[j], j)
+				}
+			}
+		case !sameBits(gi, wi):
+			t.Errorf("%s differ from the composition's (max |Δ| %g)", name, maxAbsDiff(gi, wi))
+		}
+	}
+	want1 := firstOrder(t, composed, c, x, w, bias)
+	got1 := firstOrder(t, fused, c, x, w, bias)
+	for i, name := range []string{"values", "d/dx", "d/dw"} {
+		if !sameBits(got1[i], want1[i]) {
+			t.Errorf("without a graph: %s differ (max |Δ| %g)", name, maxAbsDiff(got1[i], want1[i]))
+		}
+	}
+	if j := withinRounding(got1[3], want1[3], terms, c.dtype); j >= 0 {
+		t.Errorf("without a graph: d/db %g against %g at %d", got1[3][j], want1[3][j], j)
+	}
+}
+
 // TestConv2dMaxPool2x2MatchesComposition: the fused convolution and max-pool against
 // MaxPool2x2(Conv2dDirect(...)): the same bits for the values, the winners (through the
 // gradients) and every derivative but two sums that the fused op adds in another order, the
@@ -414,51 +462,11 @@ func convPoolMatchesComposition(t *testing.T, mode string) {
 			defer sc.Close()
 			c.x[0] = 19 // several chunks
 			x, w, bias := convInputs(t, c, 9)
-			terms := int(c.x[0]*(c.x[2]+2*c.pad[0])*(c.x[3]+2*c.pad[1])) + int(c.x[1]*c.w[0]*25)
-
-			want := convDerivatives(t, composedConvPool, c, x, w, bias)
-			got := convDerivatives(t, Conv2dMaxPool2x2, c, x, w, bias)
-			names := []string{"values", "d/dx", "d/dw", "d/db", "d²/dx", "d²/dw", "d²/db", "d²/du"}
-			sizes := []int{0, numel(c.x), numel(c.w), int(c.w[0]), numel(c.x), numel(c.w), int(c.w[0]), len(want[0])}
-			for i, name := range names {
-				wi, gi := want[i], got[i]
-				if i > 0 {
-					wi, gi = zeroIfNil(wi, sizes[i]), zeroIfNil(gi, sizes[i])
-				}
-				switch {
-				case name == "d/db" || name == "d²/du":
-					if j := withinRounding(gi, wi, terms, c.dtype); j >= 0 {
-						t.Errorf("%s: %g against %g at %d", name, gi[j], wi[j], j)
-					}
-				case name == "d²/dw" && c.nanEvery > 0:
-					// The composition differentiates MaxPool2x2's zero derivative with respect
-					// to its input back through the convolution: 0·NaN reaches d²/dw wherever
-					// the input has a NaN. The fused op has no such path: its d²/dw is finite,
-					// and the composition's where that is.
-					for j := range gi {
-						if math.IsNaN(gi[j]) || (!math.IsNaN(wi[j]) && gi[j] != wi[j]) {
-							t.Fatalf("%s: %g against %g at %d", name, gi[j], wi[j], j)
-						}
-					}
-				case !sameBits(gi, wi):
-					t.Errorf("%s differ (max |Δ| %g)", name, maxAbsDiff(gi, wi))
-				}
-			}
-
-			want1 := firstOrder(t, composedConvPool, c, x, w, bias)
-			got1 := firstOrder(t, Conv2dMaxPool2x2, c, x, w, bias)
-			for i, name := range []string{"values", "d/dx", "d/dw"} {
-				if !sameBits(got1[i], want1[i]) {
-					t.Errorf("without a graph: %s differ (max |Δ| %g)", name, maxAbsDiff(got1[i], want1[i]))
-				}
-			}
-			if j := withinRounding(got1[3], want1[3], terms, c.dtype); j >= 0 {
-				t.Errorf("without a graph: d/db %g against %g at %d", got1[3][j], want1[3][j], j)
-			}
-
+			fusedMatchesComposition(t, c, x, w, bias, composedConvPool, Conv2dMaxPool2x2)
+			want := need[*Tensor](t)(composedConvPool(x, w, bias, Conv2dOpts{Padding: c.pad}))
 			ok(t, NoGrad(func() error {
 				y := need[*Tensor](t)(Conv2dMaxPool2x2(x, w, bias, Conv2dOpts{Padding: c.pad}))
-				if !sameBits(vals(t, y), want[0]) {
+				if !sameBits(vals(t, y), vals(t, want)) {
 					t.Error("no-graph values differ")
 				}
 				return nil
@@ -536,45 +544,7 @@ func TestConv2dMaxPool2dMatchesComposition(t *testing.T) {
 				conv := func(f func(x, w, b *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, error)) func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
 					return func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) { return f(x, w, b, o, p) }
 				}
-				terms := int(c.x[0]*(c.x[2]+2*c.pad[0])*(c.x[3]+2*c.pad[1])) + int(c.x[1]*c.w[0]*25)
-				wantD := convDerivatives(t, conv(composedConvMaxPool), c, x, w, bias)
-				gotD := convDerivatives(t, conv(Conv2dMaxPool2d), c, x, w, bias)
-				names := []string{"values", "d/dx", "d/dw", "d/db", "d²/dx", "d²/dw", "d²/db", "d²/du"}
-				sizes := []int{0, numel(c.x), numel(c.w), int(c.w[0]), numel(c.x), numel(c.w), int(c.w[0]), len(wantD[0])}
-				for i, name := range names {
-					wi, gi := wantD[i], gotD[i]
-					if i > 0 {
-						wi, gi = zeroIfNil(wi, sizes[i]), zeroIfNil(gi, sizes[i])
-					}
-					switch {
-					case name == "d/db" || name == "d²/du":
-						// The fused op sums the bias gradient over the pooled gradient.
-						if j := withinRounding(gi, wi, terms, c.dtype); j >= 0 {
-							t.Errorf("%s: %g against %g at %d", name, gi[j], wi[j], j)
-						}
-					case name == "d²/dw" && c.nanEvery > 0:
-						// As for Conv2dMaxPool2x2: the composition's 0·NaN through the pool's zero
-						// derivative with respect to its input; the fused op has no such path.
-						for j := range gi {
-							if math.IsNaN(gi[j]) || (!math.IsNaN(wi[j]) && gi[j] != wi[j]) {
-								t.Fatalf("%s: %g against %g at %d", name, gi[j], wi[j], j)
-							}
-						}
-					case !sameBits(gi, wi):
-						t.Errorf("%s differ from the composition's (max |Δ| %g)", name, maxAbsDiff(gi, wi))
-					}
-				}
-				// Without a graph: the fused backward.
-				want1 := firstOrder(t, conv(composedConvMaxPool), c, x, w, bias)
-				got1 := firstOrder(t, conv(Conv2dMaxPool2d), c, x, w, bias)
-				for i, name := range []string{"values", "d/dx", "d/dw"} {
-					if !sameBits(got1[i], want1[i]) {
-						t.Errorf("without a graph: %s differ (max |Δ| %g)", name, maxAbsDiff(got1[i], want1[i]))
-					}
-				}
-				if j := withinRounding(got1[3], want1[3], terms, c.dtype); j >= 0 {
-					t.Errorf("without a graph: d/db %g against %g at %d", got1[3][j], want1[3][j], j)
-				}
+				fusedMatchesComposition(t, c, x, w, bias, conv(composedConvMaxPool), conv(Conv2dMaxPool2d))
 			})
 		}
 	}

@@ -196,70 +196,69 @@ at::Tensor back_weight(const Kernels *k, const at::Tensor &input, const at::Tens
   return gw;
 }
 
-// conv_pool_forward: max_pool2x2(conv(x, w) + bias) without writing the convolution's
-// output to memory: each chunk of images is convolved into a buffer and pooled from there
-// (pool2x2.h: MaxPool2x2's window rule), its winners written to *idx_out when given.
-at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
-                             const at::Tensor &bias_in, int64_t ph, int64_t pw, at::Tensor *idx_out) {
-  auto x = input.contiguous(), w = weight.contiguous();
-  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
+// conv_forward_chunks: conv(x, w) + bias (bias may be undefined) in chunks of `chunk` images,
+// each convolved into a buffer that pool(b0, nb, conv) reads while it is in the cache (images
+// [b0, b0 + nb), cout·ho·wo outputs each), so that the full-size output is never written.
+template <typename Pool>
+void conv_forward_chunks(const Kernels *k, const at::Tensor &x, const at::Tensor &w, const at::Tensor &bias,
+                         int64_t ph, int64_t pw, int64_t chunk, const Pool &pool) {
   const int64_t n = x.size(0), lanes = 64 / static_cast<int64_t>(x.element_size());
   const Geom g = make_geom(x.size(1), w.size(0), x.size(2), x.size(3), ph, pw, lanes);
-  const int64_t pooled = g.cout * (g.ho / 2) * (g.wo / 2);
-  auto y = at::empty({n, g.cout, g.ho / 2, g.wo / 2}, x.options());
-  at::Tensor idx;
-  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kByte));
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_pool2x2", [&] {
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_forward_chunks", [&] {
     const auto &o = ops<scalar_t>(k);
     const scalar_t *xp = x.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
     const scalar_t *bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
-    scalar_t *yp = y.data_ptr<scalar_t>();
-    uint8_t *win = idx.defined() ? idx.data_ptr<uint8_t>() : nullptr;
-    at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-      std::vector<scalar_t> scratch(g.xs_len + g.plane_len), conv(kPoolChunk * g.cout * g.q);
-      for (int64_t b0 = begin; b0 < end; b0 += kPoolChunk) {
-        const int64_t nb = std::min(kPoolChunk, end - b0);
-        o.fwd(&g, nb, xp + b0 * g.cin * g.h * g.w, wp, bp, conv.data(), scratch.data());
-        ldt::pool2x2::pool_planes(conv.data(), yp + b0 * pooled, win == nullptr ? nullptr : win + b0 * pooled,
-                                  nb * g.cout, g.ho, g.wo);
-      }
-    });
-  });
-  if (idx_out != nullptr) *idx_out = idx;
-  return y;
-}
-
-// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) without writing the convolution's
-// output to memory: each chunk of images is convolved into a buffer and pooled from there by
-// max_pool2d_direct's loop (maxpool.h), whose output size (ho, wo) the caller has checked;
-// the winners' indices (as max_pool2d_with_indices gives them) go to *idx_out when given.
-at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
-                                const at::Tensor &bias_in, int64_t ph, int64_t pw, const ldt::maxpool::Args &a,
-                                int64_t ho, int64_t wo, at::Tensor *idx_out) {
-  auto x = input.contiguous(), w = weight.contiguous();
-  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
-  const int64_t n = x.size(0), lanes = 64 / static_cast<int64_t>(x.element_size());
-  const Geom g = make_geom(x.size(1), w.size(0), x.size(2), x.size(3), ph, pw, lanes);
-  const int64_t pooled = g.cout * ho * wo;
-  const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (g.cout * g.q * x.element_size()));
-  auto y = at::empty({n, g.cout, ho, wo}, x.options());
-  at::Tensor idx;
-  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kLong));
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "conv5x5_max_pool2d", [&] {
-    const auto &o = ops<scalar_t>(k);
-    const scalar_t *xp = x.data_ptr<scalar_t>(), *wp = w.data_ptr<scalar_t>();
-    const scalar_t *bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
-    scalar_t *yp = y.data_ptr<scalar_t>();
-    int64_t *ip = idx.defined() ? idx.data_ptr<int64_t>() : nullptr;
     at::parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
       std::vector<scalar_t> scratch(g.xs_len + g.plane_len), conv(chunk * g.cout * g.q);
       for (int64_t b0 = begin; b0 < end; b0 += chunk) {
         const int64_t nb = std::min(chunk, end - b0);
         o.fwd(&g, nb, xp + b0 * g.cin * g.h * g.w, wp, bp, conv.data(), scratch.data());
-        ldt::maxpool::pool_planes(conv.data(), yp + b0 * pooled, ip == nullptr ? nullptr : ip + b0 * pooled,
-                                  nb * g.cout, g.ho, g.wo, a);
+        pool(b0, nb, conv.data());
       }
     });
+  });
+}
+
+// conv_pool_forward: max_pool2x2(conv(x, w) + bias) through conv_forward_chunks (pool2x2.h:
+// MaxPool2x2's window rule), its winners written to *idx_out when given.
+at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                             const at::Tensor &bias_in, int64_t ph, int64_t pw, at::Tensor *idx_out) {
+  auto x = input.contiguous(), w = weight.contiguous();
+  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
+  const int64_t cout = w.size(0), ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
+  const int64_t pooled = cout * (ho / 2) * (wo / 2);
+  auto y = at::empty({x.size(0), cout, ho / 2, wo / 2}, x.options());
+  at::Tensor idx;
+  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kByte));
+  uint8_t *win = idx.defined() ? idx.data_ptr<uint8_t>() : nullptr;
+  conv_forward_chunks(k, x, w, bias, ph, pw, kPoolChunk, [&](int64_t b0, int64_t nb, auto *conv) {
+    using S = std::remove_pointer_t<decltype(conv)>;
+    ldt::pool2x2::pool_planes(conv, y.data_ptr<S>() + b0 * pooled, win == nullptr ? nullptr : win + b0 * pooled,
+                              nb * cout, ho, wo);
+  });
+  if (idx_out != nullptr) *idx_out = idx;
+  return y;
+}
+
+// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) through conv_forward_chunks, pooled by
+// max_pool2d_direct's loop (maxpool.h), whose output size (pho, pwo) the caller has checked;
+// the winners' indices (as max_pool2d_with_indices gives them) go to *idx_out when given.
+at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                                const at::Tensor &bias_in, int64_t ph, int64_t pw, const ldt::maxpool::Args &a,
+                                int64_t pho, int64_t pwo, at::Tensor *idx_out) {
+  auto x = input.contiguous(), w = weight.contiguous();
+  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
+  const int64_t cout = w.size(0), ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
+  const int64_t pooled = cout * pho * pwo;
+  const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (cout * ho * wo * x.element_size()));
+  auto y = at::empty({x.size(0), cout, pho, pwo}, x.options());
+  at::Tensor idx;
+  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kLong));
+  int64_t *ip = idx.defined() ? idx.data_ptr<int64_t>() : nullptr;
+  conv_forward_chunks(k, x, w, bias, ph, pw, chunk, [&](int64_t b0, int64_t nb, auto *conv) {
+    using S = std::remove_pointer_t<decltype(conv)>;
+    ldt::maxpool::pool_planes(conv, y.data_ptr<S>() + b0 * pooled, ip == nullptr ? nullptr : ip + b0 * pooled,
+                              nb * cout, ho, wo, a);
   });
   if (idx_out != nullptr) *idx_out = idx;
   return y;
@@ -540,10 +539,38 @@ variable_list PoolScatter::backward(AutogradContext *ctx, variable_list grads) {
   return {PoolSelect::apply(grads[0], idx), at::Tensor(), at::Tensor(), at::Tensor()};
 }
 
-// ConvPool(x, w, b) = max_pool2x2(conv(x, w) + b), b an empty tensor for none. Its backward
-// recomputes nothing: with a graph being recorded (a gradient taken with create_graph), it
-// is PoolScatter followed by the two convolution adjoints, differentiable again; otherwise
-// the fused conv_pool_backward.
+// conv_pooled_backward is the backward of a convolution fused with a pool (ConvPool,
+// ConvMaxPool), which save x, w and the pool's winners, and recomputes nothing: with a graph
+// being recorded (a gradient taken with create_graph), scatter (the pool's adjoint, a custom
+// function whose own adjoint is a gather) followed by the two convolution adjoints,
+// differentiable again; otherwise fused, the chunked backward that never writes the
+// convolution's gradient. The bias gradient is summed over the pooled gradient. settings:
+// how many of the forward's arguments follow the three tensors.
+template <typename Scatter, typename Fused>
+variable_list conv_pooled_backward(AutogradContext *ctx, const at::Tensor &gp, size_t settings,
+                                   const Scatter &scatter, const Fused &fused) {
+  auto saved = ctx->get_saved_variables();
+  const auto &x = saved[0], &w = saved[1], &idx = saved[2];
+  const int64_t ph = ctx->saved_data["ph"].toInt(), pw = ctx->saved_data["pw"].toInt();
+  const Kernels *k = saved_kernels(ctx);
+  const bool dx = ctx->needs_input_grad(0), dw = ctx->needs_input_grad(1);
+  at::Tensor gx, gw, gb;
+  if (at::GradMode::is_enabled()) {
+    const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
+    auto gy = scatter(gp, idx, ho, wo);
+    if (dx) gx = Conv5x5BackInput::apply(gy, w, ph, pw, x.size(2), x.size(3), handle(k));
+    if (dw) gw = Conv5x5BackWeight::apply(x, gy, ph, pw, handle(k));
+  } else if (dx || dw) {
+    fused(k, x, w, gp, idx, ph, pw, dx ? &gx : nullptr, dw ? &gw : nullptr);
+  }
+  if (ctx->needs_input_grad(2)) gb = gp.sum({0, 2, 3});
+  variable_list out{gx, gw, gb};
+  out.resize(out.size() + settings);
+  return out;
+}
+
+// ConvPool(x, w, b) = max_pool2x2(conv(x, w) + b), b an empty tensor for none; backward:
+// conv_pooled_backward with PoolScatter and conv_pool_backward.
 struct ConvPool : public torch::autograd::Function<ConvPool> {
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &w, const at::Tensor &b,
                             int64_t ph, int64_t pw, int64_t kernels) {
@@ -557,23 +584,12 @@ struct ConvPool : public torch::autograd::Function<ConvPool> {
     return y;
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w = saved[1], &idx = saved[2];
-    const int64_t ph = ctx->saved_data["ph"].toInt(), pw = ctx->saved_data["pw"].toInt();
-    const Kernels *k = saved_kernels(ctx);
-    const auto &gp = grads[0];
-    at::Tensor gx, gw, gb;
-    if (at::GradMode::is_enabled()) {
-      const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
-      auto gy = PoolScatter::apply(gp, idx, ho, wo);
-      if (ctx->needs_input_grad(0)) gx = Conv5x5BackInput::apply(gy, w, ph, pw, x.size(2), x.size(3), handle(k));
-      if (ctx->needs_input_grad(1)) gw = Conv5x5BackWeight::apply(x, gy, ph, pw, handle(k));
-    } else if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
-      conv_pool_backward(k, x, w, gp, idx, ph, pw, ctx->needs_input_grad(0) ? &gx : nullptr,
-                         ctx->needs_input_grad(1) ? &gw : nullptr);
-    }
-    if (ctx->needs_input_grad(2)) gb = gp.sum({0, 2, 3});
-    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor()};
+    return conv_pooled_backward(
+        ctx, grads[0], 3,
+        [](const at::Tensor &gp, const at::Tensor &idx, int64_t h, int64_t w) {
+          return PoolScatter::apply(gp, idx, h, w);
+        },
+        conv_pool_backward);
   }
 };
 
@@ -616,9 +632,8 @@ variable_list MaxScatter::backward(AutogradContext *ctx, variable_list grads) {
 
 // ConvMaxPool(x, w, b) = max_pool2d(conv(x, w) + b) with the pool's settings, b an empty
 // tensor for none: the pooled output and its winners' indices from conv_maxpool_forward, the
-// convolution's output never kept. Its backward, as ConvPool's: with a graph being recorded,
-// MaxScatter followed by the two convolution adjoints, differentiable again; otherwise the
-// fused conv_maxpool_backward. The bias gradient is summed over the pooled gradient.
+// convolution's output never kept; backward: conv_pooled_backward with MaxScatter and
+// conv_maxpool_backward.
 struct ConvMaxPool : public torch::autograd::Function<ConvMaxPool> {
   static at::Tensor forward(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &w, const at::Tensor &b,
                             int64_t ph, int64_t pw, std::vector<int64_t> pool, bool ceil, int64_t kernels) {
@@ -636,23 +651,12 @@ struct ConvMaxPool : public torch::autograd::Function<ConvMaxPool> {
     return y;
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const auto &x = saved[0], &w = saved[1], &idx = saved[2];
-    const int64_t ph = ctx->saved_data["ph"].toInt(), pw = ctx->saved_data["pw"].toInt();
-    const Kernels *k = saved_kernels(ctx);
-    const auto &gp = grads[0];
-    at::Tensor gx, gw, gb;
-    if (at::GradMode::is_enabled()) {
-      const int64_t ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
-      auto gy = MaxScatter::apply(gp, idx, ho, wo);
-      if (ctx->needs_input_grad(0)) gx = Conv5x5BackInput::apply(gy, w, ph, pw, x.size(2), x.size(3), handle(k));
-      if (ctx->needs_input_grad(1)) gw = Conv5x5BackWeight::apply(x, gy, ph, pw, handle(k));
-    } else if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1)) {
-      conv_maxpool_backward(k, x, w, gp, idx, ph, pw, ctx->needs_input_grad(0) ? &gx : nullptr,
-                            ctx->needs_input_grad(1) ? &gw : nullptr);
-    }
-    if (ctx->needs_input_grad(2)) gb = gp.sum({0, 2, 3});
-    return {gx, gw, gb, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return conv_pooled_backward(
+        ctx, grads[0], 5,
+        [](const at::Tensor &gp, const at::Tensor &idx, int64_t h, int64_t w) {
+          return MaxScatter::apply(gp, idx, h, w);
+        },
+        conv_maxpool_backward);
   }
 };
 
