@@ -249,6 +249,18 @@ func gcCases() []gcCase {
 			f: func(in []*Tensor) (*Tensor, error) {
 				return Conv2dMaxPool2x2(in[0], in[1], in[2], Conv2dOpts{Padding: p2(1, 2)})
 			}, gg: true},
+		// The direct convolution fused with AlexCifarNet's pool (3, stride 2, padding 1), and
+		// with one in ceil mode: every derivative through ConvMaxPool's backward.
+		{name: "conv2d_max_pool2d_k3s2p1", inputs: many(rn(168, 2, 3, 9, 9), rn(169, 7, 3, 5, 5), rn(170, 7)),
+			f: func(in []*Tensor) (*Tensor, error) {
+				return Conv2dMaxPool2d(in[0], in[1], in[2], Conv2dOpts{Padding: p2(2, 2)},
+					PoolOpts{Kernel: p2(3, 3), Stride: p2(2, 2), Padding: p2(1, 1)})
+			}, gg: true},
+		{name: "conv2d_max_pool2d_k2s3_ceil_nobias", inputs: many(rn(171, 1, 2, 8, 9), rn(172, 4, 2, 5, 5)),
+			f: func(in []*Tensor) (*Tensor, error) {
+				return Conv2dMaxPool2d(in[0], in[1], nil, Conv2dOpts{Padding: p2(1, 0)},
+					PoolOpts{Kernel: p2(2, 3), Stride: p2(3, 2), CeilMode: true})
+			}, gg: true},
 		{name: "max_pool2d_k3s2p1", inputs: rn(115, 2, 3, 7, 7),
 			f: un(func(x *Tensor) (*Tensor, error) {
 				return MaxPool2d(x, PoolOpts{Kernel: p2(3, 3), Stride: p2(2, 2), Padding: p2(1, 1)})
