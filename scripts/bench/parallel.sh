@@ -17,8 +17,9 @@ out=$(mktemp)
 run() { # config method [extra flags...]
   local c=$1 m=$2; shift 2
   local line
-  line=$(./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" 2>/dev/null | grep '^{' || true)
-  [ -n "$line" ] || { echo "parallel.sh: $c $m failed" >&2; return 1; }
+  if ! line=$(./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" 2>"$out.err" | grep '^{'); then
+    echo "parallel.sh: $c $m failed:" >&2; tail -5 "$out.err" >&2; return 1
+  fi
   echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"
 }
 echo "load before: $(uptime)"
@@ -52,4 +53,4 @@ for m in ("ld", "rr"):
     ar, c = med("2r1t", m, "all_reduce_median_s"), med("2r1t", m, "meta_step_median_s")
     print(f"{m:6s}  {ar*1e3:7.2f} ms  ({ar/c:5.1%} of the wall meta-step)")
 PY
-rm -f "$out"
+rm -f "$out" "$out.err"
