@@ -546,6 +546,15 @@ variable_list PoolScatter::backward(AutogradContext *ctx, variable_list grads) {
 // differentiable again; otherwise fused, the chunked backward that never writes the
 // convolution's gradient. The bias gradient is summed over the pooled gradient. settings:
 // how many of the forward's arguments follow the three tensors.
+// save_conv_pooled keeps what conv_pooled_backward reads.
+void save_conv_pooled(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &w, const at::Tensor &idx,
+                      const Kernels *k, int64_t ph, int64_t pw) {
+  ctx->save_for_backward({x, w, idx});
+  save_kernels(ctx, k);
+  ctx->saved_data["ph"] = ph;
+  ctx->saved_data["pw"] = pw;
+}
+
 template <typename Scatter, typename Fused>
 variable_list conv_pooled_backward(AutogradContext *ctx, const at::Tensor &gp, size_t settings,
                                    const Scatter &scatter, const Fused &fused) {
@@ -577,10 +586,7 @@ struct ConvPool : public torch::autograd::Function<ConvPool> {
     const auto *k = reinterpret_cast<const Kernels *>(kernels);
     at::Tensor idx;
     auto y = conv_pool_forward(k, x, w, b.numel() > 0 ? b : at::Tensor(), ph, pw, &idx);
-    ctx->save_for_backward({x, w, idx});
-    save_kernels(ctx, k);
-    ctx->saved_data["ph"] = ph;
-    ctx->saved_data["pw"] = pw;
+    save_conv_pooled(ctx, x, w, idx, k, ph, pw);
     return y;
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
@@ -644,10 +650,7 @@ struct ConvMaxPool : public torch::autograd::Function<ConvMaxPool> {
     TORCH_CHECK(fits, "conv5x5_max_pool2d: the pool does not fit the convolution's output");
     at::Tensor idx;
     auto y = conv_maxpool_forward(k, x, w, b.numel() > 0 ? b : at::Tensor(), ph, pw, a, ho, wo, &idx);
-    ctx->save_for_backward({x, w, idx});
-    save_kernels(ctx, k);
-    ctx->saved_data["ph"] = ph;
-    ctx->saved_data["pw"] = pw;
+    save_conv_pooled(ctx, x, w, idx, k, ph, pw);
     return y;
   }
   static variable_list backward(AutogradContext *ctx, variable_list grads) {
