@@ -29,6 +29,10 @@ type ProcessGroupOptions struct {
 	Interface  string        // network interface for Gloo (e.g. "eth0"), or ""
 	BindHost   string        // else the address Gloo binds to (e.g. "127.0.0.1"), or "" for this host's address
 	Timeout    time.Duration // bounds the rendezvous and every collective
+	// SpinWait: how long a collective's caller polls for its end (yielding its core between
+	// polls) before it sleeps; 0 sleeps at once. Polling saves the wake-up through Gloo's
+	// threads when every core runs a rank, and costs that much CPU per collective.
+	SpinWait time.Duration
 }
 
 // ProcessGroup is a joined Gloo group. Its methods are collectives: every rank must call
@@ -64,12 +68,15 @@ func NewProcessGroup(o ProcessGroupOptions) (*ProcessGroup, error) {
 	if o.ClientOnly {
 		client = 1
 	}
+	if o.SpinWait < 0 {
+		return nil, errorf(op, fmt.Sprintf("spin time must not be negative, got %v", o.SpinWait))
+	}
 	var h C.ldt_process_group
 	ms := o.Timeout.Milliseconds()
 	if ms < 1 {
 		ms = 1
 	}
-	if err := cerr(op, C.ldt_dist_init(&h, addr, C.int(o.Port), C.int(o.Rank), C.int(o.WorldSize), client, prefix, iface, bind, C.int64_t(ms))); err != nil {
+	if err := cerr(op, C.ldt_dist_init(&h, addr, C.int(o.Port), C.int(o.Rank), C.int(o.WorldSize), client, prefix, iface, bind, C.int64_t(ms), C.int64_t(o.SpinWait.Microseconds()))); err != nil {
 		return nil, err
 	}
 	return &ProcessGroup{h: h, rank: o.Rank, size: o.WorldSize}, nil

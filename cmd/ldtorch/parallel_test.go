@@ -235,6 +235,8 @@ func TestParallelUsageErrors(t *testing.T) {
 		{[]string{"LDTORCH_DIST_TIMEOUT=0"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="0" is not a positive duration`},
 		{[]string{"LDTORCH_DIST_TIMEOUT=1e99"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="1e99" is not a positive duration`},
 		{[]string{"LDTORCH_DIST_TIMEOUT=-1s"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="-1s" is not a positive duration`},
+		{[]string{"LDTORCH_DIST_SPIN=-2ms"}, []string{"--nproc", "2"}, `LDTORCH_DIST_SPIN="-2ms" is not a duration of 0 or more`},
+		{[]string{"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "LDTORCH_DIST_SPIN=5s"}, nil, `LDTORCH_DIST_SPIN="5s" is longer than the limit of 1s`},
 	} {
 		r := ldtorch(t, c.env, parallelArgs(shared, out, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {

@@ -2,7 +2,8 @@
 # parallel.sh: data-parallel meta-steps (ldtorch bench --nproc) against one process, on this
 # machine, interleaved round by round so all configurations see the same load:
 #   1r1t  one rank, one thread            1r2t  one rank, two threads
-#   2r1t  two ranks (--nproc 2), one thread each
+#   2r1t  two ranks (--nproc 2), one thread each, polling for the all-reduce's end (default)
+#   2r1s  the same, each rank sleeping at once in the all-reduce (LDTORCH_DIST_SPIN=0)
 #   half  one rank, one thread, outer batch N_o/2: with 1r1t it splits a meta-step into the
 #         part that shards (the outer pass, ∝ N_o) and the part that does not
 # for LD and LD RR on MNIST with N = 100 (N_i 50, N_o 1024). Prints one JSON line per run and
@@ -28,6 +29,7 @@ for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=1 run 1r1t "$m" --threads 1
     OMP_NUM_THREADS=2 run 1r2t "$m" --threads 2
     OMP_NUM_THREADS=1 run 2r1t "$m" --nproc 2 --threads 1
+    OMP_NUM_THREADS=1 LDTORCH_DIST_SPIN=0 run 2r1s "$m" --nproc 2 --threads 1
     OMP_NUM_THREADS=1 run half "$m" --threads 1 --outer-batch 512
   done
 done
@@ -43,14 +45,15 @@ def med(c, m, k):
 # is the work on the critical path, nearly independent of the load.
 for k, what in (("meta_step_median_s", "wall"), ("meta_step_cpu_median_s", "thread CPU")):
     print(f"\nmeta-step, {what} (median of the runs' medians), seconds")
-    print("method    1r1t     1r2t     2r1t     half   2r1t vs 1r1t  1r2t vs 1r1t  split fraction")
+    print("method    1r1t     1r2t     2r1t     2r1s     half   2r1t vs 1r1t  2r1s vs 1r1t  1r2t vs 1r1t  split fraction")
     for m in ("ld", "rr"):
-        a, b, c, h = (med(x, m, k) for x in ("1r1t", "1r2t", "2r1t", "half"))
+        a, b, c, d, h = (med(x, m, k) for x in ("1r1t", "1r2t", "2r1t", "2r1s", "half"))
         split = 2 * (a - h) / a  # the outer pass is ∝ N_o: t(N_o) − t(N_o/2) is half of it
-        print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {h:7.4f}   {a/c:6.2f}x       {a/b:6.2f}x        {split:5.1%}")
+        print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {d:7.4f}  {h:7.4f}   {a/c:6.2f}x       {a/d:6.2f}x       {a/b:6.2f}x        {split:5.1%}")
 print("\nall-reduce inside a 2-rank meta-step (rank 0, waiting for rank 1 included)")
 for m in ("ld", "rr"):
-    ar, c = med("2r1t", m, "all_reduce_median_s"), med("2r1t", m, "meta_step_median_s")
-    print(f"{m:6s}  {ar*1e3:7.2f} ms  ({ar/c:5.1%} of the wall meta-step)")
+    for cfg in ("2r1t", "2r1s"):
+        ar, c = med(cfg, m, "all_reduce_median_s"), med(cfg, m, "meta_step_median_s")
+        print(f"{m:6s} {cfg}  {ar*1e3:7.2f} ms  ({ar/c:5.1%} of the wall meta-step)")
 PY
 rm -f "$out" "$out.err"

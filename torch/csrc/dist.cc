@@ -15,6 +15,8 @@
 // TCPStoreOptions, which 1.13 already has and 2.x requires.
 #include "internal.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -53,6 +55,7 @@ struct ldt_process_group_s {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
   int rank = 0;
   int size = 0;
+  std::chrono::microseconds spin{0};  // how long a collective's caller polls before it sleeps
 };
 #else
 struct ldt_process_group_s {};
@@ -80,8 +83,17 @@ ldt_process_group_s &SG(ldt_process_group pg) {
   return *pg;
 }
 
-// Waits for one collective; Gloo's own timeout (set at init) bounds it.
-void run(const c10::intrusive_ptr<c10d::Work> &work) { work->wait(); }
+// Waits for one collective; Gloo's own timeout (set at init) bounds it. The caller first
+// polls for up to pg.spin, yielding its core between polls, and only then sleeps: a sleeping
+// caller is woken through Gloo's threads (socket loop, worker, then the caller), and on a
+// virtual machine an idle core is slow to wake (torch/dist.DefaultSpinWait).
+void run(const ldt_process_group_s &pg, const c10::intrusive_ptr<c10d::Work> &work) {
+  if (pg.spin.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + pg.spin;
+    while (!work->isCompleted() && std::chrono::steady_clock::now() < until) sched_yield();
+  }
+  work->wait();
+}
 #endif
 }  // namespace
 
@@ -117,7 +129,7 @@ static void check_world_size(c10d::Store &store, int rank, int world_size, const
 
 ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int rank, int world_size,
                         int client_only, const char *prefix, const char *iface, const char *bind_host,
-                        int64_t timeout_ms) {
+                        int64_t timeout_ms, int64_t spin_us) {
   LDT_TRY {
     if (out == nullptr) throw std::invalid_argument("null output pointer");
     *out = nullptr;
@@ -128,6 +140,7 @@ ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int 
     if (rank < 0 || rank >= world_size)
       throw std::invalid_argument("rank " + std::to_string(rank) + " is outside 0.." + std::to_string(world_size - 1));
     if (timeout_ms <= 0) throw std::invalid_argument("timeout must be positive");
+    if (spin_us < 0) throw std::invalid_argument("spin time must not be negative, got " + std::to_string(spin_us) + " us");
     const std::chrono::milliseconds timeout(timeout_ms);
 
     c10d::TCPStoreOptions so;
@@ -155,6 +168,7 @@ ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int 
     pg->gloo = gloo;
     pg->rank = rank;
     pg->size = world_size;
+    pg->spin = std::chrono::microseconds(spin_us);
     *out = pg.release();
 #else
     no_gloo();
@@ -172,7 +186,7 @@ ldt_error ldt_dist_all_reduce_sum(ldt_process_group pg, const ldt_tensor *ts, in
     o.reduceOp = c10d::ReduceOp::SUM;
     for (auto &t : v) {  // one tensor per collective: Gloo's CPU all-reduce takes one per process
       std::vector<at::Tensor> one{t};
-      run(g.gloo->allreduce(one, o));
+      run(g, g.gloo->allreduce(one, o));
     }
 #else
     no_gloo();
@@ -194,7 +208,7 @@ ldt_error ldt_dist_broadcast(ldt_process_group pg, const ldt_tensor *ts, int n, 
     o.rootTensor = 0;
     for (auto &t : v) {
       std::vector<at::Tensor> one{t};
-      run(g.gloo->broadcast(one, o));
+      run(g, g.gloo->broadcast(one, o));
     }
 #else
     no_gloo();
@@ -206,7 +220,8 @@ ldt_error ldt_dist_broadcast(ldt_process_group pg, const ldt_tensor *ts, int n, 
 ldt_error ldt_dist_barrier(ldt_process_group pg) {
   LDT_TRY {
 #ifdef LDT_WITH_GLOO
-    run(PG(pg).gloo->barrier(c10d::BarrierOptions()));
+    auto &g = PG(pg);
+    run(g, g.gloo->barrier(c10d::BarrierOptions()));
 #else
     no_gloo();
 #endif

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 12
+#define LDT_ABI_VERSION 13
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -275,12 +275,14 @@ LDT_API ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads
  * agent store). prefix (may be NULL) namespaces the keys. Gloo binds to the network
  * interface iface if given, else to the address bind_host if given (e.g. 127.0.0.1), else
  * to the address this host's name resolves to (or loopback). timeout_ms bounds the rendezvous and every later collective: a dead peer
- * fails a collective within about a second, a hung one after the timeout. Tensors are
- * reduced in place, one collective per tensor, in list order. */
+ * fails a collective within about a second, a hung one after the timeout. A collective's
+ * caller polls for its end for up to spin_us microseconds (yielding its core between polls)
+ * before it sleeps; 0 sleeps at once. Tensors are reduced in place, one collective per
+ * tensor, in list order. */
 LDT_API int ldt_dist_available(void); /* 1 when the shim was built with c10d/Gloo */
 LDT_API ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int rank, int world_size,
                                 int client_only, const char *prefix, const char *iface, const char *bind_host,
-                                int64_t timeout_ms);
+                                int64_t timeout_ms, int64_t spin_us);
 LDT_API ldt_error ldt_dist_all_reduce_sum(ldt_process_group pg, const ldt_tensor *ts, int n);
 LDT_API ldt_error ldt_dist_broadcast(ldt_process_group pg, const ldt_tensor *ts, int n, int root);
 LDT_API ldt_error ldt_dist_barrier(ldt_process_group pg);

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -40,6 +41,7 @@ type Config struct {
 	Attempt    int
 	Interface  string        // GLOO_SOCKET_IFNAME, if set
 	Timeout    time.Duration // rendezvous and per-collective limit
+	SpinWait   time.Duration // LDTORCH_DIST_SPIN: how long a collective's caller polls before it sleeps
 }
 
 // FromEnv reads the configuration torchrun (or Launch) puts in the environment. ok is false
@@ -77,6 +79,45 @@ func timeoutFrom(lookup func(string) (string, bool)) (time.Duration, error) {
 		return DefaultTimeout, nil
 	}
 	return ParseTimeout(v)
+}
+
+// DefaultSpinWait is how long a rank polls for the end of a collective before it sleeps,
+// when this machine has a core for each of its ranks (LOCAL_WORLD_SIZE ≤ its CPUs; with
+// more ranks than cores a polling rank would hold a core a working one needs, and the
+// default is 0). LDTORCH_DIST_SPIN, in Go duration syntax, overrides it; 0 sleeps at once.
+// A sleeping rank is woken through Gloo's threads, and a virtual machine's idle core is
+// slow to wake: two MNIST LD RR ranks on 2 vCPUs waited 1.8 ms per all-reduce asleep and
+// 0.3 ms polling (docs/BENCHMARKS.md). A meta-step seldom leaves a rank waiting longer
+// than this; a longer wait (a peer writing a checkpoint, an uneven share of evaluation
+// models) sleeps after this much CPU spent.
+const DefaultSpinWait = 100 * time.Millisecond
+
+// MaxSpinWait bounds LDTORCH_DIST_SPIN: polling longer than a second per collective only
+// burns CPU.
+const MaxSpinWait = time.Second
+
+// ParseSpinWait reads an LDTORCH_DIST_SPIN value: a Go duration from 0 ("0": sleep at once)
+// to MaxSpinWait. The error names the variable and the value.
+func ParseSpinWait(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	switch {
+	case err != nil || d < 0:
+		return 0, fmt.Errorf("dist: LDTORCH_DIST_SPIN=%q is not a duration of 0 or more (e.g. 0, 500us or 100ms)", v)
+	case d > MaxSpinWait:
+		return 0, fmt.Errorf("dist: LDTORCH_DIST_SPIN=%q is longer than the limit of 1s", v)
+	}
+	return d, nil
+}
+
+// spinWaitFrom is LDTORCH_DIST_SPIN, or the default for localRanks ranks on this machine.
+func spinWaitFrom(lookup func(string) (string, bool), localRanks int) (time.Duration, error) {
+	if v, ok := lookup("LDTORCH_DIST_SPIN"); ok && v != "" {
+		return ParseSpinWait(v)
+	}
+	if localRanks > runtime.NumCPU() {
+		return 0, nil
+	}
+	return DefaultSpinWait, nil
 }
 
 func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
@@ -139,6 +180,13 @@ func fromLookup(lookup func(string) (string, bool)) (Config, bool, error) {
 	}
 	cfg.Interface, _ = lookup("GLOO_SOCKET_IFNAME")
 	if cfg.Timeout, err = timeoutFrom(lookup); err != nil {
+		return cfg, true, err
+	}
+	localRanks, err := num("LOCAL_WORLD_SIZE", cfg.WorldSize, false)
+	if err != nil {
+		return cfg, true, err
+	}
+	if cfg.SpinWait, err = spinWaitFrom(lookup, localRanks); err != nil {
 		return cfg, true, err
 	}
 	return cfg, true, nil
@@ -208,7 +256,7 @@ func InitContext(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	o := torch.ProcessGroupOptions{
 		Addr: cfg.Addr, Port: cfg.Port, Rank: cfg.Rank, WorldSize: cfg.WorldSize,
-		Interface: cfg.Interface, Timeout: cfg.Timeout,
+		Interface: cfg.Interface, Timeout: cfg.Timeout, SpinWait: cfg.SpinWait,
 	}
 	if cfg.AgentStore {
 		o.ClientOnly = true

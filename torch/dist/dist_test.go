@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -157,13 +158,14 @@ func runWorker(scenario string) int {
 	return fail("unknown scenario %q", scenario)
 }
 
-func launch(t *testing.T, scenario string, n int, timeout time.Duration) (error, string, time.Duration) {
+func launch(t *testing.T, scenario string, n int, timeout time.Duration, extraEnv ...string) (error, string, time.Duration) {
 	t.Helper()
 	if !torch.DistributedAvailable() {
 		t.Fatal("the shim was built without c10d/Gloo (libgloo-dev missing at build time?)")
 	}
 	var out lockedBuffer
 	env := append(os.Environ(), workerVar+"="+scenario, "OMP_NUM_THREADS=1")
+	env = append(env, extraEnv...)
 	start := time.Now()
 	err := Launch(context.Background(), LaunchOptions{
 		N: n, Path: os.Args[0], Env: env, Stdout: &out, Stderr: &out, Timeout: timeout,
@@ -190,9 +192,12 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// Both ways of waiting for a collective: polling first (the default) and sleeping at once.
 func TestCollectivesTwoRanks(t *testing.T) {
-	if err, out, _ := launch(t, "collectives", 2, 30*time.Second); err != nil {
-		t.Fatalf("%v\n%s", err, out)
+	for _, spin := range []string{"", "0"} {
+		if err, out, _ := launch(t, "collectives", 2, 30*time.Second, "LDTORCH_DIST_SPIN="+spin); err != nil {
+			t.Fatalf("LDTORCH_DIST_SPIN=%q: %v\n%s", spin, err, out)
+		}
 	}
 }
 
@@ -205,19 +210,23 @@ func TestCollectivesThreeRanks(t *testing.T) {
 	}
 }
 
-// The all-reduce of one meta-step's buffer between two processes: its latency (logged).
+// The all-reduce of one meta-step's buffer between two processes: its latency (logged),
+// polling first (the default) and sleeping at once.
 func TestAllReduceLatency(t *testing.T) {
-	err, out, _ := launch(t, "latency", 2, 30*time.Second)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
-	var med, p90 int64
-	if _, err := fmt.Sscanf(strings.TrimSpace(out), "median %d ns p90 %d ns", &med, &p90); err != nil {
-		t.Fatalf("cannot read %q: %v", out, err)
-	}
-	t.Logf("1002 float64 all-reduce between 2 local processes: median %.3f ms, p90 %.3f ms (200 calls)", float64(med)/1e6, float64(p90)/1e6)
-	if med > int64(100*time.Millisecond) {
-		t.Errorf("median all-reduce %.1f ms: something is wrong (expected well under a millisecond on an idle machine)", float64(med)/1e6)
+	for _, spin := range []string{"", "0"} {
+		err, out, _ := launch(t, "latency", 2, 30*time.Second, "LDTORCH_DIST_SPIN="+spin)
+		if err != nil {
+			t.Fatalf("LDTORCH_DIST_SPIN=%q: %v\n%s", spin, err, out)
+		}
+		var med, p90 int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(out), "median %d ns p90 %d ns", &med, &p90); err != nil {
+			t.Fatalf("cannot read %q: %v", out, err)
+		}
+		t.Logf("LDTORCH_DIST_SPIN=%q: 1002 float64 all-reduce between 2 local processes: median %.3f ms, p90 %.3f ms (200 calls)",
+			spin, float64(med)/1e6, float64(p90)/1e6)
+		if med > int64(100*time.Millisecond) {
+			t.Errorf("median all-reduce %.1f ms: something is wrong (expected well under a millisecond on an idle machine)", float64(med)/1e6)
+		}
 	}
 }
 
@@ -325,13 +334,34 @@ func TestFromEnv(t *testing.T) {
 	if cfg, _, err := fromLookup(env("WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", " 168h ")); err != nil || cfg.Timeout != MaxTimeout {
 		t.Errorf("LDTORCH_DIST_TIMEOUT at the limit: %v, %v", cfg.Timeout, err)
 	}
+	for v, want := range map[string]time.Duration{"": DefaultSpinWait, "0": 0, " 1s ": MaxSpinWait, "250us": 250 * time.Microsecond} {
+		if cfg, _, err := fromLookup(env("WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_SPIN", v)); err != nil || cfg.SpinWait != want {
+			t.Errorf("LDTORCH_DIST_SPIN=%q: %v, %v; want %v", v, cfg.SpinWait, err, want)
+		}
+	}
+	// more ranks on this machine than cores: sleep at once unless told otherwise
+	over := strconv.Itoa(runtime.NumCPU() + 1)
+	for _, c := range []struct {
+		kv   []string
+		want time.Duration
+	}{
+		{[]string{"WORLD_SIZE", over, "RANK", "0", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, 0},
+		{[]string{"WORLD_SIZE", over, "RANK", "0", "LOCAL_WORLD_SIZE", "1", "MASTER_ADDR", "x", "MASTER_PORT", "1"}, DefaultSpinWait},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LOCAL_WORLD_SIZE", over}, 0},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LOCAL_WORLD_SIZE", over, "LDTORCH_DIST_SPIN", "5ms"}, 5 * time.Millisecond},
+	} {
+		if cfg, _, err := fromLookup(env(c.kv...)); err != nil || cfg.SpinWait != c.want {
+			t.Errorf("%v: spin %v, %v; want %v", c.kv, cfg.SpinWait, err, c.want)
+		}
+	}
 	cfg, ok, err := fromLookup(env("WORLD_SIZE", "4", "RANK", "2", "LOCAL_RANK", "0", "MASTER_ADDR", "10.0.0.1",
 		"MASTER_PORT", "29500", "TORCHELASTIC_USE_AGENT_STORE", "True", "TORCHELASTIC_RESTART_COUNT", "1",
-		"LDTORCH_DIST_TIMEOUT", "90s"))
+		"LDTORCH_DIST_TIMEOUT", "90s", "LDTORCH_DIST_SPIN", "500us"))
 	if !ok || err != nil {
 		t.Fatal(ok, err)
 	}
-	want := Config{Addr: "10.0.0.1", Port: 29500, Rank: 2, WorldSize: 4, LocalRank: 0, AgentStore: true, Attempt: 1, Timeout: 90 * time.Second}
+	want := Config{Addr: "10.0.0.1", Port: 29500, Rank: 2, WorldSize: 4, LocalRank: 0, AgentStore: true, Attempt: 1,
+		Timeout: 90 * time.Second, SpinWait: 500 * time.Microsecond}
 	if cfg != want {
 		t.Errorf("got %+v, want %+v", cfg, want)
 	}
@@ -353,6 +383,11 @@ func TestFromEnv(t *testing.T) {
 		{[]string{"WORLD_SIZE", "2", "RANK", "0", "MASTER_PORT", "1"}, "MASTER_ADDR is not set"},
 		{[]string{"WORLD_SIZE", "2", "RANK", "0", "MASTER_ADDR", "x", "MASTER_PORT", "70000"}, "MASTER_PORT=70000"},
 		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_TIMEOUT", "soon"}, "LDTORCH_DIST_TIMEOUT"},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_SPIN", "-1ms"}, `LDTORCH_DIST_SPIN="-1ms" is not a duration of 0 or more`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_SPIN", "2"}, `LDTORCH_DIST_SPIN="2"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_SPIN", "fast"}, `LDTORCH_DIST_SPIN="fast"`},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LDTORCH_DIST_SPIN", "2s"}, "longer than the limit of 1s"},
+		{[]string{"WORLD_SIZE", "1", "RANK", "0", "LOCAL_WORLD_SIZE", "many"}, `LOCAL_WORLD_SIZE="many" is not an integer`},
 	} {
 		if _, _, err := fromLookup(env(bad.kv...)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: got %v, want an error with %q", bad.kv, err, bad.want)

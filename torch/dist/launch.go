@@ -97,6 +97,11 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			}
 		}
 	}
+	if v, ok := lookupIn(base, "LDTORCH_DIST_SPIN"); ok && v != "" {
+		if _, err := ParseSpinWait(v); err != nil { // every rank would refuse it
+			return err
+		}
+	}
 	cmds := make([]*exec.Cmd, o.N)
 	for r := range cmds {
 		c := exec.Command(o.Path, o.Args...)
