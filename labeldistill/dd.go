@@ -52,18 +52,11 @@ func softplusInverse(v float64) float64 { return math.Log(math.Expm1(v)) }
 // size to dd_step_lr_init.
 func newRunDD(in *runData) (*ddData, error) {
 	cfg := in.cfg
-	s := in.ds.Shape
-	gen, err := torch.NewGenerator(train.Seed(in.seed, "dd-images", 0))
-	if err != nil {
-		return nil, err
-	}
-	defer gen.Close()
 	scope := torch.NewScope()
 	defer scope.Close()
-	var c torch.Chain
-	x := c.T(toDevice(c.T(torch.Randn([]int64{int64(in.ds.Base.N), s[0], s[1], s[2]}, gen)), in.dev))
-	if c.Err() != nil {
-		return nil, c.Err()
+	x, err := drawBaseImages(in, "dd-images", torch.Randn)
+	if err != nil {
+		return nil, err
 	}
 	raw := make([]float64, cfg.DDUnrolledSteps())
 	for i := range raw {

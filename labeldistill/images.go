@@ -32,20 +32,27 @@ type pixelImages struct {
 // newRunImages draws the run's N images from their own generator (seed "images"), on the
 // run's device, normalised with the run's normalisation.
 func newRunImages(in *runData) (*pixelImages, error) {
-	s := in.ds.Shape
-	gen, err := torch.NewGenerator(train.Seed(in.seed, "images", 0))
+	scope := torch.NewScope()
+	defer scope.Close()
+	p, err := drawBaseImages(in, "images", torch.Rand)
+	if err != nil {
+		return nil, err
+	}
+	return newPixelImages(p, in.cfg.NormMean, in.cfg.NormStd)
+}
+
+// drawBaseImages draws N images of the dataset's shape with draw (torch.Rand, torch.Randn)
+// from a generator of their own (seed stream), on the run's device, in the caller's scope.
+func drawBaseImages(in *runData, stream string, draw func([]int64, *torch.Generator, ...torch.Option) (*torch.Tensor, error)) (*torch.Tensor, error) {
+	gen, err := torch.NewGenerator(train.Seed(in.seed, stream, 0))
 	if err != nil {
 		return nil, err
 	}
 	defer gen.Close()
-	scope := torch.NewScope()
-	defer scope.Close()
+	s := in.ds.Shape
 	var c torch.Chain
-	p := c.T(toDevice(c.T(torch.Rand([]int64{int64(in.ds.Base.N), s[0], s[1], s[2]}, gen)), in.dev))
-	if c.Err() != nil {
-		return nil, c.Err()
-	}
-	return newPixelImages(p, in.cfg.NormMean, in.cfg.NormStd)
+	x := c.T(toDevice(c.T(draw([]int64{int64(in.ds.Base.N), s[0], s[1], s[2]}, gen)), in.dev))
+	return x, c.Err()
 }
 
 // newPixelImages learns a copy of the pixels p (N, C, H, W; its dtype and device), with
