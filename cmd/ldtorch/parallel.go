@@ -47,7 +47,7 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 			return rankInfo{}, err
 		}
 		if n > 1 {
-			if _, err := dist.TimeoutFromEnv(); err != nil { // the ranks would refuse it
+			if err := dist.CheckEnv(); err != nil { // the ranks would refuse it
 				return rankInfo{}, usageErrorf("%v", err)
 			}
 			return rankInfo{launch: n}, nil

@@ -66,16 +66,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench: steps must be ≥ 1 and warmup ≥ 0, got %d and %d", steps, warmup)
 	}
-	cfg, err := cfg.Resolved()
-	if err != nil {
-		return nil, err
-	}
-	if ds == nil {
-		if ds, err = labeldistill.LoadData(cfg); err != nil {
-			return nil, err
-		}
-	}
-	dev, err := torch.ParseDevice(cfg.Device)
+	cfg, ds, dev, err := prepare(cfg, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -278,16 +269,7 @@ func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldist
 	if steps < 1 {
 		return nil, fmt.Errorf("bench: evaluation steps must be ≥ 1, got %d", steps)
 	}
-	cfg, err := cfg.Resolved()
-	if err != nil {
-		return nil, err
-	}
-	if ds == nil {
-		if ds, err = labeldistill.LoadData(cfg); err != nil {
-			return nil, err
-		}
-	}
-	dev, err := torch.ParseDevice(cfg.Device)
+	cfg, ds, dev, err := prepare(cfg, ds)
 	if err != nil {
 		return nil, err
 	}
@@ -373,4 +355,19 @@ func blasInUse() string {
 		}
 	}
 	return "unknown"
+}
+
+// prepare resolves cfg, loads its data when ds is nil, and parses its device.
+func prepare(cfg config.Config, ds *labeldistill.Data) (config.Config, *labeldistill.Data, torch.Device, error) {
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return cfg, nil, torch.Device{}, err
+	}
+	if ds == nil {
+		if ds, err = labeldistill.LoadData(cfg); err != nil {
+			return cfg, nil, torch.Device{}, err
+		}
+	}
+	dev, err := torch.ParseDevice(cfg.Device)
+	return cfg, ds, dev, err
 }

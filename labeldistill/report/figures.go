@@ -368,20 +368,7 @@ func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, na
 	for _, r := range real {
 		cols = max(cols, fixed+len(r))
 	}
-	const gap = 2
-	cellW, cellH := w+gap, h+gap
-	canvas := image.NewRGBA(image.Rect(0, 0, cols*cellW, classes*cellH))
-	for i := range canvas.Pix {
-		canvas.Pix[i] = 255
-	}
-	put := func(img image.Image, row, col int) {
-		b := img.Bounds()
-		for y := 0; y < b.Dy(); y++ {
-			for x := 0; x < b.Dx(); x++ {
-				canvas.Set(col*cellW+x, row*cellH+y, img.At(x, y))
-			}
-		}
-	}
+	canvas, put := imageGrid(classes, cols, h, w)
 	for k := 0; k < classes; k++ {
 		put(toImage(stretch(recon[k]), c, h, w), k, 0)
 		diff := make([]float64, len(mean))
@@ -442,20 +429,7 @@ func learntImagesFigure(pix []float64, classOf []int64, real [][][]float64, c, h
 		sep = 1
 	}
 	cols := learnt + sep + realCols
-	const gap = 2
-	cellW, cellH := w+gap, h+gap
-	canvas := image.NewRGBA(image.Rect(0, 0, cols*cellW, classes*cellH))
-	for i := range canvas.Pix {
-		canvas.Pix[i] = 255
-	}
-	put := func(img image.Image, row, col int) {
-		b := img.Bounds()
-		for y := 0; y < b.Dy(); y++ {
-			for x := 0; x < b.Dx(); x++ {
-				canvas.Set(col*cellW+x, row*cellH+y, img.At(x, y))
-			}
-		}
-	}
+	canvas, put := imageGrid(classes, cols, h, w)
 	for k := 0; k < classes; k++ {
 		for j, i := range byClass[k] {
 			put(toImage(pix[i*size:(i+1)*size], c, h, w), k, j)
@@ -484,4 +458,24 @@ func learntImagesFigure(pix []float64, classOf []int64, real [][][]float64, c, h
 	side := math.Max(3, 0.45*float64(cols))
 	height := math.Max(3, 0.45*float64(classes)+1)
 	return renderPNG([][]*plot.Plot{{p}}, vg.Length(side+1.8)*vg.Inch, vg.Length(height)*vg.Inch)
+}
+
+// imageGrid is a white canvas of rows × cols cells of h×w pixels, 2 pixels apart, and put,
+// which draws an image into the cell (row, col).
+func imageGrid(rows, cols, h, w int) (canvas *image.RGBA, put func(img image.Image, row, col int)) {
+	const gap = 2
+	cellW, cellH := w+gap, h+gap
+	canvas = image.NewRGBA(image.Rect(0, 0, cols*cellW, rows*cellH))
+	for i := range canvas.Pix {
+		canvas.Pix[i] = 255
+	}
+	put = func(img image.Image, row, col int) {
+		b := img.Bounds()
+		for y := 0; y < b.Dy(); y++ {
+			for x := 0; x < b.Dx(); x++ {
+				canvas.Set(col*cellW+x, row*cellH+y, img.At(x, y))
+			}
+		}
+	}
+	return canvas, put
 }

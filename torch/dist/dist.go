@@ -73,6 +73,16 @@ func TimeoutFromEnv() (time.Duration, error) {
 	return timeoutFrom(os.LookupEnv)
 }
 
+// CheckEnv checks LDTORCH_DIST_TIMEOUT and LDTORCH_DIST_SPIN as every rank will, for a
+// launcher to refuse them before it starts ranks that would.
+func CheckEnv() error {
+	if _, err := TimeoutFromEnv(); err != nil {
+		return err
+	}
+	_, err := spinWaitFrom(os.LookupEnv, 1)
+	return err
+}
+
 func timeoutFrom(lookup func(string) (string, bool)) (time.Duration, error) {
 	v, ok := lookup("LDTORCH_DIST_TIMEOUT")
 	if !ok || v == "" {
