@@ -98,6 +98,21 @@ func runWorker(scenario string) int {
 			return fail("barrier: %v", err)
 		}
 		return 0
+	case "late-peer":
+		// rank 1 reaches the all-reduce 1.5 s after rank 0, which prints the CPU time it
+		// spent waiting
+		x := torch.Must(torch.Zeros([]int64{8}, torch.WithDType(torch.Double)))
+		if r == 1 {
+			time.Sleep(1500 * time.Millisecond)
+		}
+		before := cpuTime()
+		if err := g.AllReduceSum(x); err != nil {
+			return fail("all-reduce: %v", err)
+		}
+		if r == 0 {
+			fmt.Printf("cpu %d ns\n", (cpuTime() - before).Nanoseconds())
+		}
+		return 0
 	case "latency":
 		// back-to-back all-reduces of one meta-step's buffer (N×C = 100×10 label gradients
 		// plus loss and error, float64); rank 0 prints the median
@@ -228,6 +243,43 @@ func TestAllReduceLatency(t *testing.T) {
 			t.Errorf("median all-reduce %.1f ms: something is wrong (expected well under a millisecond on an idle machine)", float64(med)/1e6)
 		}
 	}
+}
+
+// A rank that waits long polls for LDTORCH_DIST_SPIN, then sleeps: its CPU time while its
+// peer arrives 1.5 s late is at most the spin time, not the wait. (How much of the spin
+// time it spends depends on what else runs: a polling rank yields its core to any other
+// work between polls; on a loaded 2-vCPU machine it used 42 ms of the 300.)
+func TestSpinWaitBounded(t *testing.T) {
+	for _, c := range []struct {
+		spin string
+		max  time.Duration
+	}{
+		{"0", 100 * time.Millisecond},
+		{"300ms", 900 * time.Millisecond},
+	} {
+		err, out, _ := launch(t, "late-peer", 2, 30*time.Second, "LDTORCH_DIST_SPIN="+c.spin)
+		if err != nil {
+			t.Fatalf("LDTORCH_DIST_SPIN=%s: %v\n%s", c.spin, err, out)
+		}
+		var ns int64
+		if _, err := fmt.Sscanf(strings.TrimSpace(out), "cpu %d ns", &ns); err != nil {
+			t.Fatalf("cannot read %q: %v", out, err)
+		}
+		cpu := time.Duration(ns)
+		t.Logf("LDTORCH_DIST_SPIN=%s: %v of CPU waiting 1.5 s for the peer", c.spin, cpu.Round(time.Millisecond))
+		if cpu > c.max {
+			t.Errorf("LDTORCH_DIST_SPIN=%s: %v of CPU while waiting; want at most %v", c.spin, cpu, c.max)
+		}
+	}
+}
+
+// cpuTime is the CPU time (user and system) this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // A killed rank: the survivor's all-reduce fails (connection closed) and names rank 1.
