@@ -31,7 +31,7 @@ type ProcessGroupOptions struct {
 	Timeout    time.Duration // bounds the rendezvous and every collective
 	// SpinWait: how long a collective's caller polls for its end (yielding its core between
 	// polls) before it sleeps; 0 sleeps at once. Polling saves the wake-up through Gloo's
-	// threads when every core runs a rank, and costs that much CPU per collective.
+	// threads when every core runs a rank, and costs up to that much CPU per collective.
 	SpinWait time.Duration
 }
 
