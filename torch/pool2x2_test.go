@@ -6,6 +6,7 @@ package torch
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -24,13 +25,29 @@ func tiedInput(tb testing.TB, seed uint64, withNaN bool, shape ...int64) *Tensor
 	return f64T(tb, v, shape...)
 }
 
-// sameBits reports whether a and b are equal element by element, NaN equal to NaN.
+// signedZeros returns values drawn from {−1, −0, +0}: windows whose maximum is a tie of
+// zeros of both signs, where the first in scan order must win (max_pool2d takes v > best).
+func signedZeros(tb testing.TB, seed uint64, shape ...int64) *Tensor {
+	tb.Helper()
+	rng := newRNG(seed)
+	v := make([]float64, numel(shape))
+	for i := range v {
+		v[i] = []float64{-1, math.Copysign(0, -1), 0}[rng.IntN(3)]
+	}
+	return f64T(tb, v, shape...)
+}
+
+// sameBits reports whether a and b are equal element by element, with the sign of zero, NaN
+// equal to NaN.
 func sameBits(a, b []float64) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		if a[i] != b[i] && !(math.IsNaN(a[i]) && math.IsNaN(b[i])) {
+		if math.IsNaN(a[i]) && math.IsNaN(b[i]) {
+			continue
+		}
+		if a[i] != b[i] || math.Signbit(a[i]) != math.Signbit(b[i]) {
 			return false
 		}
 	}
@@ -76,12 +93,17 @@ func TestMaxPool2x2MatchesMaxPool2d(t *testing.T) {
 		{"float64 NaN", Double, true, []int64{2, 2, 6, 6}},
 		{"float32 even", Float, false, []int64{5, 6, 24, 24}},
 		{"float32 odd NaN", Float, true, []int64{2, 3, 5, 3}},
+		{"float32 signed zeros", Float, false, []int64{2, 3, 28, 28}},
+		{"float64 signed zeros", Double, false, []int64{2, 3, 10, 10}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := NewScope()
 			defer sc.Close()
 			need := tensors(t)
 			x := need(tiedInput(t, 1, tc.withNaN, tc.shape...).ToDType(tc.dtype))
+			if strings.HasSuffix(tc.name, "signed zeros") {
+				x = need(signedZeros(t, 4, tc.shape...).ToDType(tc.dtype))
+			}
 			outShape := []int64{tc.shape[0], tc.shape[1], tc.shape[2] / 2, tc.shape[3] / 2}
 			u := need(randnT(t, newRNG(2), outShape...).ToDType(tc.dtype))
 			v := need(randnT(t, newRNG(3), tc.shape...).ToDType(tc.dtype))
