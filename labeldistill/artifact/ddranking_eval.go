@@ -71,14 +71,8 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 			return nil, config.NewFieldError("cache-dir", fmt.Errorf("cannot write the full-data cache into %s: %w", dc.CacheDir, err))
 		}
 	}
-	dev, err := torch.ParseDevice(dc.Device)
+	dev, err := evalDevice(dc.Device, dc.AllowTF32)
 	if err != nil {
-		return nil, err
-	}
-	if err := torch.SetAllowTF32(dc.AllowTF32); err != nil {
-		return nil, err
-	}
-	if err := torch.SetNumThreads(torch.NumThreads()); err != nil {
 		return nil, err
 	}
 	net, err := nets.New(dc.Arch, s[1], s[2], s[3], int64(art.Classes))

@@ -268,15 +268,8 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	if err != nil {
 		return nil, err
 	}
-	dev, err := torch.ParseDevice(ec.Device)
+	dev, err := evalDevice(ec.Device, ec.AllowTF32)
 	if err != nil {
-		return nil, err
-	}
-	if err := torch.SetAllowTF32(ec.AllowTF32); err != nil {
-		return nil, err
-	}
-	// libtorch's thread count, applied to OpenBLAS too (torch.SetNumThreads).
-	if err := torch.SetNumThreads(torch.NumThreads()); err != nil {
 		return nil, err
 	}
 	s := art.Shape
@@ -341,4 +334,17 @@ func onDevice(t *torch.Tensor, dev torch.Device) (*torch.Tensor, error) {
 		return t, nil
 	}
 	return t.To(dev)
+}
+
+// evalDevice parses an evaluation's device and applies its TF32 setting, and libtorch's
+// thread count to OpenBLAS too (torch.SetNumThreads).
+func evalDevice(device string, allowTF32 bool) (torch.Device, error) {
+	dev, err := torch.ParseDevice(device)
+	if err != nil {
+		return dev, err
+	}
+	if err := torch.SetAllowTF32(allowTF32); err != nil {
+		return dev, err
+	}
+	return dev, torch.SetNumThreads(torch.NumThreads())
 }

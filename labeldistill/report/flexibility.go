@@ -91,19 +91,9 @@ func flexStepsPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(stud
 		if len(xys) == 0 {
 			continue
 		}
-		col := colour(s, i)
-		if err := addLine(p, xys, col, 1.5, s.Name); err != nil {
+		if err := addMeanStd(p, xys, stds, colour(s, i), s.Name); err != nil {
 			return err
 		}
-		if err := addPoints(p, xys, col, draw.CircleGlyph{}, ""); err != nil {
-			return err
-		}
-		eb, err := stdBars(xys, stds)
-		if err != nil {
-			return err
-		}
-		eb.Color, eb.Width = col, vg.Points(1.2)
-		p.Add(eb)
 	}
 	if err := addLine(p, plotter.XYs{{X: 1, Y: yMin}, {X: 1, Y: 100}}, grey, 1, "T, the method's own step count"); err != nil {
 		return err

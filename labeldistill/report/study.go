@@ -63,6 +63,11 @@ func meanErr(p *plot.Plot, xs []float64, settings []study.Setting, col color.Col
 	if len(xys) == 0 {
 		return nil
 	}
+	return addMeanStd(p, xys, stds, col, legend)
+}
+
+// addMeanStd adds the means xys as a line with points, and ±stds as error bars.
+func addMeanStd(p *plot.Plot, xys plotter.XYs, stds []float64, col color.Color, legend string) error {
 	if err := addLine(p, xys, col, 1.5, legend); err != nil {
 		return err
 	}
