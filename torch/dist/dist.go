@@ -92,7 +92,8 @@ func timeoutFrom(lookup func(string) (string, bool)) (time.Duration, error) {
 }
 
 // DefaultSpinWait is how long a rank polls for the end of a collective before it sleeps,
-// when this machine has a core for each of its ranks (LOCAL_WORLD_SIZE ≤ its CPUs; with
+// when this machine has a core for each of its ranks (LOCAL_WORLD_SIZE, or WORLD_SIZE where
+// that is not set, ≤ its CPUs; with
 // more ranks than cores a polling rank would hold a core a working one needs, and the
 // default is 0). LDTORCH_DIST_SPIN, in Go duration syntax, overrides it; 0 sleeps at once.
 // A sleeping rank is woken through Gloo's threads, and a virtual machine's idle core is
