@@ -219,49 +219,54 @@ void conv_forward_chunks(const Kernels *k, const at::Tensor &x, const at::Tensor
   });
 }
 
-// conv_pool_forward: max_pool2x2(conv(x, w) + bias) through conv_forward_chunks (pool2x2.h:
-// MaxPool2x2's window rule), its winners written to *idx_out when given.
-at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
-                             const at::Tensor &bias_in, int64_t ph, int64_t pw, at::Tensor *idx_out) {
+// conv_pooled_forward: a pool of conv(x, w) + bias (ho×wo planes) through conv_forward_chunks,
+// chunk images at a time, into y (N, cout, pho, pwo); pool_planes(conv, out, ind, planes, ho,
+// wo) pools a chunk's planes, writing their winners (Ind) when ind is not null, as they go
+// to *idx_out when it is given.
+template <typename Ind, typename PoolPlanes>
+at::Tensor conv_pooled_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                               const at::Tensor &bias_in, int64_t ph, int64_t pw, int64_t ho, int64_t wo, int64_t pho,
+                               int64_t pwo, int64_t chunk, at::Tensor *idx_out, const PoolPlanes &pool_planes) {
   auto x = input.contiguous(), w = weight.contiguous();
   auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
-  const int64_t cout = w.size(0), ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
-  const int64_t pooled = cout * (ho / 2) * (wo / 2);
-  auto y = at::empty({x.size(0), cout, ho / 2, wo / 2}, x.options());
+  const int64_t cout = w.size(0), pooled = cout * pho * pwo;
+  auto y = at::empty({x.size(0), cout, pho, pwo}, x.options());
   at::Tensor idx;
-  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kByte));
-  uint8_t *win = idx.defined() ? idx.data_ptr<uint8_t>() : nullptr;
-  conv_forward_chunks(k, x, w, bias, ph, pw, kPoolChunk, [&](int64_t b0, int64_t nb, auto *conv) {
+  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(c10::CppTypeToScalarType<Ind>::value));
+  Ind *ip = idx.defined() ? idx.data_ptr<Ind>() : nullptr;
+  conv_forward_chunks(k, x, w, bias, ph, pw, chunk, [&](int64_t b0, int64_t nb, auto *conv) {
     using S = std::remove_pointer_t<decltype(conv)>;
-    ldt::pool2x2::pool_planes(conv, y.data_ptr<S>() + b0 * pooled, win == nullptr ? nullptr : win + b0 * pooled,
-                              nb * cout, ho, wo);
+    pool_planes(conv, y.data_ptr<S>() + b0 * pooled, ip == nullptr ? nullptr : ip + b0 * pooled, nb * cout, ho, wo);
   });
   if (idx_out != nullptr) *idx_out = idx;
   return y;
 }
 
-// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a) through conv_forward_chunks, pooled by
-// max_pool2d_direct's loop (maxpool.h), whose output size (pho, pwo) the caller has checked;
-// the winners' indices (as max_pool2d_with_indices gives them) go to *idx_out when given.
+// conv_pool_forward: max_pool2x2(conv(x, w) + bias) (pool2x2.h: MaxPool2x2's window rule),
+// its winners written to *idx_out when given.
+at::Tensor conv_pool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
+                             const at::Tensor &bias_in, int64_t ph, int64_t pw, at::Tensor *idx_out) {
+  const int64_t ho = input.size(2) + 2 * ph - K + 1, wo = input.size(3) + 2 * pw - K + 1;
+  return conv_pooled_forward<uint8_t>(
+      k, input, weight, bias_in, ph, pw, ho, wo, ho / 2, wo / 2, kPoolChunk, idx_out,
+      [](auto *conv, auto *out, uint8_t *win, int64_t planes, int64_t h, int64_t w) {
+        ldt::pool2x2::pool_planes(conv, out, win, planes, h, w);
+      });
+}
+
+// conv_maxpool_forward: max_pool2d(conv(x, w) + bias, a), pooled by max_pool2d_direct's loop
+// (maxpool.h), whose output size (pho, pwo) the caller has checked; the winners' indices (as
+// max_pool2d_with_indices gives them) go to *idx_out when given.
 at::Tensor conv_maxpool_forward(const Kernels *k, const at::Tensor &input, const at::Tensor &weight,
                                 const at::Tensor &bias_in, int64_t ph, int64_t pw, const ldt::maxpool::Args &a,
                                 int64_t pho, int64_t pwo, at::Tensor *idx_out) {
-  auto x = input.contiguous(), w = weight.contiguous();
-  auto bias = bias_in.defined() ? bias_in.contiguous() : bias_in;
-  const int64_t cout = w.size(0), ho = x.size(2) + 2 * ph - K + 1, wo = x.size(3) + 2 * pw - K + 1;
-  const int64_t pooled = cout * pho * pwo;
-  const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (cout * ho * wo * x.element_size()));
-  auto y = at::empty({x.size(0), cout, pho, pwo}, x.options());
-  at::Tensor idx;
-  if (idx_out != nullptr) idx = at::empty(y.sizes(), x.options().dtype(at::kLong));
-  int64_t *ip = idx.defined() ? idx.data_ptr<int64_t>() : nullptr;
-  conv_forward_chunks(k, x, w, bias, ph, pw, chunk, [&](int64_t b0, int64_t nb, auto *conv) {
-    using S = std::remove_pointer_t<decltype(conv)>;
-    ldt::maxpool::pool_planes(conv, y.data_ptr<S>() + b0 * pooled, ip == nullptr ? nullptr : ip + b0 * pooled,
-                              nb * cout, ho, wo, a);
-  });
-  if (idx_out != nullptr) *idx_out = idx;
-  return y;
+  const int64_t cout = weight.size(0), ho = input.size(2) + 2 * ph - K + 1, wo = input.size(3) + 2 * pw - K + 1;
+  const int64_t chunk = std::max<int64_t>(1, kMaxPoolChunkBytes / (cout * ho * wo * input.element_size()));
+  return conv_pooled_forward<int64_t>(
+      k, input, weight, bias_in, ph, pw, ho, wo, pho, pwo, chunk, idx_out,
+      [&a](auto *conv, auto *out, int64_t *ind, int64_t planes, int64_t h, int64_t w) {
+        ldt::maxpool::pool_planes(conv, out, ind, planes, h, w, a);
+      });
 }
 
 // conv_backward_chunks: the gradients with respect to x (into *gx, when given) and w (*gw) of
@@ -539,13 +544,6 @@ variable_list PoolScatter::backward(AutogradContext *ctx, variable_list grads) {
   return {PoolSelect::apply(grads[0], idx), at::Tensor(), at::Tensor(), at::Tensor()};
 }
 
-// conv_pooled_backward is the backward of a convolution fused with a pool (ConvPool,
-// ConvMaxPool), which save x, w and the pool's winners, and recomputes nothing: with a graph
-// being recorded (a gradient taken with create_graph), scatter (the pool's adjoint, a custom
-// function whose own adjoint is a gather) followed by the two convolution adjoints,
-// differentiable again; otherwise fused, the chunked backward that never writes the
-// convolution's gradient. The bias gradient is summed over the pooled gradient. settings:
-// how many of the forward's arguments follow the three tensors.
 // save_conv_pooled keeps what conv_pooled_backward reads.
 void save_conv_pooled(AutogradContext *ctx, const at::Tensor &x, const at::Tensor &w, const at::Tensor &idx,
                       const Kernels *k, int64_t ph, int64_t pw) {
@@ -555,6 +553,13 @@ void save_conv_pooled(AutogradContext *ctx, const at::Tensor &x, const at::Tenso
   ctx->saved_data["pw"] = pw;
 }
 
+// conv_pooled_backward is the backward of a convolution fused with a pool (ConvPool,
+// ConvMaxPool), which save x, w and the pool's winners, and recomputes nothing: with a graph
+// being recorded (a gradient taken with create_graph), scatter (the pool's adjoint, a custom
+// function whose own adjoint is a gather) followed by the two convolution adjoints,
+// differentiable again; otherwise fused, the chunked backward that never writes the
+// convolution's gradient. The bias gradient is summed over the pooled gradient. settings:
+// how many of the forward's arguments follow the three tensors.
 template <typename Scatter, typename Fused>
 variable_list conv_pooled_backward(AutogradContext *ctx, const at::Tensor &gp, size_t settings,
                                    const Scatter &scatter, const Fused &fused) {
