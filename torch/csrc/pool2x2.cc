@@ -19,6 +19,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -46,6 +47,48 @@ inline bool take(scalar_t v, scalar_t best) {
   return (v > best) | (v != v);
 }
 
+// max_row pools one row of windows, branch-free so that the compiler vectorises it (on real
+// activations the winner is unpredictable, and a branch per comparison cost 9× the time).
+// The first element needs no comparison: against −∞ it wins unless it is −∞ itself, which
+// leaves the same value and position.
+template <typename scalar_t>
+inline void max_row(const scalar_t *r0, const scalar_t *r1, scalar_t *o, int64_t Wo) {
+  for (int64_t j = 0; j < Wo; j++) {
+    const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+    scalar_t best = a;
+    best = take(b, best) ? b : best;
+    best = take(c, best) ? c : best;
+    best = take(d, best) ? d : best;
+    o[j] = best;
+  }
+}
+
+// max_row_winners is max_row that also keeps each window's winner (0..3, row-major) in at:
+// the position follows the maximum through the same selects, so it is max_pool2d's by
+// construction (ties to the first, the last NaN). The winners are int32, as wide as a float,
+// so that the loop vectorises at the floats' 4 lanes over LeNet's short rows (14 and 5
+// windows; a byte store makes GCC pick 16 lanes and run only the scalar remainder); pool_planes
+// narrows them to bytes in bulk.
+template <typename scalar_t>
+inline void max_row_winners(const scalar_t *r0, const scalar_t *r1, scalar_t *o, int32_t *at, int64_t Wo) {
+  for (int64_t j = 0; j < Wo; j++) {
+    const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
+    scalar_t best = a;
+    int32_t w = 0;
+    bool t = take(b, best);
+    best = t ? b : best;
+    w = t ? 1 : w;
+    t = take(c, best);
+    best = t ? c : best;
+    w = t ? 2 : w;
+    t = take(d, best);
+    best = t ? d : best;
+    w = t ? 3 : w;
+    o[j] = best;
+    at[j] = w;
+  }
+}
+
 }  // namespace
 
 namespace ldt {
@@ -54,38 +97,38 @@ namespace pool2x2 {
 template <typename scalar_t>
 void pool_planes(const scalar_t *in, scalar_t *out, uint8_t *win, int64_t planes, int64_t H, int64_t W) {
   const int64_t Ho = H / 2, Wo = W / 2;
-  for (int64_t p = 0; p < planes; p++) {
-    const scalar_t *plane = in + p * H * W;
-    for (int64_t i = 0; i < Ho; i++) {
-      const scalar_t *r0 = plane + 2 * i * W, *r1 = r0 + W;
-      scalar_t *o = out + (p * Ho + i) * Wo;
-      uint8_t *k = win == nullptr ? nullptr : win + (p * Ho + i) * Wo;
-      // Branch-free, so that the compiler vectorises it: on real activations the
-      // winner is unpredictable, and a branch per comparison cost 9× the time. The first
-      // element needs no comparison: against −∞ it wins unless it is −∞ itself, which
-      // leaves the same value and position.
-      for (int64_t j = 0; j < Wo; j++) {
-        const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1];
-        scalar_t best = a;
-        best = take(b, best) ? b : best;
-        best = take(c, best) ? c : best;
-        best = take(d, best) ? d : best;
-        o[j] = best;
+  if (win == nullptr) {
+    for (int64_t p = 0; p < planes; p++) {
+      for (int64_t i = 0; i < Ho; i++) {
+        const scalar_t *r0 = in + p * H * W + 2 * i * W;
+        max_row(r0, r0 + W, out + (p * Ho + i) * Wo, Wo);
       }
-      if (k == nullptr) continue;
-      // The winner, recovered from the maximum: without NaN, the first element equal to
-      // it (ties go to the first); with NaN, the last NaN (each NaN replaces the last).
-      for (int64_t j = 0; j < Wo; j++) {
-        const scalar_t a = r0[2 * j], b = r0[2 * j + 1], c = r1[2 * j], d = r1[2 * j + 1], best = o[j];
-        const int ea = a == best, eb = b == best, ec = c == best;
-        const int first_equal = (1 - ea) * (1 + (1 - eb) * (1 + (1 - ec)));
-        const int nb = b != b, nc = c != c, nd = d != d;
-        const int last_nan = nd * 3 + (1 - nd) * (nc * 2 + (1 - nc) * nb);
-        const int best_nan = best != best;
-        k[j] = static_cast<uint8_t>(first_equal + best_nan * (last_nan - first_equal));
+    }
+    return;
+  }
+  // The winners of consecutive rows are consecutive in win: they gather in at as int32 and
+  // go to win as bytes whenever at is full.
+  constexpr int64_t kAt = 1024;
+  int32_t at[kAt];
+  int64_t n = 0;
+  const auto flush = [&] {
+    for (int64_t q = 0; q < n; q++) win[q] = static_cast<uint8_t>(at[q]);
+    win += n;
+    n = 0;
+  };
+  for (int64_t p = 0; p < planes; p++) {
+    for (int64_t i = 0; i < Ho; i++) {
+      const scalar_t *r0 = in + p * H * W + 2 * i * W;
+      scalar_t *o = out + (p * Ho + i) * Wo;
+      for (int64_t j = 0; j < Wo; j += kAt) {
+        const int64_t len = std::min(kAt, Wo - j);
+        if (n + len > kAt) flush();
+        max_row_winners(r0 + 2 * j, r0 + W + 2 * j, o + j, at + n, len);
+        n += len;
       }
     }
   }
+  flush();
 }
 
 template <typename scalar_t>
