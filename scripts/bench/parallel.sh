@@ -6,6 +6,8 @@
 #   2r1s  the same, each rank sleeping at once in the all-reduce (LDTORCH_DIST_SPIN=0)
 #   half  one rank, one thread, outer batch N_o/2: with 1r1t it splits a meta-step into the
 #         part that shards (the outer pass, ∝ N_o) and the part that does not
+#   2lone two lone processes at once, one thread and N_o/2 each: the two ranks' work without
+#         their exchange, so 1r1t / 2lone is what two ranks could reach on this machine
 # for LD and LD RR on MNIST with N = 100 (N_i 50, N_o 1024). Prints one JSON line per run and
 # a summary of medians, speed-ups, the split fraction and the all-reduce's share.
 # Usage: scripts/bench/parallel.sh [ROUNDS=3] [STEPS=20]
@@ -23,6 +25,16 @@ run() { # config method [extra flags...]
   fi
   echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"
 }
+# run2 runs two lone processes at once and records both.
+run2() { # config method [extra flags...]
+  local c=$1 m=$2; shift 2
+  ./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" >"$out.a" 2>"$out.err" &
+  local pid=$!
+  ./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" >"$out.b" 2>>"$out.err" \
+    && wait "$pid" || { echo "parallel.sh: $c $m failed:" >&2; tail -5 "$out.err" >&2; return 1; }
+  local line
+  grep -h '^{' "$out.a" "$out.b" | while IFS= read -r line; do echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"; done
+}
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
   for m in ld rr; do
@@ -31,6 +43,7 @@ for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=1 run 2r1t "$m" --nproc 2 --threads 1
     OMP_NUM_THREADS=1 LDTORCH_DIST_SPIN=0 run 2r1s "$m" --nproc 2 --threads 1
     OMP_NUM_THREADS=1 run half "$m" --threads 1 --outer-batch 512
+    OMP_NUM_THREADS=1 run2 2lone "$m" --threads 1 --outer-batch 512
   done
 done
 echo "load after: $(uptime)"
@@ -45,15 +58,15 @@ def med(c, m, k):
 # is the work on the critical path, nearly independent of the load.
 for k, what in (("meta_step_median_s", "wall"), ("meta_step_cpu_median_s", "thread CPU")):
     print(f"\nmeta-step, {what} (median of the runs' medians), seconds")
-    print("method    1r1t     1r2t     2r1t     2r1s     half   2r1t vs 1r1t  2r1s vs 1r1t  1r2t vs 1r1t  split fraction")
+    print("method    1r1t     1r2t     2r1t     2r1s     half    2lone  2r1t vs 1r1t  2r1s vs 1r1t  1r2t vs 1r1t  2lone vs 1r1t  split fraction")
     for m in ("ld", "rr"):
-        a, b, c, d, h = (med(x, m, k) for x in ("1r1t", "1r2t", "2r1t", "2r1s", "half"))
+        a, b, c, d, h, p = (med(x, m, k) for x in ("1r1t", "1r2t", "2r1t", "2r1s", "half", "2lone"))
         split = 2 * (a - h) / a  # the outer pass is ∝ N_o: t(N_o) − t(N_o/2) is half of it
-        print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {d:7.4f}  {h:7.4f}   {a/c:6.2f}x       {a/d:6.2f}x       {a/b:6.2f}x        {split:5.1%}")
+        print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {d:7.4f}  {h:7.4f}  {p:7.4f}   {a/c:6.2f}x       {a/d:6.2f}x       {a/b:6.2f}x        {a/p:6.2f}x        {split:5.1%}")
 print("\nall-reduce inside a 2-rank meta-step (rank 0, waiting for rank 1 included)")
 for m in ("ld", "rr"):
     for cfg in ("2r1t", "2r1s"):
         ar, c = med(cfg, m, "all_reduce_median_s"), med(cfg, m, "meta_step_median_s")
         print(f"{m:6s} {cfg}  {ar*1e3:7.2f} ms  ({ar/c:5.1%} of the wall meta-step)")
 PY
-rm -f "$out" "$out.err"
+rm -f "$out" "$out.err" "$out.a" "$out.b"
