@@ -95,6 +95,9 @@ func TestMaxPool2x2MatchesMaxPool2d(t *testing.T) {
 		{"float32 odd NaN", Float, true, []int64{2, 3, 5, 3}},
 		{"float32 signed zeros", Float, false, []int64{2, 3, 28, 28}},
 		{"float64 signed zeros", Double, false, []int64{2, 3, 10, 10}},
+		// float32 rows go four windows at a time, the last four ending at the row's end.
+		{"float32 rows of 5 NaN", Float, true, []int64{3, 4, 10, 11}},
+		{"float32 rows of 7", Float, false, []int64{2, 3, 9, 14}},
 		// Rows of more windows than the kernel gathers winners for at once (1024).
 		{"float32 long rows NaN", Float, true, []int64{1, 2, 5, 2*1100 + 1}},
 		{"float64 long rows", Double, false, []int64{2, 1, 4, 2 * 2049}},

@@ -89,6 +89,59 @@ inline void max_row_winners(const scalar_t *r0, const scalar_t *r1, scalar_t *o,
   }
 }
 
+// V4 is four floats as a GCC vector (one SSE register on the baseline ISA), M4 its lanes'
+// masks and winners.
+typedef float V4 __attribute__((vector_size(16)));
+typedef int32_t M4 __attribute__((vector_size(16)));
+
+// windows4 computes the four windows [j, j + 4) of a row pair: their maxima into o and, when
+// at is not null, their winners into at, with take's rule lane by lane (as max_row_winners).
+// Two shuffles split each row's eight values into the windows' even and odd columns.
+inline void windows4(const float *r0, const float *r1, int64_t j, float *o, int32_t *at) {
+  const M4 even = {0, 2, 4, 6}, odd = {1, 3, 5, 7}, one = {1, 1, 1, 1};
+  V4 x0, x1, y0, y1;
+  __builtin_memcpy(&x0, r0 + 2 * j, sizeof(V4));
+  __builtin_memcpy(&x1, r0 + 2 * j + 4, sizeof(V4));
+  __builtin_memcpy(&y0, r1 + 2 * j, sizeof(V4));
+  __builtin_memcpy(&y1, r1 + 2 * j + 4, sizeof(V4));
+  const V4 b = __builtin_shuffle(x0, x1, odd), c = __builtin_shuffle(y0, y1, even), d = __builtin_shuffle(y0, y1, odd);
+  V4 best = __builtin_shuffle(x0, x1, even);
+  M4 w = {0, 0, 0, 0};
+  M4 t = (b > best) | (b != b);
+  best = t ? b : best;
+  w = t ? one : w;
+  t = (c > best) | (c != c);
+  best = t ? c : best;
+  w = t ? one + one : w;
+  t = (d > best) | (d != d);
+  best = t ? d : best;
+  w = t ? one + one + one : w;
+  __builtin_memcpy(o + j, &best, sizeof(V4));
+  if (at != nullptr) __builtin_memcpy(at + j, &w, sizeof(M4));
+}
+
+// row4 is max_row (at null) or max_row_winners for float rows of at least four windows, four
+// at a time; the last group ends at the row's end and may overlap the one before it, which
+// it recomputes to the same values: no scalar remainder, whose selects GCC turns into
+// branches that real activations mispredict (LeNet's rows are 14 and 5 windows wide).
+inline void row4(const float *r0, const float *r1, float *o, int32_t *at, int64_t Wo) {
+  for (int64_t j = 0;; j += 4) {
+    if (j > Wo - 4) j = Wo - 4;
+    windows4(r0, r1, j, o, at);
+    if (j == Wo - 4) return;
+  }
+}
+
+inline void max_row(const float *r0, const float *r1, float *o, int64_t Wo) {
+  if (Wo < 4) return max_row<float>(r0, r1, o, Wo);
+  row4(r0, r1, o, nullptr, Wo);
+}
+
+inline void max_row_winners(const float *r0, const float *r1, float *o, int32_t *at, int64_t Wo) {
+  if (Wo < 4) return max_row_winners<float>(r0, r1, o, at, Wo);
+  row4(r0, r1, o, at, Wo);
+}
+
 }  // namespace
 
 namespace ldt {
