@@ -66,9 +66,9 @@ inline void max_row(const scalar_t *r0, const scalar_t *r1, scalar_t *o, int64_t
 // max_row_winners is max_row that also keeps each window's winner (0..3, row-major) in at:
 // the position follows the maximum through the same selects, so it is max_pool2d's by
 // construction (ties to the first, the last NaN). The winners are int32, as wide as a float,
-// so that the loop vectorises at the floats' 4 lanes over LeNet's short rows (14 and 5
-// windows; a byte store makes GCC pick 16 lanes and run only the scalar remainder); pool_planes
-// narrows them to bytes in bulk.
+// and pool_planes narrows them to bytes in bulk: a byte store here made GCC vectorise at 16
+// lanes, more than LeNet's rows (14 and 5 windows) hold, so that only its scalar remainder ran.
+// float rows of four or more windows take row4 below instead.
 template <typename scalar_t>
 inline void max_row_winners(const scalar_t *r0, const scalar_t *r1, scalar_t *o, int32_t *at, int64_t Wo) {
   for (int64_t j = 0; j < Wo; j++) {
@@ -132,6 +132,7 @@ inline void row4(const float *r0, const float *r1, float *o, int32_t *at, int64_
   }
 }
 
+// The float overloads, which pool_planes<float> picks over the templates.
 inline void max_row(const float *r0, const float *r1, float *o, int64_t Wo) {
   if (Wo < 4) return max_row<float>(r0, r1, o, Wo);
   row4(r0, r1, o, nullptr, Wo);
