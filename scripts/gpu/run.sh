@@ -22,11 +22,21 @@
 #      checkpoint there (--resume) when one exists, and --time-limit S sends SIGTERM after
 #      S seconds, which makes ldtorch write a checkpoint and stop: run the same command
 #      again to continue a run cut short.
+#   7. with --sweep GRID (a grid file, e.g. scripts/paper/ipc-mnist.json; --rows and --columns
+#      choose cells as ldtorch sweep's flags do), the cells into RESULTS/sweep-<grid name> on
+#      DEVICE; finished cells are kept and a cut one is checkpointed, so the same command
+#      continues the sweep. With --ddranking ARCH, every finished cell without a DD-Ranking
+#      score is then scored (ldtorch evaluate --protocol ddranking --arch ARCH; the full-data
+#      models cached in RESULTS/ddranking-cache; --ddranking-epochs E, for quick checks, trains
+#      E epochs instead of the recipe's). --time-limit S bounds steps 6 and 7
+#      together: a command still running at the limit gets SIGTERM (an evaluation cut so is
+#      lost and runs again next time).
 #
 # Usage: scripts/gpu/run.sh [--device cuda|cpu] [--bundle DIR] [--results DIR]
 #          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
 #          [--bench-steps N] [--bench-eval-steps N] [--bench-models M] [--protocol NAME]
 #          [--time-limit SECONDS] [--allow-tf32]
+#          [--sweep GRID [--rows LABELS] [--columns LABELS] [--ddranking ARCH [--ddranking-epochs E]]]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
 #   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
 #     --bench-steps 2 --bench-eval-steps 3 --bench-models 2
@@ -34,6 +44,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
 protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
+sweep="" rows="" columns="" ddranking="" ddranking_epochs=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -48,10 +59,31 @@ while [ $# -gt 0 ]; do
     --protocol) protocol=$2; shift 2 ;;
     --time-limit) time_limit=$2; shift 2 ;;
     --allow-tf32) tf32=(--allow-tf32); shift ;;
+    --sweep) sweep=$2; shift 2 ;;
+    --rows) rows=$2; shift 2 ;;
+    --columns) columns=$2; shift 2 ;;
+    --ddranking) ddranking=$2; shift 2 ;;
+    --ddranking-epochs) ddranking_epochs=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
 done
 case "$device" in cuda|cuda:*|cpu) ;; *) echo "run.sh: --device must be cuda, cuda:N or cpu, got $device" >&2; exit 2 ;; esac
+if [ -n "$sweep" ] && [ ! -f "$repo/$sweep" ] && [ ! -f "$sweep" ]; then
+  echo "run.sh: --sweep $sweep: no such grid file (relative to the repository, e.g. scripts/paper/ipc-mnist.json)" >&2; exit 2
+fi
+if [ -z "$sweep" ] && [ -n "$rows$columns$ddranking$ddranking_epochs" ]; then
+  echo "run.sh: --rows, --columns and --ddranking go with --sweep" >&2; exit 2
+fi
+if [ -n "$ddranking_epochs" ] && [ -z "$ddranking" ]; then
+  echo "run.sh: --ddranking-epochs goes with --ddranking ARCH" >&2; exit 2
+fi
+started=$(date +%s)
+# remaining prints the seconds left of --time-limit (counted from the start), or 0 for none.
+remaining() {
+  [ "$time_limit" -gt 0 ] || { echo 0; return; }
+  local left=$((time_limit - ($(date +%s) - started)))
+  [ "$left" -gt 0 ] && echo "$left" || echo 1
+}
 [ -f "$bundle/bin/ldtorch.xz" ] || [ -x "$bundle/bin/ldtorch" ] || { echo "run.sh: no bundle at $bundle (run scripts/gpu/prepare.sh where Go is)" >&2; exit 1; }
 # prepare.sh packs the binaries xz-compressed; python3's lzma unpacks them (no xz needed).
 for z in "$bundle"/bin/*.xz; do
@@ -187,7 +219,7 @@ if [ -n "$protocol" ]; then
     log "protocol $protocol: continuing from $out/checkpoints"
   fi
   limit=()
-  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$time_limit")
+  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
   log "protocol $protocol: ${cmd[*]}"
   set +e
   "${limit[@]}" "${cmd[@]}" >>"$results/$protocol.log" 2>&1
@@ -198,6 +230,50 @@ if [ -n "$protocol" ]; then
     124|130) log "protocol $protocol: stopped after $time_limit s by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
     *) status=1; tail -20 "$results/$protocol.log" >&2; log "protocol $protocol FAILED (exit $rc, $protocol.log)" ;;
   esac
+fi
+# ---- 7. a sweep -----------------------------------------------------------------------------
+if [ -n "$sweep" ]; then
+  grid=$sweep
+  [ -f "$grid" ] || grid=$repo/$sweep
+  out=$results/sweep-$(basename "$grid" .json)
+  select=()
+  [ -n "$rows" ] && select+=(--rows "$rows")
+  [ -n "$columns" ] && select+=(--columns "$columns")
+  limit=()
+  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
+  cmd=("$bin" sweep --grid "$grid" --out "$out" "${select[@]}" --device "$device" --data-dir "$data" -q)
+  log "sweep: ${cmd[*]}"
+  set +e
+  "${limit[@]}" "${cmd[@]}" >>"$results/sweep.log" 2>&1
+  rc=$?
+  set -e
+  case $rc in
+    0) log "sweep: done"; tail -20 "$out/summary.md" 2>/dev/null || true ;;
+    124|130) log "sweep: stopped at the time limit (the running cell checkpointed); run the same command again to continue" ;;
+    *) status=1; tail -20 "$results/sweep.log" >&2; log "sweep FAILED (exit $rc, sweep.log)" ;;
+  esac
+  if [ "$rc" = 0 ] && [ -n "$ddranking" ]; then
+    for cell in "$out"/cells/*/; do
+      cell=${cell%/}
+      [ -f "$cell/report.json" ] || continue
+      [ -f "$cell/evaluations/ddranking.json" ] && continue
+      limit=()
+      [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
+      cmd=("$bin" evaluate --distilled "$cell" --protocol ddranking --arch "$ddranking" --device "$device" "${tf32[@]}"
+        --data-dir "$data" --cache-dir "$results/ddranking-cache")
+      [ -n "$ddranking_epochs" ] && cmd+=(--epochs "$ddranking_epochs")
+      log "ddranking: ${cmd[*]}"
+      set +e
+      "${limit[@]}" "${cmd[@]}" >>"$results/ddranking.log" 2>&1
+      rc=$?
+      set -e
+      case $rc in
+        0) log "ddranking: $(basename "$cell") scored ($cell/evaluations/ddranking.json)" ;;
+        124|130) log "ddranking: $(basename "$cell") cut at the time limit (run again to score it)"; break ;;
+        *) status=1; tail -5 "$results/ddranking.log" >&2; log "ddranking: $(basename "$cell") FAILED (exit $rc, ddranking.log)" ;;
+      esac
+    done
+  fi
 fi
 log "$(date -u +%FT%TZ) finished, status $status"
 exit $status
