@@ -78,11 +78,16 @@ if [ -n "$ddranking_epochs" ] && [ -z "$ddranking" ]; then
   echo "run.sh: --ddranking-epochs goes with --ddranking ARCH" >&2; exit 2
 fi
 started=$(date +%s)
-# remaining prints the seconds left of --time-limit (counted from the start), or 0 for none.
-remaining() {
-  [ "$time_limit" -gt 0 ] || { echo 0; return; }
-  local left=$((time_limit - ($(date +%s) - started)))
-  [ "$left" -gt 0 ] && echo "$left" || echo 1
+# limited LOG CMD... runs CMD with its output appended to LOG; under --time-limit it gets
+# SIGTERM when the time left of the limit (counted from the start) runs out, and exits 124.
+limited() {
+  local log=$1; shift
+  if [ "$time_limit" -gt 0 ]; then
+    local left=$((time_limit - ($(date +%s) - started)))
+    timeout --signal=TERM --kill-after=120 "$((left > 0 ? left : 1))" "$@" >>"$log" 2>&1
+  else
+    "$@" >>"$log" 2>&1
+  fi
 }
 [ -f "$bundle/bin/ldtorch.xz" ] || [ -x "$bundle/bin/ldtorch" ] || { echo "run.sh: no bundle at $bundle (run scripts/gpu/prepare.sh where Go is)" >&2; exit 1; }
 # prepare.sh packs the binaries xz-compressed; python3's lzma unpacks them (no xz needed).
@@ -218,13 +223,9 @@ if [ -n "$protocol" ]; then
     cmd=("$bin" distill --resume "$out" --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
     log "protocol $protocol: continuing from $out/checkpoints"
   fi
-  limit=()
-  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
   log "protocol $protocol: ${cmd[*]}"
-  set +e
-  "${limit[@]}" "${cmd[@]}" >>"$results/$protocol.log" 2>&1
-  rc=$?
-  set -e
+  rc=0
+  limited "$results/$protocol.log" "${cmd[@]}" || rc=$?
   case $rc in
     0) log "protocol $protocol: done"; tail -15 "$results/$protocol.log" ;;
     124|130) log "protocol $protocol: stopped after $time_limit s by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
@@ -239,14 +240,10 @@ if [ -n "$sweep" ]; then
   select=()
   [ -n "$rows" ] && select+=(--rows "$rows")
   [ -n "$columns" ] && select+=(--columns "$columns")
-  limit=()
-  [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
   cmd=("$bin" sweep --grid "$grid" --out "$out" "${select[@]}" --device "$device" --data-dir "$data" -q)
   log "sweep: ${cmd[*]}"
-  set +e
-  "${limit[@]}" "${cmd[@]}" >>"$results/sweep.log" 2>&1
-  rc=$?
-  set -e
+  rc=0
+  limited "$results/sweep.log" "${cmd[@]}" || rc=$?
   case $rc in
     0) log "sweep: done"; tail -20 "$out/summary.md" 2>/dev/null || true ;;
     124|130) log "sweep: stopped at the time limit (the running cell checkpointed); run the same command again to continue" ;;
@@ -257,16 +254,12 @@ if [ -n "$sweep" ]; then
       cell=${cell%/}
       [ -f "$cell/report.json" ] || continue
       [ -f "$cell/evaluations/ddranking.json" ] && continue
-      limit=()
-      [ "$time_limit" -gt 0 ] && limit=(timeout --signal=TERM --kill-after=120 "$(remaining)")
       cmd=("$bin" evaluate --distilled "$cell" --protocol ddranking --arch "$ddranking" --device "$device" "${tf32[@]}"
         --data-dir "$data" --cache-dir "$results/ddranking-cache")
       [ -n "$ddranking_epochs" ] && cmd+=(--epochs "$ddranking_epochs")
       log "ddranking: ${cmd[*]}"
-      set +e
-      "${limit[@]}" "${cmd[@]}" >>"$results/ddranking.log" 2>&1
-      rc=$?
-      set -e
+      rc=0
+      limited "$results/ddranking.log" "${cmd[@]}" || rc=$?
       case $rc in
         0) log "ddranking: $(basename "$cell") scored ($cell/evaluations/ddranking.json)" ;;
         124|130) log "ddranking: $(basename "$cell") cut at the time limit (run again to score it)"; break ;;
