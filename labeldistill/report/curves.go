@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"math"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -145,6 +146,11 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 		p.Legend.TextStyle.Font.Size = vg.Points(8)
 	}
 	val.Legend.Top = false
+	// Room above the data for the legends at the top right, which the error's and T's
+	// highest points (after each reset) would otherwise run through.
+	for _, p := range []*plot.Plot{errs, tp} {
+		p.Y.Max += 0.15 * (p.Y.Max - p.Y.Min)
+	}
 	return renderPNG([][]*plot.Plot{{loss, errs}, {val, tp}}, 10*vg.Inch, 7*vg.Inch)
 }
 
@@ -352,16 +358,25 @@ func logY(p *plot.Plot, xys plotter.XYs) plotter.XYs {
 	return logged
 }
 
-// compactTicks are gonum's default ticks labelled in at most 4 significant digits: a
-// value of 1e38 is "1e+38", not thirty-nine digits across the panel.
+// compactTicks are gonum's default ticks labelled in at most 4 significant digits (a
+// value of 1e38 is "1e+38", not thirty-nine digits across the panel) and without trailing
+// zeros after the point (T's 1250, not 1250.00).
 type compactTicks struct{}
 
 func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
 	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ticks {
-		if ticks[i].Label != "" && len(ticks[i].Label) > 8 {
-			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'g', 4, 64)
+		l := ticks[i].Label
+		if l == "" {
+			continue
 		}
+		if len(l) > 8 {
+			l = strconv.FormatFloat(ticks[i].Value, 'g', 4, 64)
+		}
+		if strings.Contains(l, ".") && !strings.ContainsAny(l, "eE") {
+			l = strings.TrimSuffix(strings.TrimRight(l, "0"), ".")
+		}
+		ticks[i].Label = l
 	}
 	return ticks
 }

@@ -349,3 +349,33 @@ func TestRowTitlesLineUp(t *testing.T) {
 		}
 	}
 }
+
+// TestCompactTickLabels: tick labels without trailing zeros after the point, and at most 4
+// significant digits for very large values; the values themselves are gonum's.
+func TestCompactTickLabels(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{0, 1250, []string{"0", "400", "800", "1200"}},
+		{250, 1250, []string{"250", "750", "1250"}},
+		{0.5, 2.25, []string{"0.5", "1", "1.5", "2"}},
+		{0, 1e38, []string{"0", "1e+38"}},
+	} {
+		var got []string
+		for _, tk := range (compactTicks{}).Ticks(tc.lo, tc.hi) {
+			if tk.Label == "" {
+				continue
+			}
+			got = append(got, tk.Label)
+			if strings.Contains(tk.Label, ".") && strings.HasSuffix(tk.Label, "0") {
+				t.Errorf("ticks of [%g, %g]: label %q keeps a trailing zero", tc.lo, tc.hi, tk.Label)
+			}
+		}
+		for _, w := range tc.want {
+			if !slices.Contains(got, w) {
+				t.Errorf("ticks of [%g, %g]: labels %q, want %q among them", tc.lo, tc.hi, got, w)
+			}
+		}
+	}
+}
