@@ -17,23 +17,29 @@ rounds=${1:-3} steps=${2:-20}
 data=${LDTORCH_BENCH_DATA:-../shared/datasets}
 export OMP_WAIT_POLICY=passive
 out=$(mktemp)
+# bench METHOD [flags...] is one `ldtorch bench` of MNIST-100 (its JSON line on stdout).
+bench() {
+  local m=$1; shift
+  ./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data"
+}
+# record CONFIG FILE... adds the JSON lines of FILE... to the results, tagged with CONFIG.
+record() {
+  local c=$1 line; shift
+  grep -h '^{' "$@" | while IFS= read -r line; do echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"; done
+}
+failed() { echo "parallel.sh: $1 $2 failed:" >&2; tail -5 "$out.err" >&2; return 1; }
 run() { # config method [extra flags...]
   local c=$1 m=$2; shift 2
-  local line
-  if ! line=$(./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" 2>"$out.err" | grep '^{'); then
-    echo "parallel.sh: $c $m failed:" >&2; tail -5 "$out.err" >&2; return 1
-  fi
-  echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"
+  { bench "$m" "$@" >"$out.a" 2>"$out.err" && grep -q '^{' "$out.a"; } || { failed "$c" "$m"; return 1; }
+  record "$c" "$out.a"
 }
 # run2 runs two lone processes at once and records both.
 run2() { # config method [extra flags...]
   local c=$1 m=$2; shift 2
-  ./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" >"$out.a" 2>"$out.err" &
+  bench "$m" "$@" >"$out.a" 2>"$out.err" &
   local pid=$!
-  ./build/ldtorch bench "$@" --method "$m" --dataset mnist --base 100 --steps "$steps" --warmup 3 --data-dir "$data" >"$out.b" 2>>"$out.err" \
-    && wait "$pid" || { echo "parallel.sh: $c $m failed:" >&2; tail -5 "$out.err" >&2; return 1; }
-  local line
-  grep -h '^{' "$out.a" "$out.b" | while IFS= read -r line; do echo "{\"config\":\"$c\",${line#\{}" | tee -a "$out"; done
+  { bench "$m" "$@" >"$out.b" 2>>"$out.err" && wait "$pid"; } || { failed "$c" "$m"; return 1; }
+  record "$c" "$out.a" "$out.b"
 }
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
