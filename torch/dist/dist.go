@@ -94,7 +94,8 @@ func timeoutFrom(lookup func(string) (string, bool)) (time.Duration, error) {
 // DefaultSpinWait is how long a rank polls for the end of a collective before it sleeps,
 // when this machine has a core for each of its ranks (LOCAL_WORLD_SIZE, or WORLD_SIZE where
 // that is not set, ≤ its CPUs; with more ranks than cores a polling rank would hold a core
-// a working one needs, and the default is 0). LDTORCH_DIST_SPIN, in Go duration syntax, overrides it; 0 sleeps at once.
+// a working one needs, and the default is 0). LDTORCH_DIST_SPIN, in Go duration syntax,
+// overrides it; 0 sleeps at once.
 // A sleeping rank is woken through Gloo's threads, and a virtual machine's idle core is
 // slow to wake: two MNIST LD RR ranks on 2 vCPUs waited 1.8 ms per all-reduce asleep and
 // 0.3 ms polling (docs/BENCHMARKS.md). A meta-step seldom leaves a rank waiting longer
