@@ -9,33 +9,47 @@
 #   .gpu/work/<pkg>/                    the test binaries' working folders: what the tests
 #   .gpu/work/{testdata,docs,torch/csrc}  read relative to their package (golden fixtures,
 #                                         docs/ARTIFACT.md, the shim's sources)
-#   .gpu/shared/datasets/{mnist,cifar10,cifar100}   = ../../shared/datasets from work/<pkg>
+#   .gpu/shared/datasets/<name>/        = ../../shared/datasets from work/<pkg>
 #   .gpu/MANIFEST                       what was packed, from which commit, sha256 of each file
 #
-# Datasets: MNIST and CIFAR-10 are copied whole (11 + 19 MB). CIFAR-100's shared copy
-# (train-first100perclass.bin.gz + test.bin.gz, 54 MB) does not fit beside them, so a
-# class-balanced subset is packed: the first 40 train and the first 20 test images of every
+# Datasets (--datasets, default mnist,cifar10: what the tests, the benchmarks and the MNIST and
+# CIFAR-10 protocols read, 30 MB): mnist, cifar10, kmnist and fashion-mnist are copied whole
+# (11, 19, 5 and 30 MB). CIFAR-100's shared copy
+# (train-first100perclass.bin.gz + test.bin.gz, 54 MB) does not fit beside them, so `cifar100`
+# packs a class-balanced subset: the first 40 train and the first 20 test images of every
 # class, in file order (4,000 + 2,000 images, about 17 MB), as cifar100/train.bin.gz and
 # cifar100/test.bin.gz (the loader's "binary" layout). Their checksums are not in the
 # registry: runs on them need --allow-unknown-data, record the files' sha256 and carry the
 # loader's warnings ("train set has 4000 images, the binary layout has 50000") in
 # report.json; results on it are on a subset and say so (docs/RESULTS.md).
 #
+# The bundle travels with the source tree (5 MB) and, to continue cut runs on a fresh machine,
+# a run.sh --pack archive: its 60 MiB budget (checked below) leaves room for both on a 64 MiB
+# transfer only with the default datasets.
+#
 # Usage: scripts/gpu/prepare.sh [--data-dir DIR (default ../shared/datasets)] [--out DIR (default .gpu)]
+#          [--datasets NAME[,NAME...] (mnist, cifar10, cifar100, kmnist, fashion-mnist; default mnist,cifar10)]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
-data=../shared/datasets out=.gpu
+data=../shared/datasets out=.gpu datasets=mnist,cifar10
 while [ $# -gt 0 ]; do
   case "$1" in
     --data-dir) data=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    *) echo "prepare.sh: unknown argument $1 (known: --data-dir DIR, --out DIR)" >&2; exit 2 ;;
+    --datasets) datasets=$2; shift 2 ;;
+    *) echo "prepare.sh: unknown argument $1 (known: --data-dir DIR, --out DIR, --datasets LIST)" >&2; exit 2 ;;
   esac
 done
 budget=$((60 * 1024 * 1024))
-for d in mnist cifar10 cifar100; do
-  [ -d "$data/$d" ] || { echo "prepare.sh: $data/$d not found (--data-dir)" >&2; exit 1; }
+IFS=, read -ra names <<<"$datasets"
+[ "${#names[@]}" -gt 0 ] || { echo "prepare.sh: --datasets is empty" >&2; exit 2; }
+for d in "${names[@]}"; do
+  case "$d" in
+    mnist|cifar10|cifar100|kmnist|fashion-mnist) ;;
+    *) echo "prepare.sh: --datasets: unknown dataset $d (mnist, cifar10, cifar100, kmnist, fashion-mnist)" >&2; exit 2 ;;
+  esac
+  [ -d "$data/$d" ] || { echo "prepare.sh: $data/$d not found (--data-dir; ldtorch data fetch $d)" >&2; exit 1; }
 done
 command -v go >/dev/null || { echo "prepare.sh: needs Go (it runs where Go is; run.sh does not)" >&2; exit 1; }
 
@@ -61,11 +75,14 @@ cp docs/ARTIFACT.md "$out/work/docs/" 2>/dev/null || true
 cp torch/csrc/*.cc torch/csrc/*.h "$out/work/torch/csrc/"
 
 # Datasets.
-cp -r "$data/mnist" "$data/cifar10" "$out/shared/datasets/"
+for d in "${names[@]}"; do
+  [ "$d" = cifar100 ] || cp -rL "$data/$d" "$out/shared/datasets/"
+done
 chmod -R u+w "$out/shared/datasets"
-mkdir -p "$out/shared/datasets/cifar100"
-cp "$data"/cifar100/*.txt "$out/shared/datasets/cifar100/"
-python3 - "$data/cifar100" "$out/shared/datasets/cifar100" <<'PY'
+if [[ ",$datasets," == *,cifar100,* ]]; then
+  mkdir -p "$out/shared/datasets/cifar100"
+  cp "$data"/cifar100/*.txt "$out/shared/datasets/cifar100/"
+  python3 - "$data/cifar100" "$out/shared/datasets/cifar100" <<'PY'
 # A class-balanced prefix of each CIFAR-100 binary file: records are 2 label bytes (coarse,
 # fine) and 3072 pixel bytes; the first `keep` records of every fine class, in file order.
 import gzip, sys
@@ -86,6 +103,7 @@ for name, out, keep in (("train-first100perclass.bin.gz", "train.bin.gz", 40), (
     print(f"prepare.sh: cifar100/{out}: {len(kept)} images ({keep} per class) from {name}")
 PY
 
+fi
 {
   echo "ldtorch GPU bundle, $(git describe --always --dirty 2>/dev/null || echo unknown), packed $(date -u +%FT%TZ)"
   (cd "$out" && find . -type f ! -name MANIFEST -printf '%P\n' | sort | xargs sha256sum)

@@ -3,6 +3,9 @@
 # CMake and Ninja but no Go and no network, from the bundle scripts/gpu/prepare.sh packed
 # into .gpu/ where Go is. Steps, each logged under RESULTS/ (default .gpu/results/):
 #
+#   0. with --restore FILE, an earlier run's results (a --pack archive) unpacked into RESULTS
+#      first, so that its protocols and sweep continue from their checkpoints on a machine
+#      that starts bare.
 #   1. libtorch: the installed PyTorch's (torch.utils.cmake_prefix_path); a failing
 #      `import torch` is shown and stops the run. --libtorch DIR uses an unpacked libtorch;
 #      --libtorch system the distribution's (Debian's libtorch-dev: the CPU rehearsal).
@@ -17,26 +20,35 @@
 #      and CIFAR-10-100, --bench-steps meta-steps (30), and the final evaluation of
 #      --bench-models models (20) for --bench-eval-steps steps (300), batched against
 #      sequential; one JSON line each in bench.jsonl.
-#   6. with --protocol NAME, a full protocol run (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr,
-#      cifar100-rr: see protocol_args) into RESULTS/NAME. It continues from the newest
-#      checkpoint there (--resume) when one exists, and --time-limit S sends SIGTERM after
-#      S seconds, which makes ldtorch write a checkpoint and stop: run the same command
-#      again to continue a run cut short.
+#   6. with --protocol NAME[,NAME...], full protocol runs (mnist-ld, mnist-rr, cifar10-ld,
+#      cifar10-rr, cifar100-rr: see protocol_args), one after another, each into
+#      RESULTS/NAME. Each continues from the newest checkpoint there (--resume) when one
+#      exists; one that finished (its report.json written) is not run again.
 #   7. with --sweep GRID (a grid file, e.g. scripts/paper/ipc-mnist.json; --rows and --columns
 #      choose cells as ldtorch sweep's flags do), the cells into RESULTS/sweep-<grid name> on
 #      DEVICE; finished cells are kept and a cut one is checkpointed, so the same command
 #      continues the sweep. With --ddranking ARCH, every finished cell without a DD-Ranking
 #      score is then scored (ldtorch evaluate --protocol ddranking --arch ARCH; the full-data
 #      models cached in RESULTS/ddranking-cache; --ddranking-epochs E, for quick checks, trains
-#      E epochs instead of the recipe's). --time-limit S bounds steps 6 and 7
-#      together: a command still running at the limit gets SIGTERM (an evaluation cut so is
-#      lost and runs again next time).
+#      E epochs instead of the recipe's).
+#   8. with --pack FILE, RESULTS packed into FILE (tar.xz, by scripts/gpu/pack.py) on every
+#      exit, a failed step's included: what a lent machine hands back before it is returned
+#      bare. An archive over --pack-limit MiB (default 16) is packed again without the
+#      checkpoints, then without the largest files, each left out named in run.log.
+#
+# --time-limit S bounds the whole run, counted from its start (the shim's build included):
+# the tests, the benchmarks, the protocols and the sweep's cells and scores each get what is
+# left; a command still running when it runs out gets SIGTERM (ldtorch distill and sweep
+# write a checkpoint on it; an evaluation cut so is lost and runs again next time), and a
+# step that finds no time left is skipped and says so. The packing comes after S (seconds).
+# Run the same command again (with --restore on a fresh machine) to continue.
 #
 # Usage: scripts/gpu/run.sh [--device cuda|cpu] [--bundle DIR] [--results DIR]
 #          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
-#          [--bench-steps N] [--bench-eval-steps N] [--bench-models M] [--protocol NAME]
-#          [--time-limit SECONDS] [--allow-tf32]
+#          [--bench-steps N] [--bench-eval-steps N] [--bench-models M]
+#          [--protocol NAME[,NAME...]] [--time-limit SECONDS] [--allow-tf32]
 #          [--sweep GRID [--rows LABELS] [--columns LABELS] [--ddranking ARCH [--ddranking-epochs E]]]
+#          [--restore FILE] [--pack FILE [--pack-limit MIB]]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
 #   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
 #     --bench-steps 2 --bench-eval-steps 3 --bench-models 2
@@ -44,7 +56,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
 protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
-sweep="" rows="" columns="" ddranking="" ddranking_epochs=""
+sweep="" rows="" columns="" ddranking="" ddranking_epochs="" pack="" pack_limit=16 restore=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -64,6 +76,9 @@ while [ $# -gt 0 ]; do
     --columns) columns=$2; shift 2 ;;
     --ddranking) ddranking=$2; shift 2 ;;
     --ddranking-epochs) ddranking_epochs=$2; shift 2 ;;
+    --pack) pack=$2; shift 2 ;;
+    --pack-limit) pack_limit=$2; shift 2 ;;
+    --restore) restore=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
 done
@@ -77,7 +92,35 @@ fi
 if [ -n "$ddranking_epochs" ] && [ -z "$ddranking" ]; then
   echo "run.sh: --ddranking-epochs goes with --ddranking ARCH" >&2; exit 2
 fi
+protocol_args() {
+  case "$1" in
+    mnist-ld) echo "--dataset mnist --method ld --base 100" ;;
+    mnist-rr) echo "--dataset mnist --method rr --base 100" ;;
+    cifar10-ld) echo "--dataset cifar10 --method ld --base 100" ;;
+    cifar10-rr) echo "--dataset cifar10 --method rr --base 100" ;;
+    cifar100-rr) echo "--dataset cifar100 --method rr --base 100 --allow-unknown-data" ;;
+    *) return 1 ;;
+  esac
+}
+protocols=()
+[ -n "$protocol" ] && IFS=, read -ra protocols <<<"$protocol"
+for p in "${protocols[@]}"; do
+  protocol_args "$p" >/dev/null \
+    || { echo "run.sh: unknown --protocol $p (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr, cifar100-rr)" >&2; exit 2; }
+done
+[[ "$time_limit" =~ ^[0-9]+$ ]] || { echo "run.sh: --time-limit must be whole seconds, got $time_limit" >&2; exit 2; }
+[[ "$pack_limit" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --pack-limit must be a positive number of MiB, got $pack_limit" >&2; exit 2; }
+if [ -n "$restore" ]; then
+  [ -f "$restore" ] || { echo "run.sh: --restore $restore: no such file" >&2; exit 2; }
+  restore=$(cd "$(dirname "$restore")" && pwd)/$(basename "$restore")
+fi
+if [ -n "$pack" ]; then
+  mkdir -p "$(dirname "$pack")" || { echo "run.sh: --pack $pack: cannot make its folder" >&2; exit 2; }
+  pack=$(cd "$(dirname "$pack")" && pwd)/$(basename "$pack")
+fi
 started=$(date +%s)
+# time_is_up: whether --time-limit is set and spent.
+time_is_up() { [ "$time_limit" -gt 0 ] && [ $((time_limit - ($(date +%s) - started))) -le 0 ]; }
 # limited LOG CMD... runs CMD with its output appended to LOG; under --time-limit it gets
 # SIGTERM when the time left of the limit (counted from the start) runs out, and exits 124.
 limited() {
@@ -105,6 +148,27 @@ mkdir -p "$results"
 results=$(cd "$results" && pwd)
 log() { echo "run.sh: $*" | tee -a "$results/run.log" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
+# ---- 8. packing, on every exit from here on ---------------------------------------------------
+pack_results() {
+  local rc=$? said
+  if [ -n "$pack" ]; then
+    if said=$(python3 "$repo/scripts/gpu/pack.py" pack "$results" "$pack" "$pack_limit" 2>&1); then
+      while IFS= read -r line; do log "$line"; done <<<"$said"
+    else
+      echo "$said" >&2; log "FAILED: packing $results into $pack"; rc=1
+    fi
+  fi
+  exit "$rc"
+}
+trap pack_results EXIT
+
+# ---- 0. earlier results ---------------------------------------------------------------------
+if [ -n "$restore" ]; then
+  # The archive's run.log (the earlier run's) is restored too; this run's lines follow it.
+  said=$(python3 "$repo/scripts/gpu/pack.py" restore "$restore" "$results" 2>&1) \
+    || { echo "$said" >&2; fail "--restore $restore: cannot unpack it"; }
+  log "$said"
+fi
 data=$bundle/shared/datasets
 bin=$bundle/bin/ldtorch
 log "$(date -u +%FT%TZ) device $device, bundle $bundle, results $results"
@@ -178,15 +242,18 @@ if [ "$tests" != none ]; then
     all) pattern=. ;;
   esac
   for pkg in torch nets labeldistill; do
+    if time_is_up; then status=1; log "tests: $pkg skipped: no time left of --time-limit $time_limit"; continue; fi
     log "tests: $pkg -test.run '$pattern' (LDTORCH_TEST_DEVICE=$device)"
-    if (cd "$bundle/work/$pkg" && LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
-          "$bundle/bin/$pkg.test" -test.v -test.count=1 -test.timeout=9m -test.run "$pattern") >"$results/test-$pkg.log" 2>&1; then
-      log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$pkg.log") passed, $(grep -c -- '--- SKIP' "$results/test-$pkg.log") skipped)"
-    else
-      status=1
-      grep -E -- '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$results/test-$pkg.log" | head -30 >&2
-      log "tests: $pkg FAILED (test-$pkg.log)"
-    fi
+    rm -f "$results/test-$pkg.log"
+    rc=0
+    (cd "$bundle/work/$pkg" && export LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} &&
+      limited "$results/test-$pkg.log" "$bundle/bin/$pkg.test" -test.v -test.count=1 -test.timeout=9m -test.run "$pattern") || rc=$?
+    case $rc in
+      0) log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$pkg.log") passed, $(grep -c -- '--- SKIP' "$results/test-$pkg.log") skipped)" ;;
+      *) status=1
+         grep -E -- '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$results/test-$pkg.log" | head -30 >&2
+         if [ "$rc" = 124 ]; then log "tests: $pkg cut at the time limit (test-$pkg.log)"; else log "tests: $pkg FAILED (test-$pkg.log)"; fi ;;
+    esac
   done
 fi
 
@@ -194,31 +261,33 @@ fi
 if [ "$bench" != none ]; then
   for ds in mnist cifar10; do
     for m in ld rr; do
+      if time_is_up; then status=1; log "bench: $m on $ds-100 skipped: no time left of --time-limit $time_limit"; continue; fi
       log "bench: $m on $ds-100, $bench_steps meta-steps, final evaluation batched vs sequential"
-      "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
-        --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" >>"$results/bench.jsonl" 2>>"$results/bench.log" \
-        || { status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)"; }
+      rc=0
+      # The JSON line goes to bench.jsonl, the rest to bench.log.
+      limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/bench.jsonl" \
+        "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
+        --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" || rc=$?
+      case $rc in
+        0) ;;
+        124) status=1; log "bench $m $ds cut at the time limit (bench.log)" ;;
+        *) status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)" ;;
+      esac
     done
   done
 fi
 
-# ---- 6. a protocol -------------------------------------------------------------------------
-protocol_args() {
-  case "$1" in
-    mnist-ld) echo "--dataset mnist --method ld --base 100" ;;
-    mnist-rr) echo "--dataset mnist --method rr --base 100" ;;
-    cifar10-ld) echo "--dataset cifar10 --method ld --base 100" ;;
-    cifar10-rr) echo "--dataset cifar10 --method rr --base 100" ;;
-    cifar100-rr) echo "--dataset cifar100 --method rr --base 100 --allow-unknown-data" ;;
-    *) return 1 ;;
-  esac
-}
-if [ -n "$protocol" ]; then
-  args=$(protocol_args "$protocol") || fail "unknown --protocol $protocol (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr, cifar100-rr)"
+# ---- 6. protocols ----------------------------------------------------------------------------
+for protocol in "${protocols[@]}"; do
   out=$results/$protocol
+  if [ -f "$out/report.json" ]; then
+    log "protocol $protocol: finished earlier ($out/report.json)"; continue
+  fi
+  if time_is_up; then log "protocol $protocol: skipped: no time left of --time-limit $time_limit"; continue; fi
   # A run with checkpoints continues from the newest (with its own settings); else it starts.
-  # shellcheck disable=SC2206
-  cmd=("$bin" distill $args --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
+  # shellcheck disable=SC2207
+  args=($(protocol_args "$protocol"))
+  cmd=("$bin" distill "${args[@]}" --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
   if [ -d "$out/checkpoints" ] && ls "$out/checkpoints" | grep -q .; then
     cmd=("$bin" distill --resume "$out" --device "$device" "${tf32[@]}" --data-dir "$data" --out "$out")
     log "protocol $protocol: continuing from $out/checkpoints"
@@ -228,12 +297,14 @@ if [ -n "$protocol" ]; then
   limited "$results/$protocol.log" "${cmd[@]}" || rc=$?
   case $rc in
     0) log "protocol $protocol: done"; tail -15 "$results/$protocol.log" ;;
-    124|130) log "protocol $protocol: stopped after $time_limit s by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
+    124|130) log "protocol $protocol: stopped at the time limit by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
     *) status=1; tail -20 "$results/$protocol.log" >&2; log "protocol $protocol FAILED (exit $rc, $protocol.log)" ;;
   esac
-fi
+done
 # ---- 7. a sweep -----------------------------------------------------------------------------
-if [ -n "$sweep" ]; then
+if [ -n "$sweep" ] && time_is_up; then
+  log "sweep: skipped: no time left of --time-limit $time_limit"
+elif [ -n "$sweep" ]; then
   grid=$sweep
   [ -f "$grid" ] || grid=$repo/$sweep
   out=$results/sweep-$(basename "$grid" .json)
@@ -257,6 +328,7 @@ if [ -n "$sweep" ]; then
       cmd=("$bin" evaluate --distilled "$cell" --protocol ddranking --arch "$ddranking" --device "$device" "${tf32[@]}"
         --data-dir "$data" --cache-dir "$results/ddranking-cache")
       [ -n "$ddranking_epochs" ] && cmd+=(--epochs "$ddranking_epochs")
+      if time_is_up; then log "ddranking: $(basename "$cell") skipped: no time left of --time-limit $time_limit"; break; fi
       log "ddranking: ${cmd[*]}"
       rc=0
       limited "$results/ddranking.log" "${cmd[@]}" || rc=$?
