@@ -30,13 +30,14 @@ struct Block {
   size_t size;
 };
 
-class BlockCache final : public c10::Allocator {
+// ldt::Allocator (compat.h) is c10::Allocator in the shape of the libtorch compiled against.
+class BlockCache final : public ldt::Allocator {
  public:
   explicit BlockCache(c10::Allocator *base) : base_(base) {}
 
-  // allocate follows the allocator protocol of libtorch's raw_allocate (which oneDNN's
+  // allocate_block follows the allocator protocol of libtorch's raw_allocate (which oneDNN's
   // integration uses): the context is the data pointer, and raw_deleter frees by it alone.
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate_block(size_t n) const override {
     if (n < kLarge || limit_.load() == 0) return base_->allocate(n);
     const size_t want = (n + kHuge - 1) / kHuge * kHuge;
     Block b = take(want);

@@ -28,3 +28,49 @@ using optional = c10::optional<T>;
 inline constexpr c10::nullopt_t nullopt = c10::nullopt;
 }  // namespace ldt
 #endif
+
+// c10::Allocator: libtorch 1.13 declares `DataPtr allocate(size_t) const`; later ones (the
+// shim is compile-checked against 2.6) declare allocate non-const and add a pure virtual
+// `copy_data(dest, src, n) const`. Which shape the header has is detected, not inferred from
+// the version. ldt::Allocator is c10::Allocator with the right allocate, which calls the
+// derived class's `DataPtr allocate_block(size_t) const`, and copy_data (a memcpy) where the
+// base declares it.
+#include <c10/core/Allocator.h>
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+namespace ldt {
+namespace detail {
+template <class A, class = void>
+struct allocate_is_const : std::false_type {};
+template <class A>
+struct allocate_is_const<A, std::void_t<decltype(std::declval<const A &>().allocate(std::size_t{0}))>>
+    : std::true_type {};
+template <class A, class = void>
+struct has_copy_data : std::false_type {};
+template <class A>
+struct has_copy_data<A, std::void_t<decltype(std::declval<const A &>().copy_data(
+                            static_cast<void *>(nullptr), static_cast<const void *>(nullptr), std::size_t{0}))>>
+    : std::true_type {};
+
+// The shapes seen so far; another one fails to compile here (an incomplete base).
+template <class A, bool kConstAllocate, bool kCopyData>
+struct AllocatorShape;
+template <class A>
+struct AllocatorShape<A, true, false> : A {
+  c10::DataPtr allocate(std::size_t n) const override { return allocate_block(n); }
+  virtual c10::DataPtr allocate_block(std::size_t n) const = 0;
+};
+template <class A>
+struct AllocatorShape<A, false, true> : A {
+  c10::DataPtr allocate(std::size_t n) override { return allocate_block(n); }
+  void copy_data(void *dest, const void *src, std::size_t n) const override { this->default_copy_data(dest, src, n); }
+  virtual c10::DataPtr allocate_block(std::size_t n) const = 0;
+};
+}  // namespace detail
+
+using Allocator = detail::AllocatorShape<c10::Allocator, detail::allocate_is_const<c10::Allocator>::value,
+                                         detail::has_copy_data<c10::Allocator>::value>;
+}  // namespace ldt

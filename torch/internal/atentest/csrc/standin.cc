@@ -3,6 +3,7 @@
 #include "standin.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>  // at::NoGradGuard: ATen.h stopped including it in 2.x
 
 #include <atomic>
 
