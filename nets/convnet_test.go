@@ -233,12 +233,23 @@ func TestConvNetGroupedMatchesOneModel(t *testing.T) {
 				}
 				got := need[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{sum(gl)}, flatP, torch.GradOpts{}))
 				want := need[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{sum(losses)}, flatRef, torch.GradOpts{}))
-				worst := 0.0
-				for j := range got {
-					worst = max(worst, maxRel(t, got[j], want[j]))
+				// The convolutions' biases feed instance norms, which take out any shift of a
+				// channel: their gradients are zero but for rounding, which differs between
+				// the two forms. Differences are measured against the largest gradient entry.
+				scale, worst := 0.0, 0.0
+				for j := range want {
+					for _, v := range values(t, want[j]) {
+						scale = max(scale, math.Abs(v))
+					}
 				}
-				if worst > 1e-10 {
-					t.Errorf("gradients differ from the one-model form: max rel %.3g", worst)
+				for j := range got {
+					g, w := values(t, got[j]), values(t, want[j])
+					for k := range g {
+						worst = max(worst, math.Abs(g[k]-w[k])/scale)
+					}
+				}
+				if worst > 1e-12 {
+					t.Errorf("gradients differ from the one-model form by %.3g of the largest gradient entry", worst)
 				}
 				// No running statistics: evaluation mode computes the same logits.
 				eval := T(bn.Forward(p, buf, x, false))
