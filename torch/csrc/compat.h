@@ -74,3 +74,20 @@ struct AllocatorShape<A, false, true> : A {
 using Allocator = detail::AllocatorShape<c10::Allocator, detail::allocate_is_const<c10::Allocator>::value,
                                          detail::has_copy_data<c10::Allocator>::value>;
 }  // namespace ldt
+
+namespace ldt {
+// c10d::TCPStoreOptions::useLibUV: absent in 1.13; in later versions the store's server may run
+// on libuv, the default from 2.4 on, and a libtorch built without libuv (Debian's 2.6) then
+// refuses to host a store. store_off_libuv(options, 0) turns it off where the field exists and
+// returns whether it was on (the int/long overloads pick the first where it compiles).
+template <class Options>
+auto store_off_libuv(Options &o, int) -> decltype(o.useLibUV = false, bool()) {
+  const bool was = o.useLibUV;
+  o.useLibUV = false;
+  return was;
+}
+template <class Options>
+bool store_off_libuv(Options &, long) {
+  return false;
+}
+}  // namespace ldt

@@ -149,7 +149,15 @@ ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int port, int 
     so.numWorkers = static_cast<std::size_t>(world_size);
     so.waitWorkers = client_only == 0;
     so.timeout = timeout;
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(std::string(addr), so);
+    c10::intrusive_ptr<c10d::Store> store;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(std::string(addr), so);
+    } catch (const std::exception &e) {
+      // A libtorch without libuv that defaults to it (compat.h) refuses the store, as server
+      // and as client: every rank of such a build uses the classic store instead.
+      if (std::string(e.what()).find("libuv") == std::string::npos || !ldt::store_off_libuv(so, 0)) throw;
+      store = c10::make_intrusive<c10d::TCPStore>(std::string(addr), so);
+    }
     if (prefix != nullptr && *prefix != '\0') store = c10::make_intrusive<c10d::PrefixStore>(prefix, store);
     check_world_size(*store, rank, world_size, std::string(addr) + ":" + std::to_string(port));
 

@@ -294,7 +294,7 @@ func InitContext(ctx context.Context, cfg Config) (*Group, error) {
 		ln.Close()
 	}
 	if o.ClientOnly || cfg.Rank != 0 {
-		if err := probeStore(ctx, where, deadline, legacyStoreProtocol()); err != nil {
+		if err := probeStore(ctx, where, deadline, linkedStoreQuery()); err != nil {
 			if ctx.Err() != nil {
 				return nil, &interrupted{fmt.Sprintf("dist: rank %d of %d: interrupted while waiting for the store at %s", cfg.Rank, cfg.WorldSize, where), ctx.Err()}
 			}

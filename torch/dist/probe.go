@@ -42,26 +42,51 @@ func (e *probeError) Error() string {
 
 func (e *probeError) Unwrap() error { return e.err }
 
-// legacyStoreProtocol reports whether the linked libtorch's TCPStore speaks the 1.x wire
-// protocol (no validation handshake; a query is one type byte, CHECK = 4, then a uint64
-// key count and uint64-length-prefixed keys, all little-endian; the answer is one byte,
-// READY = 0 or NOT_READY = 1), which the probe can query. Later versions changed the
-// numbering and added a handshake; for them the probe only checks that the listener does
-// not speak first, and the deadline bounds the rest.
-func legacyStoreProtocol() bool {
+// storeQuery is what the probe asks a listener that did not speak first, in the wire
+// protocol of the linked libtorch's TCPStore (native byte order: little-endian here).
+type storeQuery int
+
+const (
+	// askNothing: the probe only checks that the listener does not speak first, and the
+	// deadline bounds the rest (libtorch 2.0–2.3, whose handshakes the probe does not know).
+	askNothing storeQuery = iota
+	// askCheck (1.x, no handshake): a CHECK query, type byte 4, then a uint64 key count and
+	// uint64-length-prefixed keys; a store answers one byte, READY = 0 or NOT_READY = 1.
+	askCheck
+	// askPing (2.4 on): the handshake the TCPStore client itself opens with, VALIDATE (type
+	// byte 0, then the uint32 magic number 0x3C85F7CE, no answer) and PING (type byte 13,
+	// then a uint32 nonce); a store answers the nonce.
+	askPing
+)
+
+// linkedStoreQuery is the storeQuery for the linked libtorch.
+func linkedStoreQuery() storeQuery {
 	info, err := torch.RuntimeInfo()
 	if err != nil {
-		return false
+		return askNothing
 	}
-	major, _, _ := strings.Cut(info.TorchVersion, ".")
-	n, err := strconv.Atoi(major)
-	return err == nil && n < 2
+	parts := strings.SplitN(info.TorchVersion, ".", 3)
+	major, err1 := strconv.Atoi(parts[0])
+	minor := 0
+	if len(parts) > 1 {
+		minor, _ = strconv.Atoi(parts[1])
+	}
+	switch {
+	case err1 != nil:
+		return askNothing
+	case major < 2:
+		return askCheck
+	case major == 2 && minor < 4:
+		return askNothing
+	default:
+		return askPing
+	}
 }
 
 // probeStore connects to addr ("host:port"), retrying while nothing listens yet (the
 // store's host may start later), and checks what answers; it returns nil for a c10d
 // store, a *probeError otherwise, or ctx's error.
-func probeStore(ctx context.Context, addr string, deadline time.Time, query bool) error {
+func probeStore(ctx context.Context, addr string, deadline time.Time, query storeQuery) error {
 	var lastErr error
 	refused := false
 	for {
@@ -97,9 +122,9 @@ func probeStore(ctx context.Context, addr string, deadline time.Time, query bool
 	}
 }
 
-// checkStore looks at one connection: nothing unasked, then (query) one well-formed
-// answer to a CHECK of a key no one sets, and nothing after it.
-func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query bool) error {
+// checkStore looks at one connection: nothing unasked, then (unless askNothing) one
+// well-formed answer to the query, and nothing after it.
+func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query storeQuery) error {
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) }) // a signal ends a read at once
 	defer stop()
 	buf := make([]byte, 64)
@@ -124,27 +149,52 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query bo
 	case err != nil && !isTimeout(err):
 		return notStore("it closed the connection without being asked anything")
 	}
-	if !query {
+	var ask []byte
+	var answered func(got []byte) bool // whether got is the whole, right answer
+	switch query {
+	case askNothing:
 		return nil
+	case askCheck:
+		ask = checkQuery("ldtorch/probe")
+		answered = func(got []byte) bool { return len(got) == 1 && got[0] <= 1 }
+	case askPing:
+		nonce := uint32(time.Now().UnixNano()) | 1
+		ask = pingQuery(nonce)
+		want := appendUint32(nil, nonce)
+		answered = func(got []byte) bool { return string(got) == string(want) }
 	}
-	if _, err := conn.Write(checkQuery("ldtorch/probe")); err != nil {
+	if _, err := conn.Write(ask); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		return notStore("it did not take a store query: " + err.Error())
 	}
-	n, err = read(deadline)
-	switch {
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case n == 0 && isTimeout(err):
-		return &probeError{problem: "a listener accepted the connection but did not answer a store query within the timeout (is it a c10d store?)"}
-	case n == 0:
-		return notStore("it closed the connection when asked a store query")
-	case n > 1 || buf[0] > 1:
-		return notStore(sent(n) + " in answer to a store query")
+	// The answer may come in pieces: read until it is whole, longer, or the deadline.
+	size := 1
+	if query == askPing {
+		size = 4
 	}
-	// exactly one byte, READY or NOT_READY: a store says nothing more
+	var got []byte
+	for len(got) < size {
+		n, err = read(deadline)
+		got = append(got, buf[:n]...)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case n > 0:
+			continue
+		case len(got) == 0 && isTimeout(err):
+			return &probeError{problem: "a listener accepted the connection but did not answer a store query within the timeout (is it a c10d store?)"}
+		case len(got) == 0:
+			return notStore("it closed the connection when asked a store query")
+		default:
+			return notStore("it sent " + quoteStart(got) + " in answer to a store query, and then nothing more")
+		}
+	}
+	if len(got) > size || !answered(got) {
+		return notStore("it sent " + quoteStart(got) + " in answer to a store query")
+	}
+	// the whole answer: a store says nothing more
 	n, err = read(time.Now().Add(unaskedWait / 3))
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -154,6 +204,21 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query bo
 	}
 	_ = err
 	return nil
+}
+
+// pingQuery encodes the 2.x TCPStore client's handshake: VALIDATE with the magic number,
+// then PING with nonce.
+func pingQuery(nonce uint32) []byte {
+	b := appendUint32([]byte{0}, 0x3C85F7CE)
+	b = append(b, 13)
+	return appendUint32(b, nonce)
+}
+
+func appendUint32(b []byte, v uint32) []byte {
+	for i := 0; i < 4; i++ {
+		b = append(b, byte(v>>(8*i)))
+	}
+	return b
 }
 
 // checkQuery encodes a 1.x TCPStore CHECK of one key (TCPStore prefixes keys with "/").
