@@ -13,7 +13,7 @@ import (
 )
 
 // ABIVersion is the shim C API version this package was written for (shim.h).
-const ABIVersion = 13
+const ABIVersion = 14
 
 // Info describes the libtorch runtime in use.
 type Info struct {
@@ -51,6 +51,32 @@ func RuntimeInfo() (Info, error) {
 	}
 	return info, runtimeErr
 }
+
+// LogLevel is a severity of libtorch's own C++ log messages.
+type LogLevel int
+
+const (
+	LogInfo    LogLevel = 0
+	LogWarning LogLevel = 1 // libtorch's default threshold
+	LogError   LogLevel = 2
+	LogFatal   LogLevel = 3
+)
+
+// SetLogLevel sets the least severe of libtorch's own C++ log messages that reach stderr
+// (c10's LOG, through which c10d writes its warnings, e.g. that a peer's host name cannot
+// be looked up). Like the malloc settings, this is the program's choice: the ldtorch
+// command keeps libtorch's warnings off stderr unless TORCH_CPP_LOG_LEVEL is set, the
+// library never calls it.
+func SetLogLevel(level LogLevel) error {
+	if level < LogInfo || level > LogFatal {
+		return fmt.Errorf("torch: log level %d is not one of LogInfo..LogFatal", int(level))
+	}
+	return cerr("set_log_level", C.ldt_set_log_level(C.int(level)))
+}
+
+// SetLogLevelFromEnv sets the threshold from TORCH_CPP_LOG_LEVEL (INFO, WARNING, ERROR or
+// FATAL, or 0–3), as libtorch itself reads it.
+func SetLogLevelFromEnv() error { return cerr("set_log_level", C.ldt_set_log_level(-1)) }
 
 // SetCPUBlockCache makes CPU tensors of 32 MiB and more come from 2 MiB-aligned mappings
 // with transparent huge pages requested, and keeps up to maxBytes of freed ones for the next

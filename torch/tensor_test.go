@@ -24,6 +24,20 @@ func TestRuntimeInfo(t *testing.T) {
 	t.Logf("%+v", info)
 }
 
+func TestSetLogLevel(t *testing.T) {
+	defer SetLogLevel(LogWarning) // libtorch's default, for the tests after this one
+	for _, l := range []LogLevel{LogInfo, LogWarning, LogError, LogFatal} {
+		ok(t, SetLogLevel(l))
+	}
+	for _, l := range []LogLevel{-1, 4} {
+		if err := SetLogLevel(l); err == nil {
+			t.Errorf("SetLogLevel(%d) accepted", l)
+		}
+	}
+	t.Setenv("TORCH_CPP_LOG_LEVEL", "ERROR")
+	ok(t, SetLogLevelFromEnv())
+}
+
 func TestCreationAndCopies(t *testing.T) {
 	scoped(t)
 	T := tensors(t)

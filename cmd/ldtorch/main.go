@@ -50,6 +50,7 @@ func main() {
 		os.Exit(exitUsage)
 	}
 	tuneBlockCache()
+	quietLibtorch()
 	stdout := io.Writer(os.Stdout)
 	if stdoutClosed() {
 		stdout = failingWriter{errors.New("stdout is closed")}

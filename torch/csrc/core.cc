@@ -85,6 +85,19 @@ ldt_error ldt_set_num_threads(int n) {
   LDT_CATCH
 }
 
+ldt_error ldt_set_log_level(int level) {
+  LDT_TRY {
+    if (level < -1 || level > 3) throw std::invalid_argument("log level must be -1..3, got " + std::to_string(level));
+    if (level == -1) {
+      c10::initLogging();  // reads TORCH_CPP_LOG_LEVEL
+    } else {
+      FLAGS_caffe2_log_level = level;
+      c10::UpdateLoggingLevelsFromFlags();  // glog's threshold too, where libtorch logs through glog
+    }
+  }
+  LDT_CATCH
+}
+
 int ldt_get_num_threads(void) {
   try {
     return at::get_num_threads();

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 13
+#define LDT_ABI_VERSION 14
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -38,6 +38,10 @@ LDT_API const char *ldt_torch_version(void); /* e.g. "1.13.0" */
 LDT_API const char *ldt_build_info(void);    /* compiler, CUDA support, build type */
 LDT_API void ldt_free_error(ldt_error e);
 LDT_API ldt_error ldt_set_num_threads(int n);
+/* The least severe of libtorch's own C++ log messages (c10's LOG, which c10d writes its
+ * warnings with) that reach stderr: 0 INFO, 1 WARNING (libtorch's default), 2 ERROR,
+ * 3 FATAL; -1 takes it from TORCH_CPP_LOG_LEVEL as libtorch itself does. Process-wide. */
+LDT_API ldt_error ldt_set_log_level(int level);
 LDT_API int ldt_get_num_threads(void);
 LDT_API int ldt_cuda_is_available(void);
 LDT_API int ldt_cuda_device_count(void);
