@@ -418,7 +418,7 @@ func TestTwoLibc10Refused(t *testing.T) {
 		}
 		return
 	}
-	lib, err := os.ReadFile(filepath.Join("..", "..", "..", "build", "libldtorch_atentest.so"))
+	lib, err := os.ReadFile(loadedStandin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -435,6 +435,22 @@ func TestTwoLibc10Refused(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("child:\n%s", out)
 	}
+}
+
+// loadedStandin is the path of the stand-in library this process loaded (the one built
+// against the libtorch in use, wherever the loader found it).
+func loadedStandin(t *testing.T) string {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(maps), "\n") {
+		if i := strings.Index(line, "/"); i >= 0 && strings.HasSuffix(line, "/libldtorch_atentest.so") {
+			return line[i:]
+		}
+	}
+	t.Fatal("libldtorch_atentest.so is not in /proc/self/maps")
+	return ""
 }
 
 // RuntimeInfo names the folder libtorch was loaded from, which the other binding's must
