@@ -7,12 +7,13 @@
 # this is how the shim's compatibility with 2.x is checked where none is.
 #
 #   1. the shim, at C++17 and C++20 with warnings as errors, against libtorch 2.6;
-#   2. (unless --build-only) a copy of the sources (git's files, untracked ones not ignored
-#      included) in build-libtorch2/src, with that
-#      shim in its build/, and `go test ./...` there: every Go binary built with Debian 13's
-#      dynamic loader as its interpreter and Debian 13's library folders as its rpath, so it
-#      and the test binaries it starts load libtorch 2.6 with its own glibc, while the
-#      system's programs the tests start (go, python3) stay as they are.
+#   2. a copy of the sources (git's files, untracked ones not ignored included) in
+#      build-libtorch2/src, with that shim in its build/; the command built from it as
+#      build-libtorch2/ldtorch (for timings beside build/ldtorch), then, unless --build-only,
+#      `go test ./...` there. Every Go binary is built with Debian 13's dynamic loader as its
+#      interpreter and Debian 13's library folders as its rpath, so it and the test binaries
+#      it starts load libtorch 2.6 with Debian 13's glibc, while the system's programs the
+#      tests start (go, the C compiler, python3) stay as they are.
 #
 # Usage: scripts/check-libtorch2.sh [--build-only] [go test flags, e.g. -run TestX ./torch/...]
 set -euo pipefail
@@ -71,9 +72,8 @@ for std in 17 20; do
     || { echo "check-libtorch2.sh: the shim links another libc10 than 2.x: $(readelf -d "$out/std$std/libldtorch_shim.so.1" | grep libc10)" >&2; exit 1; }
   echo "check-libtorch2.sh: shim built against $(grep -o "libtorch 2\.[0-9.]*" "$out/std$std.configure.log" | head -1) at C++$std with -Werror"
 done
-[ "$build_only" = 1 ] && exit 0
 
-# ---- 2. the tests ---------------------------------------------------------------------------
+# ---- 2. the command and the tests -----------------------------------------------------------
 src=$out/src
 rm -rf "$src"
 mkdir -p "$src/build"
@@ -93,5 +93,11 @@ cd "$src"
 go build -o "$out/ldtorch" ./cmd/ldtorch
 "$out/ldtorch" version | sed 's/^/check-libtorch2.sh: /'
 "$out/ldtorch" version | grep -q "^libtorch *2\." || { echo "check-libtorch2.sh: the test build does not load libtorch 2.x" >&2; exit 1; }
+[ "$build_only" = 1 ] && exit 0
+# OpenBLAS's kernel set as the command chooses it (scripts/test.sh says why).
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  core=$("$out/ldtorch" version --json 2>/dev/null | sed -n 's/.*"blas_core": *"\([^"]*\)".*/\1/p')
+  if [ -n "$core" ]; then export OPENBLAS_CORETYPE=$core; fi
+fi
 if [ $# -eq 0 ]; then set -- ./...; fi
 go test -count=1 -timeout 25m -p 3 -vet=off "$@"

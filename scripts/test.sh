@@ -17,6 +17,13 @@ export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
 # only at start). Without them a third of the suite's kernel time is page faults. Tests of
 # the built binary start it without these (binaryCommand), as a user's shell would.
 export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=268435456
+# And OpenBLAS's kernel set, which the command names where OpenBLAS took the CPU for its
+# generic one (cmd/ldtorch/blas.go): tests compare runs in the test process with runs of the
+# built binary, bit for bit, and other kernels round otherwise.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -x build/ldtorch ]; then
+  core=$(./build/ldtorch version --json 2>/dev/null | sed -n 's/.*"blas_core": *"\([^"]*\)".*/\1/p')
+  if [ -n "$core" ]; then export OPENBLAS_CORETYPE=$core; fi
+fi
 # Three test binaries at a time on two cores: torch/dist and the CLI's multi-process tests
 # spend much of their time waiting on timeouts and child processes.
 # go vet ran above with every check: -vet=off spares go test repeating its subset.

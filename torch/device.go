@@ -104,5 +104,9 @@ func AllowTF32() bool { return C.ldt_get_allow_tf32() == 1 }
 // using more than one thread.
 func SetNumThreads(n int) error { return cerr("set_num_threads", C.ldt_set_num_threads(C.int(n))) }
 
+// BLASCore names the kernel set OpenBLAS chose for this CPU (OPENBLAS_CORETYPE sets it at
+// process start), e.g. "SkylakeX" or "Haswell"; "" when the BLAS in use is not OpenBLAS.
+func BLASCore() string { return C.GoString(C.ldt_blas_core()) }
+
 // NumThreads returns libtorch's intra-op thread count.
 func NumThreads() int { return int(C.ldt_get_num_threads()) }

@@ -7,6 +7,7 @@ package torch
 
 import (
 	"math"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +21,11 @@ func TestRuntimeInfo(t *testing.T) {
 	}
 	if !strings.Contains(info.Build, "compiler=") {
 		t.Errorf("build info %q", info.Build)
+	}
+	// OpenBLAS names its kernel set exactly when it is the BLAS mapped into the process.
+	maps, _ := os.ReadFile("/proc/self/maps")
+	if openblas := strings.Contains(string(maps), "openblas"); openblas != (BLASCore() != "") {
+		t.Errorf("OpenBLAS mapped: %v, but BLASCore() = %q", openblas, BLASCore())
 	}
 	t.Logf("%+v", info)
 }

@@ -110,7 +110,8 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		*bench.EvaluationResult `json:",omitempty"`
 		Malloc                  string `json:"malloc"`      // the process's allocator settings (malloc.go)
 		DirectConv              string `json:"direct_conv"` // the shim's convolution kernels, "" for libtorch's
-	}{res, evalRes, mallocSummary(), torch.DirectConvISA()})
+		BLASCore                string `json:"blas_core"`   // OpenBLAS's kernel set (blas.go), "" for another BLAS
+	}{res, evalRes, mallocSummary(), torch.DirectConvISA(), torch.BLASCore()})
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,9 @@ func tuneMalloc() error {
 			env = append(env, s.name+"="+s.value)
 		}
 	}
+	if ct := blasCoreType(); ct != "" {
+		env = append(env, blasCoreEnv+"="+ct)
+	}
 	env = append(env, mallocEnv+"=tuned")
 	// /proc/self/exe is this very binary, even if its file was replaced since it started.
 	_ = syscall.Exec("/proc/self/exe", os.Args, env)

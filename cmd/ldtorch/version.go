@@ -30,6 +30,7 @@ type versionInfo struct {
 	Threads      int    `json:"threads"`
 	Gloo         bool   `json:"c10d_gloo"` // the shim has the collectives (--nproc, torchrun)
 	Malloc       string `json:"malloc"`
+	BLASCore     string `json:"blas_core"`   // OpenBLAS's kernel set (torch.BLASCore), "" for another BLAS
 	DirectConv   string `json:"direct_conv"` // the shim's convolution kernels in use (torch.DirectConvISA), "" for libtorch's
 	SIMDLoops    string `json:"simd_loops"`  // the ISA of the shim's LRN and max-pool loops (torch.SIMDLoopsISA)
 	GOMAXPROCS   int    `json:"gomaxprocs"`
@@ -66,6 +67,7 @@ func (e *env) versionAction(c *cli.Context) error {
 	}
 	if rerr == nil { // a shim of another ABI may lack the call
 		v.DirectConv = torch.DirectConvISA()
+		v.BLASCore = torch.BLASCore()
 		v.SIMDLoops = torch.SIMDLoopsISA()
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -113,6 +115,9 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "c10d        not built (no Gloo headers when the shim was built)\n")
 		}
 		fmt.Fprintf(e.stdout, "malloc      %s\n", v.Malloc)
+		if v.BLASCore != "" {
+			fmt.Fprintf(e.stdout, "BLAS        OpenBLAS, %s kernels%s\n", v.BLASCore, blasCoreNote())
+		}
 		if v.DirectConv != "" {
 			fmt.Fprintf(e.stdout, "kernels     direct 5×5 convolutions, %s (LDTORCH_DIRECT_CONV=off: libtorch's)\n", v.DirectConv)
 		} else {

@@ -75,6 +75,15 @@ static void set_openblas_threads(int n) {
   if (auto f = reinterpret_cast<fn_t>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) f(n);
 }
 
+const char *ldt_blas_core(void) {
+  using fn_t = char *(*)();
+  if (auto f = reinterpret_cast<fn_t>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) {
+    const char *name = f();
+    return name != nullptr ? name : "";
+  }
+  return "";
+}
+
 ldt_error ldt_set_num_threads(int n) {
   LDT_TRY {
     if (n < 1) throw std::invalid_argument("thread count must be at least 1, got " + std::to_string(n));

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 14
+#define LDT_ABI_VERSION 15
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -43,6 +43,9 @@ LDT_API ldt_error ldt_set_num_threads(int n);
  * 3 FATAL; -1 takes it from TORCH_CPP_LOG_LEVEL as libtorch itself does. Process-wide. */
 LDT_API ldt_error ldt_set_log_level(int level);
 LDT_API int ldt_get_num_threads(void);
+/* The kernel set OpenBLAS chose for this CPU (openblas_get_corename, e.g. "SkylakeX"), or ""
+ * when the BLAS in use is not OpenBLAS. */
+LDT_API const char *ldt_blas_core(void);
 LDT_API int ldt_cuda_is_available(void);
 LDT_API int ldt_cuda_device_count(void);
 LDT_API ldt_error ldt_cuda_synchronize(int index);
