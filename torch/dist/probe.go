@@ -12,6 +12,7 @@ package dist
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -139,29 +140,29 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query st
 	notStore := func(what string) error {
 		return &probeError{problem: "what listens there is not a c10d store: " + what}
 	}
-	sent := func(n int) string { return "it sent " + quoteStart(buf[:n]) }
+	sent := func(b []byte) string { return "it sent " + quoteStart(b) }
 	n, err := read(earliest(time.Now().Add(unaskedWait), deadline))
 	switch {
 	case ctx.Err() != nil:
 		return ctx.Err()
 	case n > 0:
-		return notStore(sent(n) + " before being asked anything")
+		return notStore(sent(buf[:n]) + " before being asked anything")
 	case err != nil && !isTimeout(err):
 		return notStore("it closed the connection without being asked anything")
 	}
 	var ask []byte
-	var answered func(got []byte) bool // whether got is the whole, right answer
+	var size int                       // the answer's length
+	var answered func(got []byte) bool // whether the size bytes got are the right answer
 	switch query {
 	case askNothing:
 		return nil
 	case askCheck:
-		ask = checkQuery("ldtorch/probe")
-		answered = func(got []byte) bool { return len(got) == 1 && got[0] <= 1 }
+		ask, size = checkQuery("ldtorch/probe"), 1
+		answered = func(got []byte) bool { return got[0] <= 1 }
 	case askPing:
 		nonce := uint32(time.Now().UnixNano()) | 1
-		ask = pingQuery(nonce)
-		want := appendUint32(nil, nonce)
-		answered = func(got []byte) bool { return string(got) == string(want) }
+		ask, size = pingQuery(nonce), 4
+		answered = func(got []byte) bool { return binary.LittleEndian.Uint32(got) == nonce }
 	}
 	if _, err := conn.Write(ask); err != nil {
 		if ctx.Err() != nil {
@@ -170,10 +171,6 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query st
 		return notStore("it did not take a store query: " + err.Error())
 	}
 	// The answer may come in pieces: read until it is whole, longer, or the deadline.
-	size := 1
-	if query == askPing {
-		size = 4
-	}
 	var got []byte
 	for len(got) < size {
 		n, err = read(deadline)
@@ -188,11 +185,11 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query st
 		case len(got) == 0:
 			return notStore("it closed the connection when asked a store query")
 		default:
-			return notStore("it sent " + quoteStart(got) + " in answer to a store query, and then nothing more")
+			return notStore(sent(got) + " in answer to a store query, and then nothing more")
 		}
 	}
 	if len(got) > size || !answered(got) {
-		return notStore("it sent " + quoteStart(got) + " in answer to a store query")
+		return notStore(sent(got) + " in answer to a store query")
 	}
 	// the whole answer: a store says nothing more
 	n, err = read(time.Now().Add(unaskedWait / 3))
@@ -200,7 +197,7 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query st
 		return ctx.Err()
 	}
 	if n > 0 {
-		return notStore("it sent " + quoteStart(buf[:n]) + " more after its answer to a store query")
+		return notStore(sent(buf[:n]) + " more after its answer to a store query")
 	}
 	_ = err
 	return nil
@@ -209,32 +206,18 @@ func checkStore(ctx context.Context, conn net.Conn, deadline time.Time, query st
 // pingQuery encodes the 2.x TCPStore client's handshake: VALIDATE with the magic number,
 // then PING with nonce.
 func pingQuery(nonce uint32) []byte {
-	b := appendUint32([]byte{0}, 0x3C85F7CE)
+	b := binary.LittleEndian.AppendUint32([]byte{0}, 0x3C85F7CE)
 	b = append(b, 13)
-	return appendUint32(b, nonce)
-}
-
-func appendUint32(b []byte, v uint32) []byte {
-	for i := 0; i < 4; i++ {
-		b = append(b, byte(v>>(8*i)))
-	}
-	return b
+	return binary.LittleEndian.AppendUint32(b, nonce)
 }
 
 // checkQuery encodes a 1.x TCPStore CHECK of one key (TCPStore prefixes keys with "/").
 func checkQuery(key string) []byte {
 	key = "/" + key
 	b := []byte{4}
-	b = appendUint64(b, 1)
-	b = appendUint64(b, uint64(len(key)))
+	b = binary.LittleEndian.AppendUint64(b, 1)
+	b = binary.LittleEndian.AppendUint64(b, uint64(len(key)))
 	return append(b, key...)
-}
-
-func appendUint64(b []byte, v uint64) []byte {
-	for i := 0; i < 8; i++ {
-		b = append(b, byte(v>>(8*i)))
-	}
-	return b
 }
 
 // quoteStart quotes the first bytes a listener sent (enough to recognise a protocol).
