@@ -119,14 +119,17 @@ if [ -n "$pack" ]; then
   pack=$(cd "$(dirname "$pack")" && pwd)/$(basename "$pack")
 fi
 started=$(date +%s)
-# time_is_up: whether --time-limit is set and spent.
-time_is_up() { [ "$time_limit" -gt 0 ] && [ $((time_limit - ($(date +%s) - started))) -le 0 ]; }
+# seconds_left prints what is left of --time-limit (counted from the start); time_is_up:
+# whether a limit is set and spent.
+seconds_left() { echo $((time_limit - ($(date +%s) - started))); }
+time_is_up() { [ "$time_limit" -gt 0 ] && [ "$(seconds_left)" -le 0 ]; }
 # limited LOG CMD... runs CMD with its output appended to LOG; under --time-limit it gets
 # SIGTERM when the time left of the limit (counted from the start) runs out, and exits 124.
 limited() {
   local log=$1; shift
   if [ "$time_limit" -gt 0 ]; then
-    local left=$((time_limit - ($(date +%s) - started)))
+    local left
+    left=$(seconds_left)
     timeout --signal=TERM --kill-after=120 "$((left > 0 ? left : 1))" "$@" >>"$log" 2>&1
   else
     "$@" >>"$log" 2>&1
