@@ -39,7 +39,7 @@ func prepareRun(cfg config.Config, o runOptions) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := torch.RuntimeInfo(); err != nil {
+	if err := torch.CheckABI(); err != nil {
 		return nil, err
 	}
 	dev, err := torch.ParseDevice(cfg.Device)

@@ -31,15 +31,22 @@ var (
 	runtimeErr  error
 )
 
-// RuntimeInfo checks once that the loaded shim speaks this package's ABI and returns the
-// runtime facts. Commands and TestMain call it first: a stale build folder fails here
-// with a clear message instead of misbehaving later. It has no side effects at import.
-func RuntimeInfo() (Info, error) {
+// CheckABI checks once that the loaded shim speaks this package's ABI: a stale build folder
+// fails here with a clear message instead of misbehaving later. Unlike RuntimeInfo it
+// queries nothing else (no CUDA), so it is cheap enough for a program's first steps.
+func CheckABI() error {
 	runtimeOnce.Do(func() {
 		if got := int(C.ldt_abi_version()); got != ABIVersion {
 			runtimeErr = fmt.Errorf("torch: the loaded shim has ABI version %d, this binary needs %d: rebuild it (cmake --build build)", got, ABIVersion)
 		}
 	})
+	return runtimeErr
+}
+
+// RuntimeInfo checks the ABI (CheckABI) and returns the runtime facts. Commands and
+// TestMain call it first. It has no side effects at import.
+func RuntimeInfo() (Info, error) {
+	err := CheckABI()
 	info := Info{
 		ABIVersion:   int(C.ldt_abi_version()),
 		TorchVersion: C.GoString(C.ldt_torch_version()),
@@ -49,7 +56,7 @@ func RuntimeInfo() (Info, error) {
 		CUDADevices:  CUDADeviceCount(),
 		Threads:      NumThreads(),
 	}
-	return info, runtimeErr
+	return info, err
 }
 
 // LogLevel is a severity of libtorch's own C++ log messages.

@@ -21,7 +21,7 @@ func blasCoreType() string {
 	if _, set := os.LookupEnv(blasCoreEnv); set {
 		return ""
 	}
-	if _, err := torch.RuntimeInfo(); err != nil || torch.BLASCore() != "Prescott" {
+	if torch.CheckABI() != nil || torch.BLASCore() != "Prescott" {
 		return ""
 	}
 	return coreTypeFor(cpuFlags())

@@ -79,9 +79,9 @@ func tuneBlockCache() {
 	if os.Getenv(mallocEnv) != "tuned" {
 		return
 	}
-	// A shim of another ABI is reported by the command that runs (torch.RuntimeInfo); a
+	// A shim of another ABI is reported by the command that runs (torch.CheckABI); a
 	// failure leaves libtorch's allocator in place: speed changes, never results.
-	if _, err := torch.RuntimeInfo(); err != nil {
+	if err := torch.CheckABI(); err != nil {
 		return
 	}
 	_ = torch.SetCPUBlockCache(blockCacheBytes())

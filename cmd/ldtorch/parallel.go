@@ -63,7 +63,7 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	if cfg.WorldSize == 1 {
 		return rankInfo{}, nil
 	}
-	if _, err := torch.RuntimeInfo(); err != nil {
+	if err := torch.CheckABI(); err != nil {
 		return rankInfo{}, failuref("%v", err)
 	}
 	g, err := dist.InitContext(c.Context, cfg)

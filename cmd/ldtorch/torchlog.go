@@ -11,8 +11,8 @@ import (
 // looked up): ldtorch explains the failures it meets itself. TORCH_CPP_LOG_LEVEL, PyTorch's
 // own setting, is honoured when set.
 func quietLibtorch() {
-	// A shim of another ABI is reported by the command that runs (torch.RuntimeInfo).
-	if _, err := torch.RuntimeInfo(); err != nil {
+	// A shim of another ABI is reported by the command that runs (torch.CheckABI).
+	if err := torch.CheckABI(); err != nil {
 		return
 	}
 	if _, ok := os.LookupEnv("TORCH_CPP_LOG_LEVEL"); ok {

@@ -283,7 +283,7 @@ func selectBase(ctx context.Context, cfg config.Config, o Options) (*Selection, 
 	if cfg.IsCrossDataset() {
 		return nil, config.FieldErrorf("source", "select-base chooses from the target dataset itself; %s differs from %s", cfg.Source, cfg.Dataset)
 	}
-	if _, err := torch.RuntimeInfo(); err != nil {
+	if err := torch.CheckABI(); err != nil {
 		return nil, err
 	}
 	s := &selector{o: o, cfg: cfg, seed: uint64(cfg.BaseSelectionSeed())}

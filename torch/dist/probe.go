@@ -62,11 +62,10 @@ const (
 
 // linkedStoreQuery is the storeQuery for the linked libtorch.
 func linkedStoreQuery() storeQuery {
-	info, err := torch.RuntimeInfo()
-	if err != nil {
+	if torch.CheckABI() != nil {
 		return askNothing
 	}
-	parts := strings.SplitN(info.TorchVersion, ".", 3)
+	parts := strings.SplitN(torch.Version(), ".", 3)
 	major, err1 := strconv.Atoi(parts[0])
 	minor := 0
 	if len(parts) > 1 {
