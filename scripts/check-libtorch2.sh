@@ -87,17 +87,11 @@ rpath=$lib:$lib/openblas-pthread
 # The system's linker cannot check Debian 13's libraries against the system's glibc: it
 # leaves their symbols to the loader (--allow-shlib-undefined).
 export GOFLAGS="'-ldflags=-I=$loader -r=$rpath -extldflags=-Wl,--disable-new-dtags,--allow-shlib-undefined'"
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
-export MALLOC_ARENA_MAX=1 MALLOC_MMAP_THRESHOLD_=33554432 MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=268435456
 cd "$src"
 go build -o "$out/ldtorch" ./cmd/ldtorch
 "$out/ldtorch" version | sed 's/^/check-libtorch2.sh: /'
 "$out/ldtorch" version | grep -q "^libtorch *2\." || { echo "check-libtorch2.sh: the test build does not load libtorch 2.x" >&2; exit 1; }
 [ "$build_only" = 1 ] && exit 0
-# OpenBLAS's kernel set as the command chooses it (scripts/test.sh says why).
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core=$("$out/ldtorch" version --json 2>/dev/null | sed -n 's/.*"blas_core": *"\([^"]*\)".*/\1/p')
-  if [ -n "$core" ]; then export OPENBLAS_CORETYPE=$core; fi
-fi
+. "$repo/scripts/testenv.sh" "$out/ldtorch"
 if [ $# -eq 0 ]; then set -- ./...; fi
 go test -count=1 -timeout 25m -p 3 -vet=off "$@"
