@@ -13,7 +13,8 @@
 #      kept), then checked with ldd: for CUDA it must need libtorch_cuda, and nothing may be
 #      "not found"; copied beside the binaries (.gpu/bin/lib/, their RUNPATH's $ORIGIN/lib),
 #      and the binaries checked to load that copy.
-#   3. `ldtorch version` (CUDA must be available for --device cuda).
+#   3. `ldtorch version` (CUDA must be available for --device cuda); a binary that cannot run
+#      beside the new shim (a bundle packed before a change of its ABI) stops the run here.
 #   4. the device-parametrised tests of torch, nets and labeldistill with
 #      LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others; --tests none skips them).
 #   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
@@ -52,7 +53,7 @@
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
 #   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
 #     --bench-steps 2 --bench-eval-steps 3 --bench-models 2
-set -euo pipefail
+set -Eeuo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
 protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
@@ -164,6 +165,8 @@ pack_results() {
   exit "$rc"
 }
 trap pack_results EXIT
+# Any other command that stops the run (set -e) names itself in run.log before the packing.
+trap 'log "FAILED: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 # ---- 0. earlier results ---------------------------------------------------------------------
 if [ -n "$restore" ]; then
@@ -230,8 +233,14 @@ done
 log "shim built and in place ($(grep -c . "$results/ldd-shim.log") libraries resolved)"
 
 # ---- 3. version ----------------------------------------------------------------------------
-"$bin" version | tee "$results/version.txt"
-"$bin" version --json >"$results/version.json"
+# A binary that cannot run beside the shim just built (a bundle packed before a change of the
+# shim's ABI) fails here: say so instead of stopping without a word.
+if ! "$bin" version >"$results/version.txt" 2>&1; then
+  cat "$results/version.txt" >&2
+  fail "ldtorch version (its output is above and in version.txt): is the bundle older than the shim? Pack it again with scripts/gpu/prepare.sh"
+fi
+cat "$results/version.txt"
+"$bin" version --json >"$results/version.json" 2>>"$results/version.txt" || fail "ldtorch version --json (version.txt)"
 if [ "$device" != cpu ] && ! grep -q '"cuda_available": *true' "$results/version.json"; then
   fail "ldtorch sees no CUDA device (version.json)"
 fi
