@@ -70,7 +70,9 @@ func CUDASynchronize(index int) error {
 	return cerr("cuda_synchronize", C.ldt_cuda_synchronize(C.int(index)))
 }
 
-// CUDAEmptyCache releases cached, unused CUDA memory to the driver.
+// CUDAEmptyCache releases cached, unused CUDA memory to the driver. Without a GPU (a shim
+// built without CUDA, or a CUDA build on a machine without one) it is an error, as
+// CUDASynchronize is.
 func CUDAEmptyCache() error { return cerr("cuda_empty_cache", C.ldt_cuda_empty_cache()) }
 
 // Synchronize waits for pending work on d (a no-op on the CPU).

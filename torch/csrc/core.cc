@@ -142,9 +142,12 @@ ldt_error ldt_cuda_synchronize(int index) {
 ldt_error ldt_cuda_empty_cache(void) {
   LDT_TRY {
 #ifdef LDT_WITH_CUDA
+    // A CUDA build on a machine without a GPU would empty nothing and succeed: say, as
+    // ldt_cuda_synchronize does, that there is no CUDA to act on.
+    if (!ldt_cuda_is_available()) throw std::runtime_error("CUDA is not available");
     c10::cuda::CUDACachingAllocator::emptyCache();
 #else
-    throw std::runtime_error("the shim was built without CUDA support");
+    throw std::runtime_error("CUDA is not available: the shim was built without CUDA support");
 #endif
   }
   LDT_CATCH
