@@ -130,13 +130,16 @@ export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
 mkdir -p "$out"
 # CMAKE_PREFIX_PATH makes Torch's CMake files find Debian 13's libraries before the system's
 # 1.13 of the same names; the shim's rpath (DT_RPATH, which also serves the libraries it
-# loads) names Debian 13's folders, so that they load with Debian 13's glibc.
+# loads) names Debian 13's folders, so that they load with Debian 13's glibc. Programs are
+# the system's: Debian 13's readelf (the CUDA toolkit brings binutils along) would not run
+# here, and the shim would lose OpenMP for want of reading libtorch's needs.
 for std in "${stds[@]}"; do
   # A CMake cache made otherwise keeps the libraries it found: start afresh then.
   grep -qsF "CMAKE_PREFIX_PATH:UNINITIALIZED=$root/usr" "$out/std$std/CMakeCache.txt" || rm -rf "$out/std$std"
   cmake -S . -B "$out/std$std" -G Ninja -DTorch_DIR="$torch_dir" -DCMAKE_PREFIX_PATH="$root/usr" \
     -DCMAKE_CXX_STANDARD="$std" -DLDTORCH_WERROR=ON -DCMAKE_SHARED_LINKER_FLAGS=-Wl,--disable-new-dtags \
     "-DCMAKE_BUILD_RPATH=$(IFS=';'; echo "${libdirs[*]}")" "${cmake_cuda[@]}" \
+    -DLDTORCH_READELF="$(command -v readelf)" \
     >"$out/std$std.configure.log" 2>&1 || { tail -30 "$out/std$std.configure.log" >&2; exit 1; }
   grep -q "ldtorch: libtorch 2\." "$out/std$std.configure.log" \
     || { echo "check-libtorch2.sh: CMake did not take libtorch 2.x ($out/std$std.configure.log)" >&2; exit 1; }
