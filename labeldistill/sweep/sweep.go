@@ -89,16 +89,18 @@ func finished(cell Cell, locked bool) (*artifact.Report, error) {
 	if !fileExistsAt(filepath.Join(dir, artifact.ReportFile)) && !fileExistsAt(filepath.Join(dir, artifact.DistilledFile)) {
 		return nil, nil
 	}
-	a, err := artifact.Read(dir)
-	if err == nil && a.Report == nil {
-		err = fmt.Errorf("%s has %s but no %s", dir, artifact.DistilledFile, artifact.ReportFile)
-	}
-	if err != nil {
+	a, err := readArtifact(dir)
+	if err != nil && !locked {
 		// The artifact's files are written one after the other under the cell's lock: a
-		// sweep or a summary reading the cell meanwhile sees part of them.
-		if _, held := atomicfile.HeldBy(dir); held && !locked {
+		// sweep or a summary reading the cell meanwhile sees part of them. While the lock is
+		// held the cell is not finished; once it is free, its writer is done (it may have
+		// finished since the read above) or gone, and a second reading is the one that counts.
+		if _, held := lockHeldBy(dir); held {
 			return nil, nil
 		}
+		a, err = readArtifact(dir)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", cell.ID, err)
 	}
 	if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
@@ -107,6 +109,20 @@ func finished(cell Cell, locked bool) (*artifact.Report, error) {
 	}
 	return a.Report, nil
 }
+
+// readArtifact reads a finished cell's artifact: an error when it cannot be read or has no
+// report.
+func readArtifact(dir string) (*artifact.Artifact, error) {
+	a, err := artifact.Read(dir)
+	if err == nil && a.Report == nil {
+		err = fmt.Errorf("%s has %s but no %s", dir, artifact.DistilledFile, artifact.ReportFile)
+	}
+	return a, err
+}
+
+// lockHeldBy is atomicfile.HeldBy; a test replaces it to finish a cell's artifact between
+// the two readings of finished.
+var lockHeldBy = atomicfile.HeldBy
 
 // settingsDiff lists the non-operational settings that differ between a finished run and
 // a cell (unlike ResumeConflicts, more epochs is a difference: the cell asks for another run).

@@ -337,6 +337,44 @@ func TestSweepReadsAHalfWrittenCellAsBusy(t *testing.T) {
 	}
 }
 
+// A cell whose writer finishes its artifact between another sweep's reading of the
+// half-written files and that sweep's look at the lock is done, not damaged: the reading
+// that counts is the one made once the lock is free (a two-job sweep failed so, "has
+// distilled.npz but no report.json", on a cell its sibling had just finished).
+func TestSweepReadsACellFinishedMeanwhileAsDone(t *testing.T) {
+	g, dir := tinyGrid(t)
+	if err := Run(context.Background(), g, dir, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	cell := filepath.Join(dir, CellsFolder, "ld-rr__10")
+	report := filepath.Join(cell, artifact.ReportFile)
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(report); err != nil {
+		t.Fatal(err)
+	}
+	// The writer puts report.json in place and releases the lock just before it is looked at.
+	looked := 0
+	lockHeldBy = func(d string) (string, bool) {
+		if d == cell {
+			looked++
+			if err := os.WriteFile(report, b, 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		return atomicfile.HeldBy(d)
+	}
+	defer func() { lockHeldBy = atomicfile.HeldBy }()
+	if got, err := runStates(g, dir); err != nil || got != "10:done 20:done" {
+		t.Fatalf("with the cell finished meanwhile: %s, %v", got, err)
+	}
+	if looked == 0 {
+		t.Fatal("the lock of the half-written cell was never looked at")
+	}
+}
+
 // lockCell takes a cell folder's lock as a sweep running it does.
 func lockCell(t *testing.T, cell string) (unlock func()) {
 	t.Helper()
