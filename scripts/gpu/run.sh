@@ -165,7 +165,8 @@ pack_results() {
   exit "$rc"
 }
 trap pack_results EXIT
-# Any other command that stops the run (set -e) names itself in run.log before the packing.
+# Any other command that stops the run (set -e; with -E, inside functions too) names itself
+# in run.log before the packing.
 trap 'log "FAILED: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
 
 # ---- 0. earlier results ---------------------------------------------------------------------
