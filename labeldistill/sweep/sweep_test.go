@@ -339,8 +339,8 @@ func TestSweepReadsAHalfWrittenCellAsBusy(t *testing.T) {
 
 // A cell whose writer finishes its artifact between another sweep's reading of the
 // half-written files and that sweep's look at the lock is done, not damaged: the reading
-// that counts is the one made once the lock is free (a two-job sweep failed so, "has
-// distilled.npz but no report.json", on a cell its sibling had just finished).
+// that counts is the one made once the lock is free (the case of `sweep --jobs 2` reading
+// the cell its sibling job is just finishing).
 func TestSweepReadsACellFinishedMeanwhileAsDone(t *testing.T) {
 	g, dir := tinyGrid(t)
 	if err := Run(context.Background(), g, dir, Options{}); err != nil {
