@@ -166,8 +166,9 @@ pack_results() {
 }
 trap pack_results EXIT
 # Any other command that stops the run (set -e; with -E, inside functions too) names itself
-# in run.log before the packing.
-trap 'log "FAILED: line $LINENO: $BASH_COMMAND (exit $?)"' ERR
+# in run.log before the packing. Only the script's own shell says so: -E also hands the trap
+# to command substitutions, where a failure (grep -c counting none) stops nothing.
+trap 'failed_rc=$?; [ "$BASH_SUBSHELL" = 0 ] && log "FAILED: line $LINENO: $BASH_COMMAND (exit $failed_rc)"' ERR
 
 # ---- 0. earlier results ---------------------------------------------------------------------
 if [ -n "$restore" ]; then
