@@ -89,5 +89,12 @@ func testDevice(tb testing.TB) torch.Device {
 	if d.IsCUDA() && (!torch.CUDAIsAvailable() || d.Index >= torch.CUDADeviceCount()) {
 		tb.Skipf("LDTORCH_TEST_DEVICE=%s: CUDA is not available (%d devices)", name, torch.CUDADeviceCount())
 	}
+	if d.IsCUDA() {
+		// libtorch lets cuDNN convolutions use TF32 unless told otherwise; ldtorch runs with
+		// it off (config.Config.AllowTF32), and the comparisons with the CPU assume float32.
+		if err := torch.SetAllowTF32(false); err != nil {
+			tb.Fatalf("SetAllowTF32(false): %v", err)
+		}
+	}
 	return d
 }
