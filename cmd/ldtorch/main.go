@@ -20,7 +20,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"regexp"
 	"runtime/debug"
@@ -102,9 +101,6 @@ func (c *checkedWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// interruptSignals stop a run the same way: SIGHUP (a dropped SSH session) like Ctrl-C.
-var interruptSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
-
 // launchedRank reports whether this process is one rank of a group a launcher started
 // (WORLD_SIZE above 1: ldtorch --nproc or torchrun). Such a rank takes every interrupt
 // signal as the one interruption: Ctrl-C reaches it from the terminal and then again from
@@ -173,14 +169,8 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 		}
 	}()
 
-	ctx, stop := signal.NotifyContext(parent, interruptSignals...)
-	defer stop()
-	if !launchedRank() && !launchedJob() {
-		go func() {
-			<-ctx.Done()
-			stop() // a second signal kills the process the default way
-		}()
-	}
+	ctx, stopWatching := watchInterrupts(parent, !launchedRank() && !launchedJob())
+	defer stopWatching()
 
 	app := e.newApp()
 	args = reorderArgs(app.Commands, args)

@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"os/signal"
 	"strings"
 	"sync"
 
@@ -159,34 +158,6 @@ func (e *env) launchRanks(c *cli.Context, cfg config.Config, n int, writes bool)
 		return &exitError{code: exitCode(re.Err), msg: err.Error() + " without a message"}
 	}
 	return failuref("%v", err)
-}
-
-// secondInterrupt returns a channel closed when this process receives a second interrupt
-// signal (the first cancels the command's context: the ranks are told and checkpoint), and
-// a function that stops watching. A launcher cannot leave the second signal to kill it the
-// default way, as a lone process does: its ranks would go on without it.
-func secondInterrupt(ctx context.Context) (<-chan struct{}, func()) {
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, interruptSignals...)
-	seen := 0
-	if ctx.Err() != nil {
-		seen = 1 // the first came before this watch began
-	}
-	kill, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		for {
-			select {
-			case <-sigs:
-				if seen++; seen == 2 {
-					close(kill)
-					return
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	return kill, func() { signal.Stop(sigs); close(done) }
 }
 
 // exitedWithStatus reports whether a rank ended by exiting with a non-zero status (having

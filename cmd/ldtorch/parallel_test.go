@@ -313,9 +313,10 @@ func childWithEnv(pid int, kv string) int {
 
 // An interrupted --nproc run checkpoints where it stopped and says how to continue, whether
 // Ctrl-C reaches every process (a terminal signals the launcher's whole process group: each
-// rank gets SIGINT and then the launcher's SIGTERM) or the launcher alone; the resumed run
-// finishes. A rank interrupted alone stops the group as interrupted (exit 130, the resume
-// command). A second interrupt kills the ranks at once.
+// rank gets SIGINT and then the launcher's SIGTERM), the launcher alone, or the launcher
+// one SIGTERM twice (as timeout(1) sends it); the resumed run finishes. A rank interrupted
+// alone stops the group as interrupted (exit 130, the resume command). A second interrupt
+// kills the ranks at once.
 func TestParallelInterrupted(t *testing.T) {
 	shared := sharedDatasets(t)
 	start := func(t *testing.T, out string) *startedRun {
@@ -346,7 +347,8 @@ func TestParallelInterrupted(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, target string
-	}{{"Ctrl-C to the process group", "group"}, {"SIGINT to the launcher alone", "launcher"}, {"SIGTERM to rank 1 alone", "rank 1"}} {
+	}{{"Ctrl-C to the process group", "group"}, {"SIGINT to the launcher alone", "launcher"},
+		{"SIGTERM twice to the launcher, as timeout(1) sends it", "launcher twice"}, {"SIGTERM to rank 1 alone", "rank 1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			r := start(t, out)
@@ -356,6 +358,12 @@ func TestParallelInterrupted(t *testing.T) {
 				pid = -pid
 			case "rank 1": // it stops 5 s later, and rank 0 with it, at a meta-step boundary
 				pid, sig = childWithEnv(pid, "RANK=1"), syscall.SIGTERM
+			case "launcher twice": // the same signal again is the same interruption
+				sig = syscall.SIGTERM
+				if err := syscall.Kill(pid, sig); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
 			if err := syscall.Kill(pid, sig); err != nil || pid == 0 {
 				t.Fatal(pid, err)

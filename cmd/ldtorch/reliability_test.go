@@ -146,6 +146,25 @@ func TestSignalsHonoured(t *testing.T) {
 			t.Errorf("--resume %s --dry-run: exit %d: %s%s", out, res.code, res.stdout, res.stderr)
 		}
 	})
+	t.Run("SIGTERM twice at once, as timeout(1) sends it", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		r := startBinary(t, tinyDistill(shared, out, "--epochs", "1000", "--validate-every", "1")...)
+		r.waitFor(t, "epoch 1/1000", 2*time.Minute)
+		// timeout(1) signals its command, then its own process group; 10 ms apart here, while
+		// the run is still stopping.
+		for i := 0; i < 2; i++ {
+			if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
+			t.Fatalf("after SIGTERM twice: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+		if m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz")); len(m) == 0 {
+			t.Errorf("no checkpoint after SIGTERM twice:\n%s", r.log.String())
+		}
+	})
 	t.Run("SIGTERM in the final test", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out")
 		r := startBinary(t, tinyDistill(shared, out, "--epochs", "1", "--eval-models", "400")...)
