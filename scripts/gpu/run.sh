@@ -3,9 +3,9 @@
 # CMake and Ninja but no Go and no network, from the bundle scripts/gpu/prepare.sh packed
 # into .gpu/ where Go is. Steps, each logged under RESULTS/ (default .gpu/results/):
 #
-#   0. with --restore FILE, an earlier run's results (a --pack archive) unpacked into RESULTS
-#      first, so that its protocols and sweep continue from their checkpoints on a machine
-#      that starts bare.
+#   0. with --restore FILE, an earlier run's results (a --pack archive, or its parts FILE.00,
+#      FILE.01, ... where FILE is absent) unpacked into RESULTS first, so that its protocols
+#      and sweep continue from their checkpoints on a machine that starts bare.
 #   1. libtorch: the installed PyTorch's (torch.utils.cmake_prefix_path); a failing
 #      `import torch` is shown and stops the run. --libtorch DIR uses an unpacked libtorch;
 #      --libtorch system the distribution's (Debian's libtorch-dev: the CPU rehearsal).
@@ -34,8 +34,11 @@
 #      E epochs instead of the recipe's).
 #   8. with --pack FILE, RESULTS packed into FILE (tar.xz, by scripts/gpu/pack.py) on every
 #      exit, a failed step's included: what a lent machine hands back before it is returned
-#      bare. An archive over --pack-limit MiB (default 16) is packed again without the
-#      checkpoints, then without the largest files, each left out named in run.log.
+#      bare. Of each run's checkpoints only the newest goes in (it continues the run). An
+#      archive over --pack-limit MiB (default 15: under the 16 a lent machine hands back per file)
+#      is cut into FILE.00, FILE.01, ... of that size, at most --pack-parts of them (default
+#      3: one CIFAR checkpoint alone is about 18 MiB packed); one that needs more is packed
+#      again without the checkpoints, then without the largest files, each named in run.log.
 #
 # --time-limit S bounds the whole run, counted from its start (the shim's build included):
 # the tests, the benchmarks, the protocols and the sweep's cells and scores each get what is
@@ -49,7 +52,7 @@
 #          [--bench-steps N] [--bench-eval-steps N] [--bench-models M]
 #          [--protocol NAME[,NAME...]] [--time-limit SECONDS] [--allow-tf32]
 #          [--sweep GRID [--rows LABELS] [--columns LABELS] [--ddranking ARCH [--ddranking-epochs E]]]
-#          [--restore FILE] [--pack FILE [--pack-limit MIB]]
+#          [--restore FILE] [--pack FILE [--pack-limit MIB] [--pack-parts N]]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
 #   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
 #     --bench-steps 2 --bench-eval-steps 3 --bench-models 2
@@ -57,7 +60,7 @@ set -Eeuo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
 protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
-sweep="" rows="" columns="" ddranking="" ddranking_epochs="" pack="" pack_limit=16 restore=""
+sweep="" rows="" columns="" ddranking="" ddranking_epochs="" pack="" pack_limit=15 pack_parts=3 restore=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -79,6 +82,7 @@ while [ $# -gt 0 ]; do
     --ddranking-epochs) ddranking_epochs=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
     --pack-limit) pack_limit=$2; shift 2 ;;
+    --pack-parts) pack_parts=$2; shift 2 ;;
     --restore) restore=$2; shift 2 ;;
     *) echo "run.sh: unknown argument $1 (see the usage at the top of $0)" >&2; exit 2 ;;
   esac
@@ -111,8 +115,10 @@ for p in "${protocols[@]}"; do
 done
 [[ "$time_limit" =~ ^[0-9]+$ ]] || { echo "run.sh: --time-limit must be whole seconds, got $time_limit" >&2; exit 2; }
 [[ "$pack_limit" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --pack-limit must be a positive number of MiB, got $pack_limit" >&2; exit 2; }
+[[ "$pack_parts" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --pack-parts must be a positive number, got $pack_parts" >&2; exit 2; }
 if [ -n "$restore" ]; then
-  [ -f "$restore" ] || { echo "run.sh: --restore $restore: no such file" >&2; exit 2; }
+  [ -f "$restore" ] || [ -f "$restore.00" ] \
+    || { echo "run.sh: --restore $restore: no such file, nor its parts $restore.00, ..." >&2; exit 2; }
   restore=$(cd "$(dirname "$restore")" && pwd)/$(basename "$restore")
 fi
 if [ -n "$pack" ]; then
@@ -150,13 +156,14 @@ done
 results=${results:-$bundle/results}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
-log() { echo "run.sh: $*" | tee -a "$results/run.log" >&2; }
+# Each line says how long the run has been going: where a lease's minutes went.
+log() { echo "run.sh: [$(( $(date +%s) - started ))s] $*" | tee -a "$results/run.log" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
 # ---- 8. packing, on every exit from here on ---------------------------------------------------
 pack_results() {
   local rc=$? said
   if [ -n "$pack" ]; then
-    if said=$(python3 "$repo/scripts/gpu/pack.py" pack "$results" "$pack" "$pack_limit" 2>&1); then
+    if said=$(python3 "$repo/scripts/gpu/pack.py" pack "$results" "$pack" "$pack_limit" "$pack_parts" 2>&1); then
       while IFS= read -r line; do log "$line"; done <<<"$said"
     else
       echo "$said" >&2; log "FAILED: packing $results into $pack"; rc=1
