@@ -4,10 +4,7 @@ package torch
 // default (so CI exercises them), a GPU with LDTORCH_TEST_DEVICE=cuda (skipped when CUDA
 // is not available), and compare the device's results with the CPU's.
 
-import (
-	"strings"
-	"testing"
-)
+import "testing"
 
 // onDevice runs f on dev: its float64 inputs are moved there and its output back, both
 // differentiably, so gradCheck of onDevice(dev, f) checks dev's backward kernels.
@@ -30,22 +27,17 @@ func onDevice(dev Device, f func([]*Tensor) (*Tensor, error)) func([]*Tensor) (*
 
 // TestDeviceGradChecks: every op's float64 gradient on the test device against central
 // differences, and for the ops gcCases marks, the second derivative (double backward).
-// Cases whose function builds its own CPU constants (index tensors) cannot run on a GPU
-// and are skipped there, by name.
+// A case's own constants (index tensors, running statistics) are built on its inputs'
+// device.
 func TestDeviceGradChecks(t *testing.T) {
 	dev := testDevice(t)
 	scoped(t)
-	skipped := 0
 	for _, tc := range gcCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			sc := NewScope()
 			defer sc.Close()
 			in := tc.inputs(t)
 			if _, err := onDevice(dev, tc.f)(in); err != nil {
-				if dev.IsCUDA() && strings.Contains(err.Error(), "same device") {
-					skipped++
-					t.Skipf("builds CPU constants: %v", err)
-				}
 				t.Fatal(err)
 			}
 			tol := defaultGC
@@ -58,7 +50,6 @@ func TestDeviceGradChecks(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("device %s: %d cases skipped (CPU constants)", dev, skipped)
 }
 
 // TestDeviceMaxPool2x2: MaxPool2x2 on the test device (on a GPU, its fallback to

@@ -175,21 +175,21 @@ func gcCases() []gcCase {
 		{name: "cat_dim1", inputs: many(rn(77, 2, 3), rn(78, 2, 2), rn(79, 2, 1)), f: func(in []*Tensor) (*Tensor, error) { return Cat(in, 1) }},
 		{name: "stack", inputs: many(rn(80, 2, 3), rn(81, 2, 3)), f: func(in []*Tensor) (*Tensor, error) { return Stack(in, 1) }},
 		{name: "index_select", inputs: rn(82, 3, 4), f: func(in []*Tensor) (*Tensor, error) {
-			idx, err := FromInt64([]int64{2, 0, 2, 1, 2}, 5) // repeats accumulate in the backward pass
+			idx, err := FromInt64On(in[0].Device(), []int64{2, 0, 2, 1, 2}, 5) // repeats accumulate in the backward pass
 			if err != nil {
 				return nil, err
 			}
 			return in[0].IndexSelect(0, idx)
 		}},
 		{name: "index_select_dim1", inputs: rn(83, 3, 4), f: func(in []*Tensor) (*Tensor, error) {
-			idx, err := FromInt64([]int64{3, 3, 0}, 3)
+			idx, err := FromInt64On(in[0].Device(), []int64{3, 3, 0}, 3)
 			if err != nil {
 				return nil, err
 			}
 			return in[0].IndexSelect(1, idx)
 		}},
 		{name: "gather", inputs: rn(84, 3, 4), f: func(in []*Tensor) (*Tensor, error) {
-			idx, err := FromInt64([]int64{0, 3, 1, 1, 2, 0}, 3, 2)
+			idx, err := FromInt64On(in[0].Device(), []int64{0, 3, 1, 1, 2, 0}, 3, 2)
 			if err != nil {
 				return nil, err
 			}
@@ -286,11 +286,11 @@ func gcCases() []gcCase {
 		{name: "batch_norm_training", inputs: many(rn(122, 4, 3, 3, 3), pos(123, 3), rn(124, 3)),
 			f: func(in []*Tensor) (*Tensor, error) {
 				// running statistics are updated in place: fresh ones per evaluation
-				rm, err := Zeros([]int64{3}, WithDType(Double))
+				rm, err := Zeros([]int64{3}, WithDType(Double), OnDevice(in[0].Device()))
 				if err != nil {
 					return nil, err
 				}
-				rv, err := Ones([]int64{3}, WithDType(Double))
+				rv, err := Ones([]int64{3}, WithDType(Double), OnDevice(in[0].Device()))
 				if err != nil {
 					return nil, err
 				}
@@ -302,11 +302,11 @@ func gcCases() []gcCase {
 			})},
 		{name: "batch_norm_eval", inputs: many(rn(126, 4, 3, 3, 3), pos(127, 3), rn(128, 3)),
 			f: func(in []*Tensor) (*Tensor, error) {
-				rm, err := FromFloat64([]float64{0.3, -0.2, 0.1}, 3)
+				rm, err := fromFloat64On(in[0].Device(), []float64{0.3, -0.2, 0.1}, 3)
 				if err != nil {
 					return nil, err
 				}
-				rv, err := FromFloat64([]float64{0.8, 1.5, 0.6}, 3)
+				rv, err := fromFloat64On(in[0].Device(), []float64{0.8, 1.5, 0.6}, 3)
 				if err != nil {
 					return nil, err
 				}
@@ -326,7 +326,7 @@ func gcCases() []gcCase {
 		{name: "softmax_dim0", inputs: rn(137, 4, 5), f: un(func(x *Tensor) (*Tensor, error) { return Softmax(x, 0) })},
 		{name: "log_softmax", inputs: rn(138, 4, 5), f: un(func(x *Tensor) (*Tensor, error) { return LogSoftmax(x, 1) }), gg: true},
 		{name: "cross_entropy", inputs: rn(139, 6, 5), f: func(in []*Tensor) (*Tensor, error) {
-			y, err := FromInt64([]int64{0, 4, 2, 2, 1, 3}, 6)
+			y, err := FromInt64On(in[0].Device(), []int64{0, 4, 2, 2, 1, 3}, 6)
 			if err != nil {
 				return nil, err
 			}
@@ -334,7 +334,7 @@ func gcCases() []gcCase {
 		}, gg: true},
 		{name: "soft_cross_entropy", inputs: many(rn(140, 6, 5), pos(141, 6, 5)), f: bin(SoftCrossEntropy), gg: true},
 		{name: "one_hot_to_float", inputs: rn(142, 4, 3), f: func(in []*Tensor) (*Tensor, error) {
-			y, err := FromInt64([]int64{2, 0, 1, 2}, 4)
+			y, err := FromInt64On(in[0].Device(), []int64{2, 0, 1, 2}, 4)
 			if err != nil {
 				return nil, err
 			}
@@ -352,6 +352,16 @@ func gcCases() []gcCase {
 			return x.ToDType(Double) // same dtype: the identity, still in the graph
 		})},
 	}
+}
+
+// fromFloat64On is FromFloat64 on dev: the constants a case builds live where its inputs
+// do, so that every case also runs on a GPU (TestDeviceGradChecks).
+func fromFloat64On(dev Device, data []float64, shape ...int64) (*Tensor, error) {
+	t, err := FromFloat64(data, shape...)
+	if err != nil || dev == CPU {
+		return t, err
+	}
+	return t.To(dev)
 }
 
 // weightsLike returns a fixed pseudo-random float64 tensor with entries in [-1, 1].
