@@ -303,7 +303,7 @@ func TestApplyPerModel(t *testing.T) {
 	}
 }
 
-func TestFloat32AndDevice(t *testing.T) {
+func TestDeviceFloat32(t *testing.T) {
 	dev := torch.CPU
 	if name := os.Getenv("LDTORCH_TEST_DEVICE"); name != "" {
 		dev = need[torch.Device](t)(torch.ParseDevice(name))

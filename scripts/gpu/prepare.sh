@@ -3,7 +3,8 @@
 # (at most 60 MiB, checked), for scripts/gpu/run.sh to use there:
 #
 #   .gpu/bin/ldtorch.xz                 the command (stripped, xz-compressed) and the test
-#   .gpu/bin/{torch,nets,labeldistill}.test.xz   binaries; run.sh unpacks them and puts the
+#   .gpu/bin/{torch,nets,nets-augment,labeldistill}.test.xz   binaries (nets-augment: the
+#                                       package nets/augment); run.sh unpacks them and puts the
 #                                             shim it builds beside them in .gpu/bin/lib/
 #                                             (their RUNPATH looks in $ORIGIN/lib first)
 #   .gpu/work/<pkg>/                    the test binaries' working folders: what the tests
@@ -62,8 +63,8 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/work" "$out/shared/datasets"
 flags=(-trimpath -ldflags=-s\ -w)
 go build "${flags[@]}" -o "$out/bin/ldtorch" ./cmd/ldtorch
-for pkg in torch nets labeldistill; do
-  go test -c "${flags[@]}" -o "$out/bin/$pkg.test" "./$pkg"
+for pkg in torch nets nets/augment labeldistill; do
+  go test -c "${flags[@]}" -o "$out/bin/${pkg//\//-}.test" "./$pkg"
   mkdir -p "$out/work/$pkg"
 done
 # Compressed to fit the budget (about a third of their size); run.sh unpacks them with python3's lzma.
