@@ -35,10 +35,11 @@
 #   8. with --pack FILE, RESULTS packed into FILE (tar.xz, by scripts/gpu/pack.py) on every
 #      exit, a failed step's included: what a lent machine hands back before it is returned
 #      bare. Of each run's checkpoints only the newest goes in (it continues the run). An
-#      archive over --pack-limit MiB (default 15: under the 16 a lent machine hands back per file)
-#      is cut into FILE.00, FILE.01, ... of that size, at most --pack-parts of them (default
-#      3: one CIFAR checkpoint alone is about 18 MiB packed); one that needs more is packed
-#      again without the checkpoints, then without the largest files, each named in run.log.
+#      archive over --pack-limit MiB (default 15: a lent machine hands back at most 16 per
+#      file) is cut into FILE.00, FILE.01, ... of that size, at most --pack-parts of them
+#      (default 3: one CIFAR checkpoint alone is about 18 MiB packed); one that needs more is
+#      packed again without the checkpoints, then without the largest files, each named in
+#      run.log.
 #
 # --time-limit S bounds the whole run, counted from its start (the shim's build included):
 # the tests, the benchmarks, the protocols and the sweep's cells and scores each get what is
