@@ -4,6 +4,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <cmath>
+#include <vector>
 
 #include "internal.h"
 
@@ -21,18 +22,28 @@ ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const
     const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(step));
     const double step_size = lr / bias_correction1;
     const double bias_correction2_sqrt = std::sqrt(bias_correction2);
+    // The single-tensor update of every parameter, through libtorch's _foreach_ ops: on the
+    // CPU they loop over the same per-tensor ops (bit for bit the loop they replace); on a
+    // GPU they launch each step for all parameters at once, where the loop launched eight
+    // kernels per parameter (a LeNet: 80 launches for arithmetic on 62k numbers).
+    std::vector<at::Tensor> p, g, m, v;
     for (int i = 0; i < n; i++) {
       if (grads[i] == nullptr) continue;
-      auto &p = ldt::T(params[i]);
-      at::Tensor g = ldt::T(grads[i]);
-      auto &m = ldt::T(exp_avg[i]);
-      auto &v = ldt::T(exp_avg_sq[i]);
-      if (weight_decay != 0) g = g.add(p, weight_decay);
-      m.mul_(beta1).add_(g, 1 - beta1);
-      v.mul_(beta2).addcmul_(g, g, 1 - beta2);
-      auto denom = (v.sqrt() / bias_correction2_sqrt).add_(eps);
-      p.addcdiv_(m, denom, -step_size);
+      p.push_back(ldt::T(params[i]));
+      g.push_back(ldt::T(grads[i]));
+      m.push_back(ldt::T(exp_avg[i]));
+      v.push_back(ldt::T(exp_avg_sq[i]));
     }
+    if (p.empty()) return nullptr;
+    if (weight_decay != 0) g = at::_foreach_add(g, p, weight_decay);
+    at::_foreach_mul_(m, beta1);
+    at::_foreach_add_(m, g, 1 - beta1);
+    at::_foreach_mul_(v, beta2);
+    at::_foreach_addcmul_(v, g, g, 1 - beta2);
+    auto denom = at::_foreach_sqrt(v);
+    at::_foreach_div_(denom, bias_correction2_sqrt);
+    at::_foreach_add_(denom, eps);
+    at::_foreach_addcdiv_(p, m, denom, -step_size);
   }
   LDT_CATCH
 }
