@@ -58,6 +58,41 @@ func describeExit(err error) string {
 	return "failed: " + err.Error()
 }
 
+// killedBySignal reports whether err is a process's death by a signal.
+func killedBySignal(err error) bool {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		ws, ok := ee.Sys().(syscall.WaitStatus)
+		return ok && ws.Signaled()
+	}
+	return false
+}
+
+// causeWindow: a rank killed by a signal this soon after another rank exited with an error
+// is named as the cause. The survivors of a killed rank see its end at once (a closed
+// connection) and exit with their message within milliseconds, and on a loaded machine
+// their exit can be reaped before the killed rank's.
+const causeWindow = time.Second
+
+// firstFailure is the failure Launch names: the first rank that failed, or a rank killed by
+// a signal within causeWindow after a first that exited with an error.
+type firstFailure struct {
+	exit *RankExit
+	at   time.Time
+}
+
+// add records rank's failure err at now and reports whether it is the first failure.
+func (f *firstFailure) add(rank int, err error, now time.Time) (first bool) {
+	switch {
+	case f.exit == nil:
+		f.exit, f.at = &RankExit{Rank: rank, Err: err}, now
+		return true
+	case killedBySignal(err) && !killedBySignal(f.exit.Err) && now.Sub(f.at) < causeWindow:
+		f.exit = &RankExit{Rank: rank, Err: err}
+	}
+	return false
+}
+
 // errKilled is Launch's error when o.Kill killed the ranks before any failed.
 var errKilled = errors.New("the ranks were killed")
 
@@ -75,7 +110,8 @@ func FreePort() (int, error) {
 // fails, the others normally fail soon after (their collectives name it); any still running
 // after their timeout plus a margin are killed, so Launch never hangs on a hung rank. When
 // ctx is cancelled every rank gets SIGTERM (and SIGKILL 10 s later, or when o.Kill closes).
-// The error names the first rank that failed.
+// The error names the first rank that failed (firstFailure: a rank killed by a signal ahead
+// of the ranks that exited with an error just before it).
 func Launch(ctx context.Context, o LaunchOptions) error {
 	if o.N < 1 {
 		return fmt.Errorf("dist: --nproc must be at least 1, got %d", o.N)
@@ -147,6 +183,7 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 		}
 	}
 	var first error
+	var failed firstFailure
 	var killTimer <-chan time.Time
 	ctxDone, kill := ctx.Done(), o.Kill
 	for left := o.N; left > 0; {
@@ -157,10 +194,14 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 			if o.Exited != nil {
 				o.Exited(e.rank, e.err)
 			}
-			if e.err != nil && first == nil {
-				first = &RankExit{Rank: e.rank, Err: e.err}
-				// peers see the failure within their timeout; past it, they are stuck
-				killTimer = time.After(timeout + FailureGrace + 3*time.Second)
+			if e.err != nil {
+				if failed.add(e.rank, e.err, time.Now()) && first == nil {
+					first = failed.exit
+					// peers see the failure within their timeout; past it, they are stuck
+					killTimer = time.After(timeout + FailureGrace + 3*time.Second)
+				} else if re, ok := first.(*RankExit); ok && re != failed.exit {
+					first = failed.exit // the killed rank, in place of a survivor
+				}
 			}
 		case <-killTimer:
 			signalAll(syscall.SIGKILL)
