@@ -55,21 +55,26 @@ ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const 
     if (n > 0 && (params == nullptr || grads == nullptr)) throw std::invalid_argument("null list");
     if (momentum != 0 && bufs == nullptr) throw std::invalid_argument("momentum needs buffers");
     at::NoGradGuard no_grad;
+    // As in ldt_adam_step: _foreach_ ops, the same per-tensor ops on the CPU.
+    std::vector<at::Tensor> p, d, buf;
     for (int i = 0; i < n; i++) {
       if (grads[i] == nullptr) continue;
-      auto &p = ldt::T(params[i]);
-      at::Tensor d = ldt::T(grads[i]);
-      if (weight_decay != 0) d = d.add(p, weight_decay);
-      if (momentum != 0) {
-        auto &buf = ldt::T(bufs[i]);
-        if (first_step)
-          buf.copy_(d);
-        else
-          buf.mul_(momentum).add_(d, 1 - dampening);
-        d = nesterov ? d.add(buf, momentum) : buf;
-      }
-      p.add_(d, -lr);
+      p.push_back(ldt::T(params[i]));
+      d.push_back(ldt::T(grads[i]));
+      if (momentum != 0) buf.push_back(ldt::T(bufs[i]));
     }
+    if (p.empty()) return nullptr;
+    if (weight_decay != 0) d = at::_foreach_add(d, p, weight_decay);
+    if (momentum != 0) {
+      if (first_step) {
+        for (size_t i = 0; i < buf.size(); i++) buf[i].copy_(d[i]);  // no _foreach_copy_ in 1.13
+      } else {
+        at::_foreach_mul_(buf, momentum);
+        at::_foreach_add_(buf, d, 1 - dampening);
+      }
+      d = nesterov ? at::_foreach_add(d, buf, momentum) : buf;
+    }
+    at::_foreach_add_(p, d, -lr);
   }
   LDT_CATCH
 }
