@@ -10,6 +10,26 @@ import (
 	"testing"
 )
 
+// Every visible GPU is described (ldtorch version names them); an index past the last is
+// an error naming the count.
+func TestCUDADeviceProperties(t *testing.T) {
+	if !CUDAIsAvailable() {
+		t.Skip("CUDA not available")
+	}
+	n := CUDADeviceCount()
+	for i := 0; i < n; i++ {
+		g, err := CUDADeviceProperties(i)
+		if err != nil || g.Index != i || g.Name == "" || g.MemoryBytes < 1<<30 || g.Major < 3 {
+			t.Errorf("CUDADeviceProperties(%d) = %+v, %v", i, g, err)
+		}
+		t.Logf("%+v", g)
+	}
+	for _, bad := range []int{-1, n} {
+		_, err := CUDADeviceProperties(bad)
+		wantErr(t, err, "cuda_device_properties", fmt.Sprintf("CUDA device %d does not exist (%d device(s))", bad, n))
+	}
+}
+
 func TestCUDAMatchesCPU(t *testing.T) {
 	if !CUDAIsAvailable() {
 		t.Skip("CUDA not available")

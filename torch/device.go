@@ -3,6 +3,7 @@ package torch
 // device.go: devices (CPU, CUDA), CUDA queries and intra-op thread settings.
 
 /*
+#include <stdlib.h>
 #include "shim.h"
 */
 import "C"
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // DeviceType is the kind of a device.
@@ -74,6 +76,27 @@ func CUDASynchronize(index int) error {
 // built without CUDA, or a CUDA build on a machine without one) it is an error, as
 // CUDASynchronize is.
 func CUDAEmptyCache() error { return cerr("cuda_empty_cache", C.ldt_cuda_empty_cache()) }
+
+// GPU describes one CUDA device.
+type GPU struct {
+	Index        int
+	Name         string // e.g. "NVIDIA H200"
+	MemoryBytes  int64
+	Major, Minor int // compute capability
+}
+
+// CUDADeviceProperties describes GPU index; an error without CUDA or for an index past
+// CUDADeviceCount.
+func CUDADeviceProperties(index int) (GPU, error) {
+	var name *C.char
+	var mem C.int64_t
+	var major, minor C.int
+	if err := cerr("cuda_device_properties", C.ldt_cuda_device_properties(C.int(index), &name, &mem, &major, &minor)); err != nil {
+		return GPU{}, err
+	}
+	defer C.free(unsafe.Pointer(name))
+	return GPU{Index: index, Name: C.GoString(name), MemoryBytes: int64(mem), Major: int(major), Minor: int(minor)}, nil
+}
 
 // Synchronize waits for pending work on d (a no-op on the CPU).
 func Synchronize(d Device) error {

@@ -366,6 +366,8 @@ func TestErrorThreadsAndDevices(t *testing.T) {
 	wantErr(t, err, "randperm", "CUDA")
 	wantErr(t, CUDASynchronize(0), "cuda_synchronize", "not available")
 	wantErr(t, CUDAEmptyCache(), "cuda_empty_cache", "CUDA is not available")
+	_, err = CUDADeviceProperties(0)
+	wantErr(t, err, "cuda_device_properties", "CUDA is not available")
 	if err := Synchronize(CPU); err != nil {
 		t.Errorf("Synchronize(CPU): %v", err)
 	}

@@ -27,6 +27,7 @@ type versionInfo struct {
 	Build        string `json:"shim_build"`
 	CUDA         bool   `json:"cuda_available"`
 	CUDADevices  int    `json:"cuda_devices"`
+	GPUs         []gpu  `json:"cuda_gpus,omitempty"` // each visible GPU, by index
 	Threads      int    `json:"threads"`
 	Gloo         bool   `json:"c10d_gloo"` // the shim has the collectives (--nproc, torchrun)
 	Malloc       string `json:"malloc"`
@@ -39,6 +40,36 @@ type versionInfo struct {
 	Platform     string `json:"platform"`
 	VCSRevision  string `json:"vcs_revision,omitempty"`
 	RuntimeError string `json:"runtime_error,omitempty"`
+}
+
+// gpu is one GPU in `ldtorch version --json`.
+type gpu struct {
+	Index      int    `json:"index"`
+	Name       string `json:"name,omitempty"`
+	MemoryMiB  int64  `json:"memory_mib,omitempty"`
+	Capability string `json:"compute_capability,omitempty"`
+	Error      string `json:"error,omitempty"` // the query failed
+}
+
+func (g gpu) String() string {
+	if g.Error != "" {
+		return fmt.Sprintf("cuda:%d (%s)", g.Index, g.Error)
+	}
+	return fmt.Sprintf("cuda:%d %s (%d MiB, compute capability %s)", g.Index, g.Name, g.MemoryMiB, g.Capability)
+}
+
+// gpus describes the n visible GPUs.
+func gpus(n int) []gpu {
+	var out []gpu
+	for i := 0; i < n; i++ {
+		p, err := torch.CUDADeviceProperties(i)
+		if err != nil {
+			out = append(out, gpu{Index: i, Error: err.Error()})
+			continue
+		}
+		out = append(out, gpu{Index: i, Name: p.Name, MemoryMiB: p.MemoryBytes >> 20, Capability: fmt.Sprintf("%d.%d", p.Major, p.Minor)})
+	}
+	return out
 }
 
 func (e *env) versionCommand() *cli.Command {
@@ -69,6 +100,9 @@ func (e *env) versionAction(c *cli.Context) error {
 		v.DirectConv = torch.DirectConvISA()
 		v.BLASCore = torch.BLASCore()
 		v.SIMDLoops = torch.SIMDLoopsISA()
+		if v.CUDA {
+			v.GPUs = gpus(v.CUDADevices)
+		}
 	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
@@ -105,6 +139,9 @@ func (e *env) versionAction(c *cli.Context) error {
 		fmt.Fprintf(e.stdout, "shim build  %s\n", v.Build)
 		if v.CUDA {
 			fmt.Fprintf(e.stdout, "CUDA        available, %d device(s)\n", v.CUDADevices)
+			for _, g := range v.GPUs {
+				fmt.Fprintf(e.stdout, "            %v\n", g)
+			}
 		} else {
 			fmt.Fprintf(e.stdout, "CUDA        not available\n")
 		}

@@ -10,13 +10,16 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #ifdef LDT_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
 #include "internal.h"
 
 #include <algorithm>
+#include <cstring>
 #include <dlfcn.h>
+#include <string>
 #if defined(__GLIBC__)
 #endif
 
@@ -147,6 +150,30 @@ ldt_error ldt_cuda_empty_cache(void) {
     if (!ldt_cuda_is_available()) throw std::runtime_error("CUDA is not available");
     c10::cuda::CUDACachingAllocator::emptyCache();
 #else
+    throw std::runtime_error("CUDA is not available: the shim was built without CUDA support");
+#endif
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_cuda_device_properties(int index, char **name, int64_t *total_memory, int *major, int *minor) {
+  LDT_TRY {
+    if (name == nullptr || total_memory == nullptr || major == nullptr || minor == nullptr)
+      throw std::invalid_argument("null out-parameter");
+#ifdef LDT_WITH_CUDA
+    if (!ldt_cuda_is_available()) throw std::runtime_error("CUDA is not available");
+    const int n = ldt_cuda_device_count();
+    if (index < 0 || index >= n)
+      throw std::out_of_range("CUDA device " + std::to_string(index) + " does not exist (" + std::to_string(n) +
+                              " device(s))");
+    const cudaDeviceProp *p = at::cuda::getDeviceProperties(index);
+    *name = strdup(p->name);
+    if (*name == nullptr) throw std::bad_alloc();
+    *total_memory = static_cast<int64_t>(p->totalGlobalMem);
+    *major = p->major;
+    *minor = p->minor;
+#else
+    (void)index;
     throw std::runtime_error("CUDA is not available: the shim was built without CUDA support");
 #endif
   }

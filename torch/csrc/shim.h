@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 15
+#define LDT_ABI_VERSION 16
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -50,6 +50,9 @@ LDT_API int ldt_cuda_is_available(void);
 LDT_API int ldt_cuda_device_count(void);
 LDT_API ldt_error ldt_cuda_synchronize(int index);
 LDT_API ldt_error ldt_cuda_empty_cache(void);
+/* GPU index's name (malloc'd: free it), memory in bytes and compute capability. */
+LDT_API ldt_error ldt_cuda_device_properties(int index, char **name, int64_t *total_memory, int *major,
+                                             int *minor);
 /* TF32 for float32 matrix products (cuBLAS) and convolutions (cuDNN) on Ampere and later
  * GPUs: process-wide; a flag only (no effect) on the CPU. */
 LDT_API ldt_error ldt_set_allow_tf32(int allow);
