@@ -48,6 +48,7 @@ type Result struct {
 	Threads           int     `json:"threads"`
 	BLAS              string  `json:"blas"`
 	Device            string  `json:"device"`
+	DeviceName        string  `json:"device_name,omitempty"` // the GPU's name (torch.CUDADeviceProperties); "" on the CPU
 	LibtorchVersion   string  `json:"libtorch_version"`
 	// Data-parallel runs (WithGroup): the number of ranks and the median wall time of the
 	// meta-step's one all-reduce (included in MetaStepMedian).
@@ -142,10 +143,23 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		Impl: "ldtorch", Method: cfg.Method, Learn: cfg.Learn, MethodName: cfg.MethodName(), DDBackward: cfg.DDBackward, Dataset: cfg.Dataset, Base: cfg.BaseExamples, InnerBatch: cfg.InnerBatch,
 		OuterBatch: cfg.OuterBatch, Steps: steps, MetaStepMedian: quantile(times, 0.5), MetaStepP90: quantile(times, 0.9),
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
-		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(),
+		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(), DeviceName: deviceName(dev),
 		LibtorchVersion: torch.Version(), Ranks: ranks, AllReduceMedian: quantile(reduce, 0.5),
 		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads,
 	}, nil
+}
+
+// deviceName is dev's GPU name, "" on the CPU or when the query fails (the timings stand
+// without it).
+func deviceName(dev torch.Device) string {
+	if !dev.IsCUDA() {
+		return ""
+	}
+	g, err := torch.CUDADeviceProperties(dev.Index)
+	if err != nil {
+		return ""
+	}
+	return g.Name
 }
 
 // evalSteps times single training steps of one fresh model of cfg's evaluation recipe on
