@@ -81,14 +81,16 @@ type firstFailure struct {
 	at   time.Time
 }
 
-// add records rank's failure err at now and reports whether it is the first failure.
+// add records rank's failure err at now and reports whether it is the first failure. A
+// killed rank named in place of a survivor is written into the same RankExit, so that an
+// error holding it names the killed rank.
 func (f *firstFailure) add(rank int, err error, now time.Time) (first bool) {
 	switch {
 	case f.exit == nil:
 		f.exit, f.at = &RankExit{Rank: rank, Err: err}, now
 		return true
 	case killedBySignal(err) && !killedBySignal(f.exit.Err) && now.Sub(f.at) < causeWindow:
-		f.exit = &RankExit{Rank: rank, Err: err}
+		*f.exit = RankExit{Rank: rank, Err: err}
 	}
 	return false
 }
@@ -199,8 +201,6 @@ func Launch(ctx context.Context, o LaunchOptions) error {
 					first = failed.exit
 					// peers see the failure within their timeout; past it, they are stuck
 					killTimer = time.After(timeout + FailureGrace + 3*time.Second)
-				} else if re, ok := first.(*RankExit); ok && re != failed.exit {
-					first = failed.exit // the killed rank, in place of a survivor
 				}
 			}
 		case <-killTimer:
