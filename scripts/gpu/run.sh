@@ -270,7 +270,7 @@ if [ "$tests" != none ]; then
     log "tests: $pkg -test.run '$pattern' (LDTORCH_TEST_DEVICE=$device)"
     rm -f "$results/test-$name.log"
     rc=0
-    (mkdir -p "$bundle/work/$pkg" && cd "$bundle/work/$pkg" && export LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} &&
+    (cd "$bundle/work/$pkg" && export LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} &&
       limited "$results/test-$name.log" "$bundle/bin/$name.test" -test.v -test.count=1 -test.timeout=9m -test.run "$pattern") || rc=$?
     case $rc in
       0) log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$name.log") passed, $(grep -c -- '--- SKIP' "$results/test-$name.log") skipped)" ;;
