@@ -552,6 +552,43 @@ func TestBench(t *testing.T) {
 	if _, ok := res["eval_batched_speedup"]; ok {
 		t.Errorf("bench without --batched-eval-steps reports an evaluation comparison: %v", res)
 	}
+	if _, ok := res["op_census"]; ok {
+		t.Errorf("bench without --op-census reports a census: %v", res)
+	}
+
+	// The operator census: per meta-step and per evaluation step, by operator.
+	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--base", "20", "--target-set-size", "1000",
+		"--outer-batch", "128", "--steps", "2", "--warmup", "1", "--op-census")
+	var census struct {
+		Census map[string]struct {
+			Calls, Top, Leaf float64
+			Ops              []struct {
+				Name             string
+				Calls, Top, Leaf float64
+			}
+		} `json:"op_census"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &census) != nil {
+		t.Fatalf("bench --op-census: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, step := range []string{"meta_step", "eval_step"} {
+		c, ok := census.Census[step]
+		linear := 0.0
+		for _, o := range c.Ops {
+			if o.Name == "aten::linear" {
+				linear = o.Top
+			}
+		}
+		// LeNet's three fully connected layers, once per forward pass (LD's meta-step: the
+		// inner step's and the target batch's).
+		if !ok || c.Top < 20 || c.Leaf < c.Top/2 || c.Calls < c.Top+c.Leaf/2 || (linear != 3 && linear != 6) {
+			t.Errorf("bench --op-census: %s: %+v (aten::linear top-level %v per step)", step, c, linear)
+		}
+	}
+	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--base", "20", "--steps", "2", "--warmup", "0", "--op-census")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "--op-census") || !strings.Contains(r.stderr, "--warmup") {
+		t.Errorf("bench --op-census --warmup 0: exit %d: %s", r.code, r.stderr)
+	}
 
 	// Two ranks: rank 0 reports, and every rank ends without an error (the others' last
 	// collective fails once rank 0 has left the group after its timed steps).

@@ -56,16 +56,68 @@ type Result struct {
 	AllReduceMedian  float64 `json:"all_reduce_median_s"`
 	AllowTF32        bool    `json:"allow_tf32"`               // config.Config.AllowTF32 as applied
 	HostReadsPerStep float64 `json:"host_reads_per_meta_step"` // device→host reads (torch.HostReads) per timed meta-step
+	OpCensus         *Census `json:"op_census,omitempty"`      // with Options.OpCensus
 }
 
-// Run runs warmup untimed and then steps timed meta-steps of cfg's method on ds (nil:
+// Options say what Run measures.
+type Options struct {
+	Steps  int // timed meta-steps (≥ 1)
+	Warmup int // untimed meta-steps before them
+	// OpCensus also counts libtorch's operator calls in the timed meta-steps and evaluation
+	// steps (torch.StartOpCensus; needs Warmup ≥ 1): the host's work per step, which bounds a small network's
+	// step on a GPU. Counting slows every call a little: such a run's timings are not
+	// comparable with those of a run without it.
+	OpCensus bool
+}
+
+// Census is the operator census of a run's timed steps, per step.
+type Census struct {
+	MetaStep StepOps `json:"meta_step"`
+	EvalStep StepOps `json:"eval_step"`
+}
+
+// StepOps are the operator calls of one step on average: all of them, those the program or
+// the backward engine asked for (top), and those that did their work themselves (leaf; on
+// a GPU at most one kernel launch each), then the same per operator, most called first.
+type StepOps struct {
+	Calls float64   `json:"calls"`
+	Top   float64   `json:"top"`
+	Leaf  float64   `json:"leaf"`
+	Ops   []OpCalls `json:"ops"`
+}
+
+// OpCalls is one operator's calls per step.
+type OpCalls struct {
+	Name  string  `json:"name"`
+	Calls float64 `json:"calls"`
+	Top   float64 `json:"top"`
+	Leaf  float64 `json:"leaf"`
+}
+
+// perStep divides a census of steps steps.
+func perStep(counts []torch.OpCount, steps int) StepOps {
+	n := float64(max(1, steps))
+	calls, top, leaf := torch.OpTotals(counts)
+	out := StepOps{Calls: float64(calls) / n, Top: float64(top) / n, Leaf: float64(leaf) / n}
+	for _, c := range counts {
+		out.Ops = append(out.Ops, OpCalls{Name: c.Name, Calls: float64(c.Calls) / n, Top: float64(c.Top) / n, Leaf: float64(c.Leaf) / n})
+	}
+	return out
+}
+
+// Run runs o.Warmup untimed and then o.Steps timed meta-steps of cfg's method on ds (nil:
 // cfg's data, loaded), one rank of g when g is set, and times fresh-model training steps
 // (one model, 20 steps after 3 warm-up steps). The meta-steps are a distillation's first
 // ones: Distill is started with validation and baselines out of reach and stopped (through
 // its context) after the last timed step.
-func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldistill.Data, g *dist.Group) (*Result, error) {
+func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Data, g *dist.Group) (*Result, error) {
+	steps, warmup := o.Steps, o.Warmup
 	if steps < 1 || warmup < 0 {
 		return nil, fmt.Errorf("bench: steps must be ≥ 1 and warmup ≥ 0, got %d and %d", steps, warmup)
+	}
+	if o.OpCensus && warmup < 1 {
+		// The census starts after a meta-step; the first one also sets the run up.
+		return nil, fmt.Errorf("bench: an operator census needs at least one warm-up meta-step")
 	}
 	cfg, ds, dev, err := prepare(cfg, ds)
 	if err != nil {
@@ -80,6 +132,13 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 	var last, lastCPU float64
 	done := 0
 	var stepErr error
+	var census []torch.OpCount
+	counting := false
+	defer func() {
+		if counting { // the run ended before its last timed step
+			torch.StopOpCensus()
+		}
+	}()
 	run, stop := context.WithCancel(ctx)
 	defer stop()
 	progress := func(p labeldistill.Progress) {
@@ -99,11 +158,23 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		done++
 		if done == warmup {
 			readsBefore = torch.HostReads()
+			if o.OpCensus {
+				if stepErr = torch.StartOpCensus(); stepErr != nil {
+					stop()
+					return
+				}
+				counting = true
+			}
+		}
+		if done == warmup+steps {
+			if counting {
+				counting = false
+				census, stepErr = torch.StopOpCensus()
+			}
+			stop()
+			return
 		}
 		last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
-		if done == warmup+steps {
-			stop()
-		}
 	}
 	last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
 	opts := []labeldistill.RunOption{labeldistill.WithData(ds), labeldistill.WithProgress(progress)}
@@ -131,9 +202,13 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		return nil, err
 	}
 	reads := float64(torch.HostReads()-readsBefore) / float64(max(1, steps))
-	evalTimes, evalCPU, err := evalSteps(ctx, cfg, ds, dev, 3, 20)
+	evalTimes, evalCPU, evalCensus, err := evalSteps(ctx, cfg, ds, dev, 3, 20, o.OpCensus)
 	if err != nil {
 		return nil, err
+	}
+	var opCensus *Census
+	if o.OpCensus {
+		opCensus = &Census{MetaStep: perStep(census, steps), EvalStep: perStep(evalCensus, 20)}
 	}
 	ranks := 1
 	if g != nil {
@@ -145,7 +220,7 @@ func Run(ctx context.Context, cfg config.Config, steps, warmup int, ds *labeldis
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(), DeviceName: deviceName(dev),
 		LibtorchVersion: torch.Version(), Ranks: ranks, AllReduceMedian: quantile(reduce, 0.5),
-		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads,
+		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads, OpCensus: opCensus,
 	}, nil
 }
 
@@ -165,9 +240,12 @@ func deviceName(dev torch.Device) string {
 // evalSteps times single training steps of one fresh model of cfg's evaluation recipe on
 // ds's base images with uniform labels: Adam on random minibatches of eval_batch, or for
 // method dd its own recipe's plain gradient steps on blocks of N/dd_steps images from
-// Wang et al.'s initialisation.
-func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, dev torch.Device, warmup, steps int) (wall, cpu []float64, err error) {
-	type timings struct{ wall, cpu []float64 }
+// Wang et al.'s initialisation. With census, the timed steps' operator calls are counted.
+func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, dev torch.Device, warmup, steps int, census bool) (wall, cpu []float64, ops []torch.OpCount, err error) {
+	type timings struct {
+		wall, cpu []float64
+		ops       []torch.OpCount
+	}
 	t, err := torch.Guard("bench", func() (timings, error) {
 		var out timings
 		s := torch.NewScope()
@@ -188,9 +266,21 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 		defer m.Close()
 		n := ds.Base.N
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xbe7c4))
+		counting := false
+		defer func() {
+			if counting {
+				torch.StopOpCensus()
+			}
+		}()
 		for i := 0; i < warmup+steps; i++ {
 			if err := ctx.Err(); err != nil {
 				return out, err
+			}
+			if census && i == warmup {
+				if err := torch.StartOpCensus(); err != nil {
+					return out, err
+				}
+				counting = true
 			}
 			perm := rng.Perm(n)[:batch]
 			idxs := make([]int64, batch)
@@ -215,9 +305,15 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 				out.cpu = append(out.cpu, threadCPU()-c0)
 			}
 		}
+		if counting {
+			counting = false
+			if out.ops, err = torch.StopOpCensus(); err != nil {
+				return out, err
+			}
+		}
 		return out, nil
 	})
-	return t.wall, t.cpu, err
+	return t.wall, t.cpu, t.ops, err
 }
 
 // evalInputs is what fresh models of a benchmark train and are tested on.

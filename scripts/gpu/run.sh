@@ -20,7 +20,9 @@
 #   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
 #      and CIFAR-10-100, --bench-steps meta-steps (30), and the final evaluation of
 #      --bench-models models (20) for --bench-eval-steps steps (300), batched against
-#      sequential; one JSON line each in bench.jsonl.
+#      sequential; one JSON line each in bench.jsonl. On MNIST also the operator calls per
+#      meta-step and evaluation step (`ldtorch bench --op-census`), one JSON line each in
+#      census.jsonl.
 #   6. with --protocol NAME[,NAME...], full protocol runs (mnist-ld, mnist-rr, cifar10-ld,
 #      cifar10-rr, cifar100-rr: see protocol_args), one after another, each into
 #      RESULTS/NAME. Each continues from the newest checkpoint there (--resume) when one
@@ -297,6 +299,15 @@ if [ "$bench" != none ]; then
         124) status=1; log "bench $m $ds cut at the time limit (bench.log)" ;;
         *) status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)" ;;
       esac
+      # LeNet's steps are bound by the host's work per operator: count the operators (a run
+      # of its own, since counting slows every call).
+      [ "$ds" = mnist ] || continue
+      if time_is_up; then status=1; log "bench: op census of $m on $ds-100 skipped: no time left"; continue; fi
+      rc=0
+      limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/census.jsonl" \
+        "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps 10 \
+        --warmup 3 --op-census --data-dir "$data" || rc=$?
+      [ $rc = 0 ] || { status=1; log "bench: op census of $m on $ds-100 FAILED or cut (exit $rc, bench.log)"; }
     done
   done
 fi

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 16
+#define LDT_ABI_VERSION 17
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -74,6 +74,13 @@ LDT_API ldt_error ldt_set_cpu_block_cache(int64_t max_bytes);
  * cache was never set). */
 LDT_API void ldt_cpu_block_cache_stats(int64_t *cached_bytes, int64_t *maps, int64_t *hits);
 LDT_API int ldt_is_grad_enabled(void);
+/* Operator census (census.cc): from start on, every libtorch operator call and autograd node
+ * run, on any thread, is counted by name; stop ends it and returns one line per name,
+ * "name\tcalls\ttop\tleaf\n" (malloc'd: free it), most called first. top: calls no other
+ * counted call enclosed on their thread; leaf: calls that enclosed none. One census at a time;
+ * every call costs a little more while one runs. */
+LDT_API ldt_error ldt_op_census_start(void);
+LDT_API ldt_error ldt_op_census_stop(char **out);
 
 /* ---- tensor lifetime, queries, creation, copies (tensor.cc) ----------------------------- */
 LDT_API void ldt_tensor_free(ldt_tensor t);
