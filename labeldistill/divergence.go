@@ -5,8 +5,8 @@ package labeldistill
 // non-finite value most likely comes from. Beside the label loss and each learnt value's
 // sum (loop.go), every learnable's optimiser state, the model's parameters and Adam state,
 // and for LD RR the scale s (with its Adam) and the ridge weights W are reduced to one
-// scalar each: 0 when finite, NaN when any element is NaN or infinite (x·0 is 0 for every
-// finite x and NaN otherwise, so no sum can overflow into a false alarm). A run whose Adam
+// scalar each by torch.NonFiniteProbe: 0 when finite, NaN when any element is NaN or infinite
+// (no sum of the values, which could overflow into a false alarm). A run whose Adam
 // state overflows (huge gradients from --scale-init 1e30 or --label-lr 1e30) keeps finite
 // labels for a while and would be scored as if nothing happened; it now ends at the step.
 
@@ -55,21 +55,14 @@ func (l *loop) stateGuards() []stateGuard {
 // guardValues reduces each guard to its scalar (on the device, not read here).
 func (l *loop) guardValues(gs []stateGuard) ([]*torch.Tensor, error) {
 	out := make([]*torch.Tensor, 0, len(gs))
-	err := torch.NoGrad(func() error {
-		var c torch.Chain
-		for _, g := range gs {
-			parts := make([]*torch.Tensor, 0, len(g.tensors))
-			for _, t := range g.tensors {
-				parts = append(parts, c.T(c.T(t.MulScalar(0)).Sum()))
-			}
-			if c.Err() != nil {
-				return c.Err()
-			}
-			out = append(out, c.T(c.T(torch.Stack(parts, 0)).Sum()))
+	for _, g := range gs {
+		v, err := torch.NonFiniteProbe(g.tensors...)
+		if err != nil {
+			return nil, err
 		}
-		return c.Err()
-	})
-	return out, err
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 // Settings that can make each quantity diverge (json names), for blameSetting.

@@ -78,6 +78,25 @@ func (t *Tensor) Sign() (*Tensor, error)       { return unary("sign", C.LDT_SIGN
 
 // IsFinite returns a bool tensor, true where the element is neither NaN nor infinite.
 func (t *Tensor) IsFinite() (*Tensor, error)   { return unary("isfinite", C.LDT_ISFINITE, t) }
+
+// NonFiniteProbe returns a 0-dim float64 tensor on the tensors' device (one device for all):
+// 0 when every element of every floating-point tensor in ts is finite, NaN otherwise. It is
+// computed where the tensors are and not read back (on a GPU: a few kernels for the whole
+// list, where a product and a sum per tensor would launch two per tensor), so a training
+// loop can fold it into the values it reads anyway. No gradient flows through it.
+func NonFiniteProbe(ts ...*Tensor) (*Tensor, error) {
+	const op = "nonfinite_probe"
+	if len(ts) == 0 {
+		return nil, errorf(op, "no tensors to probe")
+	}
+	hs, err := handles(op, ts)
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_nonfinite_probe(&out, handlePtr(hs), C.int(len(hs)))
+	return result(op, out, e)
+}
 func (t *Tensor) IsNaN() (*Tensor, error)      { return unary("isnan", C.LDT_ISNAN, t) }
 func (t *Tensor) LogicalNot() (*Tensor, error) { return unary("logical_not", C.LDT_LOGICAL_NOT, t) }
 

@@ -1,10 +1,42 @@
 // math.cc: pointwise arithmetic and comparisons, reductions, clamping, linear algebra and
 // in-place updates, dispatched by small op codes so the C API stays short.
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
 
 #include "internal.h"
 
 namespace {
+
+// Whether any of the n values at p is NaN or infinite: its exponent bits all ones, tested
+// on the bits so that the loop has no branch and vectorises.
+template <typename Float, typename Bits, Bits exponent>
+bool any_nonfinite(const Float *p, int64_t n) {
+  static_assert(sizeof(Float) == sizeof(Bits), "bit width");
+  Bits hit = 0;
+  for (int64_t i = 0; i < n; i++) {
+    Bits b;
+    std::memcpy(&b, p + i, sizeof b);
+    hit |= static_cast<Bits>((b & exponent) == exponent);
+  }
+  return hit != 0;
+}
+
+// The probe of floating-point tensors on any device, as kernels: per dtype, the values
+// flattened into one tensor, times 0 (0 for every finite value, NaN otherwise) and summed: a
+// few kernel launches for the whole list, not a few per tensor.
+at::Tensor probe_by_kernels(const std::vector<at::Tensor> &v, const at::Device &dev) {
+  std::map<at::ScalarType, std::vector<at::Tensor>> groups;
+  for (const auto &t : v)
+    if (t.is_floating_point() && t.numel() > 0) groups[t.scalar_type()].push_back(t.reshape(-1));
+  at::Tensor acc = at::zeros({}, at::TensorOptions().dtype(at::kDouble).device(dev));
+  for (auto &g : groups) acc = acc.add(at::cat(g.second).mul(0).sum(at::kDouble));
+  return acc;
+}
 
 at::Tensor unary(int op, const at::Tensor &t) {
   switch (op) {
@@ -186,6 +218,42 @@ ldt_error ldt_inplace_scalar(int op, ldt_tensor t, double s) {
       case LDT_MUL_SCALAR_: x.mul_(s); break;
       case LDT_ADD_SCALAR_: x.add_(s); break;
       default: throw std::invalid_argument("unknown in-place scalar op " + std::to_string(op));
+    }
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_nonfinite_probe(ldt_tensor *out, const ldt_tensor *ts, int n) {
+  LDT_TRY {
+    const std::vector<at::Tensor> v = ldt::list(ts, n);
+    if (v.empty()) throw std::invalid_argument("no tensors to probe");
+    const at::Device dev = v[0].device();
+    for (const auto &t : v)
+      if (t.device() != dev)
+        throw std::invalid_argument("tensors on " + dev.str() + " and " + t.device().str() + " in one probe");
+    at::NoGradGuard no_grad;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    if (!dev.is_cpu()) {
+      ldt::set_out(out, probe_by_kernels(v, dev));
+    } else {
+      // float32 and float64 in one pass over their bits; half precision through the kernels.
+      bool bad = false;
+      std::vector<at::Tensor> rest;
+      for (const auto &t : v) {
+        const at::Tensor c = t.contiguous();
+        switch (c.scalar_type()) {
+          case at::kFloat:
+            bad = bad || any_nonfinite<float, uint32_t, 0x7f800000u>(c.data_ptr<float>(), c.numel());
+            break;
+          case at::kDouble:
+            bad = bad || any_nonfinite<double, uint64_t, 0x7ff0000000000000ull>(c.data_ptr<double>(), c.numel());
+            break;
+          default:
+            if (c.is_floating_point()) rest.push_back(c);
+        }
+      }
+      at::Tensor r = at::scalar_tensor(bad ? nan : 0.0, at::TensorOptions().dtype(at::kDouble));
+      ldt::set_out(out, rest.empty() ? r : r.add(probe_by_kernels(rest, dev)));
     }
   }
   LDT_CATCH

@@ -155,6 +155,11 @@ LDT_API ldt_error ldt_reduce(ldt_tensor *out, int op, ldt_tensor t, const int64_
                              int keepdim);
 LDT_API ldt_error ldt_argmax(ldt_tensor *out, ldt_tensor t, int64_t dim, int keepdim);
 LDT_API ldt_error ldt_clamp(ldt_tensor *out, ldt_tensor t, double lo, double hi, int has_lo, int has_hi);
+/* A 0-dim float64 tensor on the tensors' device (one device for all): 0 when every element of
+ * every floating-point tensor is finite, NaN otherwise; nothing is read back to the host. On
+ * the CPU one pass over the values; on a GPU a few kernels for the whole list, not a few per
+ * tensor. No gradient. */
+LDT_API ldt_error ldt_nonfinite_probe(ldt_tensor *out, const ldt_tensor *ts, int n);
 LDT_API ldt_error ldt_linalg_solve(ldt_tensor *out, ldt_tensor a, ldt_tensor b);
 LDT_API ldt_error ldt_linalg_solve_ex(ldt_tensor *out, ldt_tensor *info, ldt_tensor a, ldt_tensor b); /* no error check; info: 0 = solved */
 LDT_API ldt_error ldt_linalg_inv(ldt_tensor *out, ldt_tensor a);
