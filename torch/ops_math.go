@@ -77,7 +77,7 @@ func (t *Tensor) Reciprocal() (*Tensor, error) { return unary("reciprocal", C.LD
 func (t *Tensor) Sign() (*Tensor, error)       { return unary("sign", C.LDT_SIGN, t) }
 
 // IsFinite returns a bool tensor, true where the element is neither NaN nor infinite.
-func (t *Tensor) IsFinite() (*Tensor, error)   { return unary("isfinite", C.LDT_ISFINITE, t) }
+func (t *Tensor) IsFinite() (*Tensor, error) { return unary("isfinite", C.LDT_ISFINITE, t) }
 
 // NonFiniteProbe returns a 0-dim float64 tensor on the tensors' device (one device for all):
 // 0 when every element of every floating-point tensor in ts is finite, NaN otherwise. It is
