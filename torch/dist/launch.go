@@ -48,24 +48,31 @@ func (e *RankExit) Error() string { return fmt.Sprintf("rank %d %s", e.Rank, des
 func (e *RankExit) Unwrap() error { return e.Err }
 
 func describeExit(err error) string {
+	if sig, ok := exitSignal(err); ok {
+		return "was killed by signal " + sig.String()
+	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return "was killed by signal " + ws.Signal().String()
-		}
 		return "exited with status " + strconv.Itoa(ee.ExitCode())
 	}
 	return "failed: " + err.Error()
 }
 
-// killedBySignal reports whether err is a process's death by a signal.
-func killedBySignal(err error) bool {
+// exitSignal is the signal that killed the process whose end err reports, if one did.
+func exitSignal(err error) (syscall.Signal, bool) {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		ws, ok := ee.Sys().(syscall.WaitStatus)
-		return ok && ws.Signaled()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return ws.Signal(), true
+		}
 	}
-	return false
+	return 0, false
+}
+
+// killedBySignal reports whether err is a process's death by a signal.
+func killedBySignal(err error) bool {
+	_, ok := exitSignal(err)
+	return ok
 }
 
 // causeWindow: a rank killed by a signal this soon after another rank exited with an error
