@@ -15,9 +15,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/ldtorch/ldtorch/torch"
@@ -259,6 +261,11 @@ func InitContext(ctx context.Context, cfg Config) (*Group, error) {
 	if !torch.DistributedAvailable() {
 		return nil, errors.New("dist: the shim was built without c10d/Gloo (install libgloo-dev, rebuild with cmake --build build)")
 	}
+	// Gloo sends with writev, which raises SIGPIPE when the peer has gone, and a SIGPIPE
+	// raised in C code ends a Go program at once (os/signal), before the collective can fail
+	// with an error that names the peer. Python ignores SIGPIPE from its start; a member of a
+	// group does from here on (a write to a closed stdout is then an error, EPIPE).
+	signal.Ignore(syscall.SIGPIPE)
 	start := time.Now()
 	deadline := start.Add(cfg.Timeout)
 	where := net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port))

@@ -70,6 +70,9 @@ func runWorker(scenario string) int {
 	r, n := g.Rank(), g.Size()
 	switch scenario {
 	case "collectives":
+		if !signal.Ignored(syscall.SIGPIPE) {
+			return fail("SIGPIPE is not ignored in a member of a group")
+		}
 		// all-reduce: rank r contributes (r+1)*[1 2 3]
 		x := torch.Must(torch.FromFloat32([]float32{float32(r + 1), float32(2 * (r + 1)), float32(3 * (r + 1))}, 3))
 		if err := g.AllReduceSum(x); err != nil {
