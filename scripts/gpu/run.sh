@@ -303,6 +303,7 @@ if [ "$bench" != none ]; then
       # of its own, since counting slows every call).
       [ "$ds" = mnist ] || continue
       if time_is_up; then status=1; log "bench: op census of $m on $ds-100 skipped: no time left"; continue; fi
+      log "bench: op census of $m on $ds-100, 10 meta-steps (census.jsonl)"
       rc=0
       limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/census.jsonl" \
         "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps 10 \
