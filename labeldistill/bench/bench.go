@@ -64,9 +64,9 @@ type Options struct {
 	Steps  int // timed meta-steps (≥ 1)
 	Warmup int // untimed meta-steps before them
 	// OpCensus also counts libtorch's operator calls in the timed meta-steps and evaluation
-	// steps (torch.StartOpCensus; needs Warmup ≥ 1): the host's work per step, which bounds a small network's
-	// step on a GPU. Counting slows every call a little: such a run's timings are not
-	// comparable with those of a run without it.
+	// steps (torch.StartOpCensus; needs Warmup ≥ 1): the host's work per step, which bounds
+	// a small network's step on a GPU. Counting slows every call a little: such a run's
+	// timings are not comparable with those of a run without it.
 	OpCensus bool
 }
 
@@ -208,7 +208,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 	}
 	var opCensus *Census
 	if o.OpCensus {
-		opCensus = &Census{MetaStep: perStep(census, steps), EvalStep: perStep(evalCensus, 20)}
+		opCensus = &Census{MetaStep: perStep(census, steps), EvalStep: perStep(evalCensus, len(evalTimes))}
 	}
 	ranks := 1
 	if g != nil {

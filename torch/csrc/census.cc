@@ -1,7 +1,8 @@
 // census.cc: counting libtorch's operator calls (ldt_op_census_*). On a GPU a meta-step of
 // a small network is bound by the host's work per operator (dispatch and kernel launch),
-// not by the device, so the number of operators per step is what to measure and cut; the
-// count is the same on the CPU, where it can be taken without a GPU.
+// not by the device, so the number of operators per step is what to measure and cut. It can
+// be taken on the CPU too, where it differs only where the CPU path does (the shim's own
+// kernels; `_foreach_` ops as loops): docs/BENCHMARKS.md, "Operator census".
 //
 // A global RecordFunction callback sees every dispatched operator (scope FUNCTION) and every
 // autograd node the backward engine runs (BACKWARD_FUNCTION), on any thread: CUDA's backward
@@ -28,7 +29,7 @@ struct Counts {
   int64_t calls = 0, top = 0, leaf = 0;
 };
 
-std::mutex census_mu;  // guards everything below
+std::mutex census_mu;  // guards census_on, census_handle and census
 bool census_on = false;
 at::CallbackHandle census_handle = 0;
 std::unordered_map<std::string, Counts> census;
@@ -102,7 +103,8 @@ ldt_error ldt_op_census_stop(char **out) {
       return a.second.calls != b.second.calls ? a.second.calls > b.second.calls : a.first < b.first;
     });
     std::ostringstream s;
-    for (const auto &r : rows) s << r.first << '\t' << r.second.calls << '\t' << r.second.top << '\t' << r.second.leaf << '\n';
+    for (const auto &r : rows)
+      s << r.first << '\t' << r.second.calls << '\t' << r.second.top << '\t' << r.second.leaf << '\n';
     *out = strdup(s.str().c_str());
     if (*out == nullptr) throw std::bad_alloc();
   }
