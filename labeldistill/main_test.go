@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/devicetest"
 )
 
 func TestMain(m *testing.M) {
@@ -208,28 +209,5 @@ func maxAbsDiff(a, b []float64) (diff, scale float64) {
 	return diff, scale
 }
 
-// testDevice is where the device-parametrised tests run: LDTORCH_TEST_DEVICE=cuda (or
-// cuda:N) puts them on a GPU and skips them when CUDA is not available; cpu or unset runs
-// them on the CPU, so that CI exercises them too.
-func testDevice(tb testing.TB) torch.Device {
-	tb.Helper()
-	name := os.Getenv("LDTORCH_TEST_DEVICE")
-	if name == "" {
-		return torch.CPU
-	}
-	d, err := torch.ParseDevice(name)
-	if err != nil {
-		tb.Fatalf("LDTORCH_TEST_DEVICE: %v", err)
-	}
-	if d.IsCUDA() && (!torch.CUDAIsAvailable() || d.Index >= torch.CUDADeviceCount()) {
-		tb.Skipf("LDTORCH_TEST_DEVICE=%s: CUDA is not available (%d devices)", name, torch.CUDADeviceCount())
-	}
-	if d.IsCUDA() {
-		// libtorch lets cuDNN convolutions use TF32 unless told otherwise; ldtorch runs with
-		// it off (config.Config.AllowTF32), and the comparisons with the CPU assume float32.
-		if err := torch.SetAllowTF32(false); err != nil {
-			tb.Fatalf("SetAllowTF32(false): %v", err)
-		}
-	}
-	return d
-}
+// testDevice is where the device-parametrised tests run (devicetest.Device).
+func testDevice(tb testing.TB) torch.Device { return devicetest.Device(tb) }

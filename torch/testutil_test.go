@@ -286,7 +286,8 @@ func gradMismatches(t testing.TB, tol gcTol, f func(inputs []*Tensor) (*Tensor, 
 
 // testDevice is where the device-parametrised tests run: LDTORCH_TEST_DEVICE=cuda (or
 // cuda:N) puts them on a GPU and skips them when CUDA is not available; cpu or unset runs
-// them on the CPU, so that CI exercises them too.
+// them on the CPU, so that CI exercises them too. (The other packages' tests use
+// devicetest.Device, which imports this package and so cannot serve its own tests.)
 func testDevice(tb testing.TB) Device {
 	tb.Helper()
 	name := os.Getenv("LDTORCH_TEST_DEVICE")

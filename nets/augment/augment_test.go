@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/devicetest"
 )
 
 func TestMain(m *testing.M) {
@@ -304,13 +305,7 @@ func TestApplyPerModel(t *testing.T) {
 }
 
 func TestDeviceFloat32(t *testing.T) {
-	dev := torch.CPU
-	if name := os.Getenv("LDTORCH_TEST_DEVICE"); name != "" {
-		dev = need[torch.Device](t)(torch.ParseDevice(name))
-		if dev.IsCUDA() && !torch.CUDAIsAvailable() {
-			t.Skipf("LDTORCH_TEST_DEVICE=%s: CUDA is not available", name)
-		}
-	}
+	dev := devicetest.Device(t)
 	scoped(t)
 	T := need[*torch.Tensor](t)
 	x64 := randImages(t, 12, torch.Double, 6, 3, 32, 32)
