@@ -89,13 +89,9 @@ func NonFiniteProbe(ts ...*Tensor) (*Tensor, error) {
 	if len(ts) == 0 {
 		return nil, errorf(op, "no tensors to probe")
 	}
-	hs, err := handles(op, ts)
-	if err != nil {
-		return nil, err
-	}
-	var out C.ldt_tensor
-	e := C.ldt_nonfinite_probe(&out, handlePtr(hs), C.int(len(hs)))
-	return result(op, out, e)
+	return listOp(op, ts, func(o *C.ldt_tensor, p *C.ldt_tensor, n C.int) C.ldt_error {
+		return C.ldt_nonfinite_probe(o, p, n)
+	})
 }
 func (t *Tensor) IsNaN() (*Tensor, error)      { return unary("isnan", C.LDT_ISNAN, t) }
 func (t *Tensor) LogicalNot() (*Tensor, error) { return unary("logical_not", C.LDT_LOGICAL_NOT, t) }

@@ -103,7 +103,8 @@ func (t *Tensor) Contiguous() (*Tensor, error) {
 	return result("contiguous", out, e)
 }
 
-func listOp(op string, ts []*Tensor, dim int64, f func(*C.ldt_tensor, *C.ldt_tensor, C.int, C.int64_t) C.ldt_error) (*Tensor, error) {
+// listOp passes the handles of ts to f, one shim call over the whole list.
+func listOp(op string, ts []*Tensor, f func(out *C.ldt_tensor, list *C.ldt_tensor, n C.int) C.ldt_error) (*Tensor, error) {
 	if len(ts) == 0 {
 		return nil, errorf(op, "empty tensor list")
 	}
@@ -112,21 +113,21 @@ func listOp(op string, ts []*Tensor, dim int64, f func(*C.ldt_tensor, *C.ldt_ten
 		return nil, err
 	}
 	var out C.ldt_tensor
-	e := f(&out, handlePtr(hs), C.int(len(hs)), C.int64_t(dim))
+	e := f(&out, handlePtr(hs), C.int(len(hs)))
 	return result(op, out, e)
 }
 
 // Cat concatenates tensors along dim.
 func Cat(ts []*Tensor, dim int64) (*Tensor, error) {
-	return listOp("cat", ts, dim, func(o *C.ldt_tensor, p *C.ldt_tensor, n C.int, d C.int64_t) C.ldt_error {
-		return C.ldt_cat(o, p, n, d)
+	return listOp("cat", ts, func(o *C.ldt_tensor, p *C.ldt_tensor, n C.int) C.ldt_error {
+		return C.ldt_cat(o, p, n, C.int64_t(dim))
 	})
 }
 
 // Stack stacks tensors along a new dimension dim.
 func Stack(ts []*Tensor, dim int64) (*Tensor, error) {
-	return listOp("stack", ts, dim, func(o *C.ldt_tensor, p *C.ldt_tensor, n C.int, d C.int64_t) C.ldt_error {
-		return C.ldt_stack(o, p, n, d)
+	return listOp("stack", ts, func(o *C.ldt_tensor, p *C.ldt_tensor, n C.int) C.ldt_error {
+		return C.ldt_stack(o, p, n, C.int64_t(dim))
 	})
 }
 
