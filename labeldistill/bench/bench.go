@@ -94,6 +94,27 @@ type OpCalls struct {
 	Leaf  float64 `json:"leaf"`
 }
 
+// opCensus is a torch operator census over a window of steps.
+type opCensus struct{ running bool }
+
+func (c *opCensus) start() error {
+	err := torch.StartOpCensus()
+	c.running = err == nil
+	return err
+}
+
+func (c *opCensus) stop() ([]torch.OpCount, error) {
+	c.running = false
+	return torch.StopOpCensus()
+}
+
+// abandon ends a census whose window was not reached (a run that ended early).
+func (c *opCensus) abandon() {
+	if c.running {
+		c.stop()
+	}
+}
+
 // perStep divides a census of steps steps.
 func perStep(counts []torch.OpCount, steps int) StepOps {
 	n := float64(max(1, steps))
@@ -133,12 +154,8 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 	done := 0
 	var stepErr error
 	var census []torch.OpCount
-	counting := false
-	defer func() {
-		if counting { // the run ended before its last timed step
-			torch.StopOpCensus()
-		}
-	}()
+	var counting opCensus
+	defer counting.abandon() // the run ended before its last timed step
 	run, stop := context.WithCancel(ctx)
 	defer stop()
 	progress := func(p labeldistill.Progress) {
@@ -159,17 +176,15 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 		if done == warmup {
 			readsBefore = torch.HostReads()
 			if o.OpCensus {
-				if stepErr = torch.StartOpCensus(); stepErr != nil {
+				if stepErr = counting.start(); stepErr != nil {
 					stop()
 					return
 				}
-				counting = true
 			}
 		}
 		if done == warmup+steps {
-			if counting {
-				counting = false
-				census, stepErr = torch.StopOpCensus()
+			if counting.running {
+				census, stepErr = counting.stop()
 			}
 			stop()
 			return
@@ -266,21 +281,16 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 		defer m.Close()
 		n := ds.Base.N
 		rng := rand.New(rand.NewPCG(uint64(cfg.Seed), 0xbe7c4))
-		counting := false
-		defer func() {
-			if counting {
-				torch.StopOpCensus()
-			}
-		}()
+		var counting opCensus
+		defer counting.abandon()
 		for i := 0; i < warmup+steps; i++ {
 			if err := ctx.Err(); err != nil {
 				return out, err
 			}
 			if census && i == warmup {
-				if err := torch.StartOpCensus(); err != nil {
+				if err := counting.start(); err != nil {
 					return out, err
 				}
-				counting = true
 			}
 			perm := rng.Perm(n)[:batch]
 			idxs := make([]int64, batch)
@@ -305,9 +315,8 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 				out.cpu = append(out.cpu, threadCPU()-c0)
 			}
 		}
-		if counting {
-			counting = false
-			if out.ops, err = torch.StopOpCensus(); err != nil {
+		if counting.running {
+			if out.ops, err = counting.stop(); err != nil {
 				return out, err
 			}
 		}
