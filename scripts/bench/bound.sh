@@ -15,7 +15,7 @@
 # repeats and half of the 1,024 target images). bound = GFLOP / peak; ratio = the driving
 # thread's CPU time per meta-step / bound (wall ratio: the wall time's).
 # Prints one line per measurement and the medians of the ratios.
-# Usage: scripts/bench/bound.sh [ROUNDS=3] [STEPS=5]
+# Usage: scripts/bench/bound.sh [ROUNDS=3] [STEPS=5]   (run scripts/setup.sh --bench first: python3-torch)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3} steps=${2:-5}
