@@ -12,7 +12,8 @@ rounds=${1:-3} steps=${2:-20} threads=${3:-1}
 data=${LDTORCH_BENCH_DATA:-../shared/datasets}
 export OMP_NUM_THREADS=$threads OMP_WAIT_POLICY=passive
 # The mirror gets the OpenBLAS kernel set ldtorch chooses for itself (cmd/ldtorch/blas.go):
-# where OpenBLAS does not know the CPU it falls back to generic kernels, several times slower.
+# where OpenBLAS does not know the CPU it falls back to generic kernels (matrix products several
+# times slower), and the two would not run the same code.
 core=$(./build/ldtorch version --json | sed -n 's/.*"blas_core": *"\([^"]*\)".*/\1/p')
 if [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -n "$core" ]; then export OPENBLAS_CORETYPE=$core; fi
 # The settings cmd/ldtorch/malloc.go applies (ldtorch sets them itself unless LDTORCH_MALLOC=off).
