@@ -201,6 +201,30 @@ func BenchmarkMetaStep(b *testing.B) {
 	})
 }
 
+// BenchmarkAdamStepLeNet: one Adam update of LeNet's 10 parameter tensors (61,706 values)
+// with fixed gradients, as a meta-step's model step and every evaluation-model step take it.
+func BenchmarkAdamStepLeNet(b *testing.B) {
+	p := lenetParams(b, 1, Float)
+	defer FreeAll(p)
+	grads := make([]*Tensor, len(p))
+	for i, t := range p {
+		r := Must(Randn(t.Shape(), nil))
+		grads[i] = Must(r.MulScalar(1e-3))
+		r.Free()
+	}
+	defer FreeAll(grads)
+	opt, err := NewAdam(p, AdamOpts{LR: 1e-3})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer opt.Close()
+	cpuLoop(b, func() {
+		if err := opt.StepWith(grads); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
 // BenchmarkPool2x2 compares libtorch's max_pool2d with the fused MaxPool2x2 on LeNet's
 // first activation of a meta-step's target batch (1024×6×24×24 float32): forward with a
 // recorded graph, then backward, as the LD meta-step runs them; and forward alone, as
