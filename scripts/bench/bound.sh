@@ -2,9 +2,9 @@
 # bound.sh: AlexCifarNet meta-steps (CIFAR-10, 100 base examples, N_i 50, N_o 1024) against
 # their compute bound at this machine's own peak, both measured in every round: a virtual
 # machine's speed drifts by tens of percent within minutes, so a bound computed from a peak
-# measured at another time (or on another machine) says little. Each round, for each
-# configuration, the peak right before and right after its meta-steps (their mean is the peak
-# of the bound):
+# measured at another time (or on another machine) says little. The peak is measured between
+# every two configurations' meta-steps (and before the first); each configuration's bound uses
+# the mean of the peaks right before and right after it:
 #   peak  one thread's float32 matrix product, torch.mm of two 2048×2048 matrices, best of 5
 #         (python3-torch: the same libtorch and OpenBLAS as ldtorch, with the OpenBLAS kernel
 #         set ldtorch chooses, `ldtorch version --json` "blas_core")
@@ -43,10 +43,11 @@ bench() { # method [flags...]: the driving thread's CPU and the wall seconds per
 }
 declare -A gflop=([1t-rr]=76 [1t-ld]=213 [2r-rr]=42.9 [2r-ld]=117)
 echo "load before: $(uptime)"
+p1=$(peak)
 for r in $(seq "$rounds"); do
   for m in rr ld; do
     for c in 1t 2r; do
-      p0=$(peak)
+      p0=$p1
       if [ "$c" = 2r ]; then s=$(bench "$m" --nproc 2); else s=$(bench "$m"); fi
       [ -n "$s" ] || { echo "bound.sh: ldtorch bench ($c $m) failed:" >&2; tail -5 "$out.err" >&2; exit 1; }
       p1=$(peak)
