@@ -4,7 +4,8 @@ no xz tool), in parts small enough to come back from a lent machine.
 
   pack.py pack RESULTS FILE LIMIT_MIB PARTS
         RESULTS' files into FILE (tar.xz, names relative to RESULTS). Of each checkpoints
-        folder only the newest checkpoint goes in: it alone continues the run. An archive
+        folder only the newest checkpoint goes in: it alone continues the run; and none of a
+        run that finished (report.json beside its checkpoints folder). An archive
         over LIMIT_MIB is cut into FILE.00, FILE.01, ... of LIMIT_MIB each (FILE itself is
         then not written), at most PARTS of them; one that needs more is packed again
         without the checkpoints, then without the largest files until it fits. Each file
@@ -44,6 +45,18 @@ def newest_checkpoints_only(files):
     return [f for f in files if f not in older], sorted(older)
 
 
+def finished_runs_checkpoints(root, files):
+    """the checkpoints of runs that finished: report.json beside their checkpoints folder
+    (nothing continues from them, and a CIFAR one is 18 MiB packed)."""
+    done = []
+    for f in files:
+        folder = os.path.dirname(f)
+        if (os.path.basename(folder) == "checkpoints"
+                and os.path.isfile(os.path.join(root, os.path.dirname(folder), "report.json"))):
+            done.append(f)
+    return done
+
+
 def pack(root, out, limit_mib, max_parts):
     limit = limit_mib * 1024 * 1024
     ours = re.compile(re.escape(os.path.abspath(out)) + r"(\.tmp|\.\d\d)?")
@@ -67,7 +80,8 @@ def pack(root, out, limit_mib, max_parts):
                 archive.add(os.path.join(root, name), arcname=name, recursive=False)
         return os.path.getsize(tmp)
 
-    keep, older = newest_checkpoints_only(files)
+    finished = finished_runs_checkpoints(root, files)
+    keep, older = newest_checkpoints_only([f for f in files if f not in finished])
     size = write(keep)
     left_out = []
     if size > limit * max_parts:
@@ -99,6 +113,9 @@ def pack(root, out, limit_mib, max_parts):
     if older:
         n = len(older)
         print(f"left out of the pack: {n} older checkpoint{'s' if n > 1 else ''} (the newest of each run continues it)")
+    if finished:
+        n = len(finished)
+        print(f"left out of the pack: {n} checkpoint{'s' if n > 1 else ''} of finished runs")
     for name in left_out:
         print(f"left out of the pack (over {max_parts} × {limit_mib} MiB): {name}")
 

@@ -26,7 +26,9 @@
 #   6. with --protocol NAME[,NAME...], full protocol runs (mnist-ld, mnist-rr, cifar10-ld,
 #      cifar10-rr, cifar100-rr: see protocol_args), one after another, each into
 #      RESULTS/NAME. Each continues from the newest checkpoint there (--resume) when one
-#      exists; one that finished (its report.json written) is not run again.
+#      exists; one that finished (its report.json written) is not run again. With
+#      --side-by-side they run at once, one process each (their logs' wall times are then
+#      those of a shared device).
 #   7. with --sweep GRID (a grid file, e.g. scripts/paper/ipc-mnist.json; --rows and --columns
 #      choose cells as ldtorch sweep's flags do), the cells into RESULTS/sweep-<grid name> on
 #      DEVICE; finished cells are kept and a cut one is checkpointed, so the same command
@@ -53,7 +55,7 @@
 # Usage: scripts/gpu/run.sh [--device cuda|cpu] [--bundle DIR] [--results DIR]
 #          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
 #          [--bench-steps N] [--bench-eval-steps N] [--bench-models M]
-#          [--protocol NAME[,NAME...]] [--time-limit SECONDS] [--allow-tf32]
+#          [--protocol NAME[,NAME...] [--side-by-side]] [--time-limit SECONDS] [--allow-tf32]
 #          [--sweep GRID [--rows LABELS] [--columns LABELS] [--ddranking ARCH [--ddranking-epochs E]]]
 #          [--restore FILE] [--pack FILE [--pack-limit MIB] [--pack-parts N]]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
@@ -62,7 +64,7 @@
 set -Eeuo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
-protocol="" time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
+protocol="" side_by_side=0 time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
 sweep="" rows="" columns="" ddranking="" ddranking_epochs="" pack="" pack_limit=15 pack_parts=3 restore=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -76,6 +78,7 @@ while [ $# -gt 0 ]; do
     --bench-eval-steps) bench_eval_steps=$2; shift 2 ;;
     --bench-models) bench_models=$2; shift 2 ;;
     --protocol) protocol=$2; shift 2 ;;
+    --side-by-side) side_by_side=1; shift ;;
     --time-limit) time_limit=$2; shift 2 ;;
     --allow-tf32) tf32=(--allow-tf32); shift ;;
     --sweep) sweep=$2; shift 2 ;;
@@ -314,12 +317,14 @@ if [ "$bench" != none ]; then
 fi
 
 # ---- 6. protocols ----------------------------------------------------------------------------
-for protocol in "${protocols[@]}"; do
-  out=$results/$protocol
+# run_protocol NAME runs one protocol into RESULTS/NAME; returns non-zero where it failed (a
+# run stopped at the time limit has not failed: it checkpointed).
+run_protocol() {
+  local protocol=$1 out=$results/$1 rc=0 args cmd
   if [ -f "$out/report.json" ]; then
-    log "protocol $protocol: finished earlier ($out/report.json)"; continue
+    log "protocol $protocol: finished earlier ($out/report.json)"; return 0
   fi
-  if time_is_up; then log "protocol $protocol: skipped: no time left of --time-limit $time_limit"; continue; fi
+  if time_is_up; then log "protocol $protocol: skipped: no time left of --time-limit $time_limit"; return 0; fi
   # A run with checkpoints continues from the newest (with its own settings); else it starts.
   # shellcheck disable=SC2207
   args=($(protocol_args "$protocol"))
@@ -329,14 +334,24 @@ for protocol in "${protocols[@]}"; do
     log "protocol $protocol: continuing from $out/checkpoints"
   fi
   log "protocol $protocol: ${cmd[*]}"
-  rc=0
   limited "$results/$protocol.log" "${cmd[@]}" || rc=$?
   case $rc in
     0) log "protocol $protocol: done"; tail -15 "$results/$protocol.log" ;;
     124|130) log "protocol $protocol: stopped at the time limit by SIGTERM (ldtorch checkpoints on it); run the same command again to continue" ;;
-    *) status=1; tail -20 "$results/$protocol.log" >&2; log "protocol $protocol FAILED (exit $rc, $protocol.log)" ;;
+    *) tail -20 "$results/$protocol.log" >&2; log "protocol $protocol FAILED (exit $rc, $protocol.log)"; return 1 ;;
   esac
-done
+}
+if [ "$side_by_side" = 1 ] && [ "${#protocols[@]}" -gt 1 ]; then
+  # One process each, all at once: a GPU whose steps are bound by the host's work per
+  # operator (LeNet, AlexCifarNet at batch 100) is mostly idle under one, so several share it
+  # with little loss; each one's wall time is then not that of a run alone.
+  log "protocols side by side: ${protocols[*]}"
+  pids=()
+  for p in "${protocols[@]}"; do run_protocol "$p" & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+else
+  for p in "${protocols[@]}"; do run_protocol "$p" || status=1; done
+fi
 # ---- 7. a sweep -----------------------------------------------------------------------------
 if [ -n "$sweep" ] && time_is_up; then
   log "sweep: skipped: no time left of --time-limit $time_limit"
