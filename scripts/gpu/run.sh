@@ -342,9 +342,9 @@ run_protocol() {
   esac
 }
 if [ "$side_by_side" = 1 ] && [ "${#protocols[@]}" -gt 1 ]; then
-  # One process each, all at once: a GPU whose steps are bound by the host's work per
-  # operator (LeNet, AlexCifarNet at batch 100) is mostly idle under one, so several share it
-  # with little loss; each one's wall time is then not that of a run alone.
+  # One process each, all at once, so that one bounded call advances them all. Not faster:
+  # their kernels take turns on the GPU (two CIFAR-10 runs' meta-steps took 1.6-2x their time
+  # alone, docs/BENCHMARKS.md), and each one's wall time is not that of a run alone.
   log "protocols side by side: ${protocols[*]}"
   pids=()
   for p in "${protocols[@]}"; do run_protocol "$p" & pids+=($!); done
