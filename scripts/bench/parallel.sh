@@ -74,5 +74,13 @@ for m in ("ld", "rr"):
     for cfg in ("2r1t", "2r1s"):
         ar, c = med(cfg, m, "all_reduce_median_s"), med(cfg, m, "meta_step_median_s")
         print(f"{m:6s} {cfg}  {ar*1e3:7.2f} ms  ({ar/c:5.1%} of the wall meta-step)")
+# The ranks' arrival skew has a long tail: a few meta-steps where one rank was held up cost
+# the other its whole wait. Means show it where medians hide it: what two ranks lose
+# against the two lone processes (2r1t - 2lone) beside rank 0's mean wait.
+print("\nmeans (median over the runs of each run's mean), ms")
+print("method   2r1t step   2lone step   difference   2r1t all-reduce")
+for m in ("ld", "rr"):
+    s2, sl, ar = (med(c, m, k) * 1e3 for c, k in (("2r1t", "meta_step_mean_s"), ("2lone", "meta_step_mean_s"), ("2r1t", "all_reduce_mean_s")))
+    print(f"{m:6s}   {s2:8.2f}    {sl:8.2f}     {s2 - sl:8.2f}      {ar:8.2f}")
 PY
 rm -f "$out" "$out.err" "$out.a" "$out.b"
