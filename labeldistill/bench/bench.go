@@ -454,7 +454,7 @@ func threadCPU() float64 {
 	return float64(ts.Nano()) / 1e9
 }
 
-// quantile returns the q-quantile (nearest rank) of xs.
+// mean returns the arithmetic mean of xs (0 for none).
 func mean(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -466,6 +466,7 @@ func mean(xs []float64) float64 {
 	return sum / float64(len(xs))
 }
 
+// quantile returns the q-quantile (nearest rank) of xs.
 func quantile(xs []float64, q float64) float64 {
 	if len(xs) == 0 {
 		return 0

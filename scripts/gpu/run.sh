@@ -97,6 +97,9 @@ case "$device" in cuda|cuda:*|cpu) ;; *) echo "run.sh: --device must be cuda, cu
 if [ -n "$sweep" ] && [ ! -f "$repo/$sweep" ] && [ ! -f "$sweep" ]; then
   echo "run.sh: --sweep $sweep: no such grid file (relative to the repository, e.g. scripts/paper/ipc-mnist.json)" >&2; exit 2
 fi
+if [ "$side_by_side" = 1 ] && [ -z "$protocol" ]; then
+  echo "run.sh: --side-by-side goes with --protocol NAME,NAME..." >&2; exit 2
+fi
 if [ -z "$sweep" ] && [ -n "$rows$columns$ddranking$ddranking_epochs" ]; then
   echo "run.sh: --rows, --columns and --ddranking go with --sweep" >&2; exit 2
 fi
