@@ -10,6 +10,10 @@ if [ -n "$unformatted" ]; then
   echo "test.sh: gofmt would change: $unformatted" >&2; exit 1
 fi
 go vet ./...
+# The GPU scripts' archive helper (what a lent machine hands back), where python3 is.
+if command -v python3 >/dev/null; then
+  PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s scripts/gpu -p '*_test.py'
+fi
 . scripts/testenv.sh build/ldtorch
 # Three test binaries at a time on two cores: torch/dist and the CLI's multi-process tests
 # spend much of their time waiting on timeouts and child processes.
