@@ -118,9 +118,13 @@ protocol_args() {
 }
 protocols=()
 [ -n "$protocol" ] && IFS=, read -ra protocols <<<"$protocol"
+seen=","
 for p in "${protocols[@]}"; do
   protocol_args "$p" >/dev/null \
     || { echo "run.sh: unknown --protocol $p (mnist-ld, mnist-rr, cifar10-ld, cifar10-rr, cifar100-rr)" >&2; exit 2; }
+  # Each protocol writes RESULTS/NAME: twice would be one run (or, side by side, two at once).
+  [[ "$seen" != *",$p,"* ]] || { echo "run.sh: --protocol names $p twice" >&2; exit 2; }
+  seen+="$p,"
 done
 [[ "$time_limit" =~ ^[0-9]+$ ]] || { echo "run.sh: --time-limit must be whole seconds, got $time_limit" >&2; exit 2; }
 [[ "$pack_limit" =~ ^[1-9][0-9]*$ ]] || { echo "run.sh: --pack-limit must be a positive number of MiB, got $pack_limit" >&2; exit 2; }
