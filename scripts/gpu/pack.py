@@ -33,28 +33,24 @@ def existing_parts(out):
     return parts
 
 
-def newest_checkpoints_only(files):
-    """files without the older checkpoints of each checkpoints folder (ckpt-<meta-step>.npz,
-    zero-padded, so that names sort by meta-step), and those older ones."""
+def checkpoints_left_out(root, files):
+    """files without the checkpoints that nothing continues from, then those left out: of a
+    run that goes on, the older checkpoints (ckpt-<meta-step>.npz, zero-padded, so that names
+    sort by meta-step; the newest alone continues it); of a run that finished (report.json
+    beside its checkpoints folder), the whole folder (a CIFAR checkpoint is 18 MiB packed)."""
     by_folder = {}
     for f in files:
-        folder, name = os.path.split(f)
-        if os.path.basename(folder) == "checkpoints" and name.startswith("ckpt-"):
-            by_folder.setdefault(folder, []).append(f)
-    older = {f for group in by_folder.values() for f in sorted(group)[:-1]}
-    return [f for f in files if f not in older], sorted(older)
-
-
-def finished_runs_checkpoints(root, files):
-    """the checkpoints of runs that finished: report.json beside their checkpoints folder
-    (nothing continues from them, and a CIFAR one is 18 MiB packed)."""
-    done = []
-    for f in files:
         folder = os.path.dirname(f)
-        if (os.path.basename(folder) == "checkpoints"
-                and os.path.isfile(os.path.join(root, os.path.dirname(folder), "report.json"))):
-            done.append(f)
-    return done
+        if os.path.basename(folder) == "checkpoints":
+            by_folder.setdefault(folder, []).append(f)
+    older, finished = [], []
+    for folder, group in by_folder.items():
+        if os.path.isfile(os.path.join(root, os.path.dirname(folder), "report.json")):
+            finished += group
+        else:
+            older += sorted(f for f in group if os.path.basename(f).startswith("ckpt-"))[:-1]
+    left = set(older) | set(finished)
+    return [f for f in files if f not in left], sorted(older), sorted(finished)
 
 
 def pack(root, out, limit_mib, max_parts):
@@ -80,8 +76,7 @@ def pack(root, out, limit_mib, max_parts):
                 archive.add(os.path.join(root, name), arcname=name, recursive=False)
         return os.path.getsize(tmp)
 
-    finished = finished_runs_checkpoints(root, files)
-    keep, older = newest_checkpoints_only([f for f in files if f not in finished])
+    keep, older, finished = checkpoints_left_out(root, files)
     size = write(keep)
     left_out = []
     if size > limit * max_parts:
