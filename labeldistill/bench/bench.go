@@ -229,6 +229,9 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 	if o.OpCensus {
 		opCensus = &Census{MetaStep: perStep(census, steps), EvalStep: perStep(evalCensus, len(evalTimes))}
 	}
+	// times and reduce hold every timed step (at least one: steps ≥ 1, checked above).
+	stepMean, _ := train.MeanStd(times)
+	reduceMean, _ := train.MeanStd(reduce)
 	ranks := 1
 	if g != nil {
 		ranks = g.Size()
@@ -239,7 +242,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 		EvalStepMedian: quantile(evalTimes, 0.5), MetaStepCPUMedian: quantile(cpu, 0.5),
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(), DeviceName: deviceName(dev),
 		LibtorchVersion: torch.Version(), Ranks: ranks, AllReduceMedian: quantile(reduce, 0.5),
-		AllReduceMean: mean(reduce), MetaStepMean: mean(times),
+		AllReduceMean: reduceMean, MetaStepMean: stepMean,
 		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads, OpCensus: opCensus,
 	}, nil
 }
@@ -452,18 +455,6 @@ func threadCPU() float64 {
 		return 0
 	}
 	return float64(ts.Nano()) / 1e9
-}
-
-// mean returns the arithmetic mean of xs (0 for none).
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
 }
 
 // quantile returns the q-quantile (nearest rank) of xs.
