@@ -33,7 +33,43 @@ type Adam struct {
 	Opts      AdamOpts
 
 	steps []int64 // per-parameter step counts; nil means StepCount for all
+	// onDevice, once Capturable, is the step count as a float64 scalar on the parameters'
+	// device, advanced there by every step.
+	onDevice *Tensor
 }
+
+// Capturable moves the step count onto the parameters' device (torch.optim.Adam's
+// capturable=True): from then on every step advances it there and takes its bias
+// corrections from it, so that a step recorded in a CUDA graph (CUDAGraph) is right each time
+// it is replayed. The update is the same up to rounding. Every later step must give every
+// parameter a gradient; StepCount, the host's count, then counts StepWith calls, and
+// CountReplays adds the replayed ones.
+func (a *Adam) Capturable() error {
+	const op = "adam_capturable"
+	if a.onDevice != nil {
+		return nil
+	}
+	if a.steps != nil {
+		return errorf(op, "the parameters' step counts differ (a step skipped some): a capturable Adam needs one count")
+	}
+	if len(a.Params) == 0 {
+		return errorf(op, "no parameters")
+	}
+	if _, err := a.Params[0].handle(op); err != nil {
+		return err
+	}
+	t, err := Full(nil, float64(a.StepCount), WithDType(Double), OnDevice(a.Params[0].Device()))
+	if err != nil {
+		return err
+	}
+	Escape(t)
+	a.onDevice = t
+	return nil
+}
+
+// CountReplays advances StepCount by n steps that a CUDA graph replayed (each advanced the
+// count on the device; the host saw none of them).
+func (a *Adam) CountReplays(n int64) { a.StepCount += n }
 
 func zerosLike(op string, p *Tensor) (*Tensor, error) {
 	if _, err := p.handle(op); err != nil {
@@ -114,6 +150,20 @@ func (a *Adam) StepWith(grads []*Tensor) error {
 			return err
 		}
 	}
+	if a.onDevice != nil {
+		d, err := a.onDevice.handle(op)
+		if err != nil {
+			return err
+		}
+		o := a.Opts
+		e := C.ldt_adam_step_capturable(handlePtr(ps), handlePtr(gs), handlePtr(ms), handlePtr(vs), C.int(len(ps)), d,
+			C.double(o.LR), C.double(o.Beta1), C.double(o.Beta2), C.double(o.Eps), C.double(o.WeightDecay))
+		if err := cerr(op, e); err != nil {
+			return err
+		}
+		a.StepCount++
+		return nil
+	}
 	steps := a.steps
 	if steps == nil {
 		steps = make([]int64, len(ps))
@@ -191,6 +241,9 @@ func (a *Adam) Reset() error {
 		}
 	}
 	a.StepCount, a.steps = 0, nil
+	if a.onDevice != nil {
+		return a.onDevice.Zero_()
+	}
 	return nil
 }
 
@@ -199,6 +252,10 @@ func (a *Adam) Close() {
 	freeAll(a.ExpAvg)
 	freeAll(a.ExpAvgSq)
 	a.ExpAvg, a.ExpAvgSq = nil, nil
+	if a.onDevice != nil {
+		a.onDevice.Free()
+		a.onDevice = nil
+	}
 }
 
 // SGDOpts are torch.optim.SGD's hyper-parameters.

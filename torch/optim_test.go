@@ -199,3 +199,74 @@ func TestOptimArgumentErrors(t *testing.T) {
 	_, err = NewAdam([]*Tensor{freed}, AdamOpts{LR: 1})
 	wantErr(t, err, "adam", "freed")
 }
+
+// A capturable Adam (step count on the device) takes the formula's steps, continues the
+// count of the steps before it, and restarts it on Reset; with float32 parameters it stays
+// within rounding of the ordinary Adam. On the device under test (LDTORCH_TEST_DEVICE).
+func TestAdamCapturable(t *testing.T) {
+	scoped(t)
+	T := tensors(t)
+	dev := testDevice(t)
+	p0 := []float64{0.5, -1.5, 2}
+	gs := [][]float64{{0.1, -0.2, 0.3}, {-0.5, 0.4, 0.05}, {0.2, 0.2, -0.7}, {1, -1, 0.5}}
+	lr, b1, b2, eps, wd := 0.05, 0.8, 0.95, 1e-6, 0.1
+	p := T(T(f64T(t, p0, 3).To(dev)).Detach())
+	a := need[*Adam](t)(NewAdam([]*Tensor{p}, AdamOpts{LR: lr, Beta1: b1, Beta2: b2, Eps: eps, WeightDecay: wd}))
+	defer a.Close()
+	want := append([]float64{}, p0...)
+	m, v := make([]float64, 3), make([]float64, 3)
+	step := 0.0
+	for k, g := range gs {
+		if k == 1 {
+			ok(t, a.Capturable()) // after one ordinary step: the count goes on from 1
+		}
+		if k == 3 {
+			ok(t, a.Reset())
+			m, v, step = make([]float64, 3), make([]float64, 3), 0
+		}
+		ok(t, a.StepWith([]*Tensor{T(f64T(t, g, 3).To(dev))}))
+		step++
+		for i := range want {
+			gi := g[i] + wd*want[i]
+			m[i] = b1*m[i] + (1-b1)*gi
+			v[i] = b2*v[i] + (1-b2)*gi*gi
+			denom := math.Sqrt(v[i])/math.Sqrt(1-math.Pow(b2, step)) + eps
+			want[i] -= lr / (1 - math.Pow(b1, step)) * m[i] / denom
+		}
+	}
+	if d := maxAbsDiff(vals(t, p), want); d > 1e-14 {
+		t.Errorf("capturable Adam: max |diff| %.3e from the formula", d)
+	}
+	if a.StepCount != 1 {
+		t.Errorf("StepCount %d after Reset and one step, want 1", a.StepCount)
+	}
+	a.CountReplays(3)
+	if a.StepCount != 4 {
+		t.Errorf("StepCount %d after CountReplays(3), want 4", a.StepCount)
+	}
+	wantErr(t, a.StepWith([]*Tensor{nil}), "adam_step", "needs every gradient")
+
+	// float32, 30 steps of a random problem: within rounding of the ordinary update
+	rng := newRNG(3)
+	x := T(T(randnT(t, rng, 64).To(dev)).ToDType(Float))
+	y := T(x.Detach())
+	y = T(y.Clone())
+	plain := need[*Adam](t)(NewAdam([]*Tensor{x}, AdamOpts{LR: 0.01}))
+	defer plain.Close()
+	capt := need[*Adam](t)(NewAdam([]*Tensor{y}, AdamOpts{LR: 0.01}))
+	defer capt.Close()
+	ok(t, capt.Capturable())
+	for k := 0; k < 30; k++ {
+		g := T(T(randnT(t, rng, 64).To(dev)).ToDType(Float))
+		ok(t, plain.StepWith([]*Tensor{g}))
+		ok(t, capt.StepWith([]*Tensor{g}))
+	}
+	assertClose(t, "capturable against ordinary Adam, float32, 30 steps", y, x, 1e-5)
+
+	// one count for all: not after a step that skipped a parameter
+	q1, q2 := T(f64T(t, []float64{1}, 1).To(dev)), T(f64T(t, []float64{2}, 1).To(dev))
+	sk := need[*Adam](t)(NewAdam([]*Tensor{q1, q2}, AdamOpts{LR: 0.1}))
+	defer sk.Close()
+	ok(t, sk.StepWith([]*Tensor{T(f64T(t, []float64{1}, 1).To(dev)), nil}))
+	wantErr(t, sk.Capturable(), "adam_capturable", "step counts differ")
+}

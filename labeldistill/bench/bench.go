@@ -386,6 +386,12 @@ type EvaluationResult struct {
 	// Largest |accuracy difference| between a model's two runs, in percentage points: the
 	// paths train the same models (0 on the CPU; float rounding in grouped mode).
 	MaxAccDiff float64 `json:"eval_batched_max_acc_diff"`
+	// CUDA graphs over both evaluations (train.CUDAGraphStatus): trainings recorded as a
+	// graph, steps replayed, and the error of a capture that failed (LDTORCH_CUDA_GRAPHS=off
+	// times them without).
+	GraphsRecorded int64  `json:"cuda_graphs_recorded"`
+	GraphReplays   int64  `json:"cuda_graph_replays"`
+	GraphError     string `json:"cuda_graph_error,omitempty"`
 }
 
 // Evaluation times the final evaluation of cfg (cfg.EvalModels models, steps steps each,
@@ -421,6 +427,7 @@ func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldist
 			return accs, time.Since(t0).Seconds(), threadCPU() - c0, err
 		}
 		models := cfg.EvalModels
+		c0, r0, _ := train.CUDAGraphStatus()
 		seq, seqWall, seqCPU, err := timed(func() ([]float64, error) {
 			tr.Together = 1
 			defer func() { tr.Together = 0 }()
@@ -439,10 +446,16 @@ func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldist
 		for i := range seq {
 			diff = max(diff, math.Abs(seq[i]-bat[i]))
 		}
-		return &EvaluationResult{
+		c1, r1, failed := train.CUDAGraphStatus()
+		res := &EvaluationResult{
 			Models: models, Steps: steps, Mode: train.Mode(dev).String(), SequentialS: seqWall, BatchedS: batWall,
 			SequentialCPU: seqCPU, BatchedCPU: batCPU, Speedup: seqWall / batWall, MaxAccDiff: diff,
-		}, nil
+			GraphsRecorded: c1 - c0, GraphReplays: r1 - r0,
+		}
+		if failed != nil {
+			res.GraphError = failed.Error()
+		}
+		return res, nil
 	})
 }
 

@@ -153,6 +153,8 @@ func (tr *Trainer) TrainFor(ctx context.Context, l *Models, rngs []*rand.Rand, s
 	batch := min(tr.Batch, n)
 	idx := make([]int64, len(rngs)*batch)
 	next := 0
+	g := tr.newStepGraph(l, steps)
+	defer g.close()
 	for step := 1; step <= steps; step++ {
 		// Every step: a signal is seen within one step (ctx.Err is a lock and a read).
 		if err := ctx.Err(); err != nil {
@@ -181,7 +183,11 @@ func (tr *Trainer) TrainFor(ctx context.Context, l *Models, rngs []*rand.Rand, s
 		}
 		t, err := torch.FromInt64On(tr.Device, idx, int64(len(idx)))
 		if err == nil {
-			err = l.Step(tr.Images, tr.Labels, t, int64(batch))
+			if g != nil {
+				err = g.step(t, int64(batch))
+			} else {
+				err = l.Step(tr.Images, tr.Labels, t, int64(batch))
+			}
 			t.Free()
 		}
 		if err != nil {

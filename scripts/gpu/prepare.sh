@@ -3,8 +3,8 @@
 # (at most 60 MiB, checked), for scripts/gpu/run.sh to use there:
 #
 #   .gpu/bin/ldtorch.xz                 the command (stripped, xz-compressed) and the test
-#   .gpu/bin/{torch,nets,nets-augment,labeldistill}.test.xz   binaries (nets-augment: the
-#                                       package nets/augment); run.sh unpacks them and puts the
+#   .gpu/bin/{torch,nets,nets-augment,labeldistill,labeldistill-train}.test.xz   binaries
+#                                       (nets-augment: the package nets/augment); run.sh unpacks them and puts the
 #                                             shim it builds beside them in .gpu/bin/lib/
 #                                             (their RUNPATH looks in $ORIGIN/lib first)
 #   .gpu/work/<pkg>/                    the test binaries' working folders: what the tests
@@ -63,7 +63,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/work" "$out/shared/datasets"
 flags=(-trimpath -ldflags=-s\ -w)
 go build "${flags[@]}" -o "$out/bin/ldtorch" ./cmd/ldtorch
-for pkg in torch nets nets/augment labeldistill; do
+for pkg in torch nets nets/augment labeldistill labeldistill/train; do
   go test -c "${flags[@]}" -o "$out/bin/${pkg//\//-}.test" "./$pkg"
   mkdir -p "$out/work/$pkg"
 done

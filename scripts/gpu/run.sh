@@ -15,7 +15,8 @@
 #      and the binaries checked to load that copy.
 #   3. `ldtorch version` (CUDA must be available for --device cuda); a binary that cannot run
 #      beside the new shim (a bundle packed before a change of its ABI) stops the run here.
-#   4. the device-parametrised tests of torch, nets, nets/augment and labeldistill with
+#   4. the device-parametrised tests of torch, nets, nets/augment, labeldistill and
+#      labeldistill/train with
 #      LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others; --tests none skips them).
 #   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
 #      and CIFAR-10-100, --bench-steps meta-steps (30), and the final evaluation of
@@ -272,10 +273,10 @@ status=0
 if [ "$tests" != none ]; then
   pattern=$tests
   case "$tests" in
-    default) pattern='TestDevice|TestCUDA|TestFromInt64On|TestAllowTF32|TestLinalgSolveEx' ;;
+    default) pattern='TestDevice|TestCUDA|TestFromInt64On|TestAllowTF32|TestLinalgSolveEx|TestAdamCapturable|TestTrainerCUDAGraph' ;;
     all) pattern=. ;;
   esac
-  for pkg in torch nets nets/augment labeldistill; do
+  for pkg in torch nets nets/augment labeldistill labeldistill/train; do
     name=${pkg//\//-} # nets/augment: bin/nets-augment.test, test-nets-augment.log
     if time_is_up; then status=1; log "tests: $pkg skipped: no time left of --time-limit $time_limit"; continue; fi
     [ -e "$bundle/bin/$name.test" ] || { log "tests: $pkg skipped: no bin/$name.test in this bundle"; continue; }
@@ -309,6 +310,17 @@ if [ "$bench" != none ]; then
         124) status=1; log "bench $m $ds cut at the time limit (bench.log)" ;;
         *) status=1; tail -5 "$results/bench.log" >&2; log "bench $m $ds FAILED (bench.log)" ;;
       esac
+      # LeNet's evaluation steps on a GPU are CUDA graphs; the same without them beside
+      # (the JSON line's cuda_graphs_recorded is 0).
+      if [ "$device" != cpu ] && [ "$ds" = mnist ]; then
+        if time_is_up; then status=1; log "bench: $m on $ds-100 without CUDA graphs skipped: no time left"; continue; fi
+        log "bench: $m on $ds-100 again, LDTORCH_CUDA_GRAPHS=off"
+        rc=0
+        LDTORCH_CUDA_GRAPHS=off limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/bench.jsonl" \
+          "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
+          --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" || rc=$?
+        [ $rc = 0 ] || { status=1; log "bench: $m on $ds-100 without CUDA graphs FAILED or cut (exit $rc, bench.log)"; }
+      fi
       # LeNet's steps are bound by the host's work per operator: count the operators (a run
       # of its own, since counting slows every call).
       [ "$ds" = mnist ] || continue

@@ -48,6 +48,48 @@ ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const
   LDT_CATCH
 }
 
+ldt_error ldt_adam_step_capturable(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *exp_avg,
+                                   const ldt_tensor *exp_avg_sq, int n, ldt_tensor step, double lr, double beta1,
+                                   double beta2, double eps, double weight_decay) {
+  LDT_TRY {
+    if (n > 0 && (params == nullptr || grads == nullptr || exp_avg == nullptr || exp_avg_sq == nullptr))
+      throw std::invalid_argument("null list");
+    if (step == nullptr) throw std::invalid_argument("null step tensor");
+    at::NoGradGuard no_grad;
+    auto count = ldt::T(step);
+    if (count.numel() != 1 || count.scalar_type() != at::kDouble)
+      throw std::invalid_argument("the step count must be a 1-element float64 tensor");
+    std::vector<at::Tensor> p, g, m, v;
+    for (int i = 0; i < n; i++) {
+      if (grads[i] == nullptr) throw std::invalid_argument("a capturable Adam step needs every gradient");
+      p.push_back(ldt::T(params[i]));
+      g.push_back(ldt::T(grads[i]));
+      m.push_back(ldt::T(exp_avg[i]));
+      v.push_back(ldt::T(exp_avg_sq[i]));
+      if (count.device() != p.back().device())
+        throw std::invalid_argument("the step count is on " + count.device().str() + ", a parameter on " +
+                                    p.back().device().str());
+    }
+    if (p.empty()) return nullptr;
+    // The bias corrections from the count on the device, in float64 as the host computes
+    // them in ldt_adam_step: step_size = lr / (1 − β1^t), and √(1 − β2^t).
+    count.add_(1);
+    auto neg_step_size = at::pow(beta1, count).sub_(1).reciprocal_().mul_(lr);  // −lr / (1 − β1^t)
+    auto bias_correction2_sqrt = at::pow(beta2, count).neg_().add_(1).sqrt_();
+    if (weight_decay != 0) g = at::_foreach_add(g, p, weight_decay);
+    at::_foreach_mul_(m, beta1);
+    at::_foreach_add_(m, g, 1 - beta1);
+    at::_foreach_mul_(v, beta2);
+    at::_foreach_addcmul_(v, g, g, 1 - beta2);
+    auto denom = at::_foreach_sqrt(v);
+    for (size_t i = 0; i < p.size(); i++) {
+      denom[i].div_(bias_correction2_sqrt).add_(eps);
+      p[i].add_(m[i].div(denom[i]).mul_(neg_step_size));
+    }
+  }
+  LDT_CATCH
+}
+
 ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *bufs, int n,
                        int first_step, double lr, double momentum, double dampening, double weight_decay,
                        int nesterov) {

@@ -31,6 +31,7 @@ typedef struct ldt_tensor_s *ldt_tensor;
 typedef struct ldt_generator_s *ldt_generator;
 typedef char *ldt_error;
 typedef struct ldt_process_group_s *ldt_process_group;
+typedef struct ldt_graph_s *ldt_graph;
 
 /* ---- runtime (core.cc) ---------------------------------------------------------------- */
 LDT_API int ldt_abi_version(void);
@@ -286,10 +287,32 @@ LDT_API ldt_error ldt_autograd_grad(ldt_tensor *out, const ldt_tensor *outputs, 
 LDT_API ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *exp_avg,
                                 const ldt_tensor *exp_avg_sq, int n, int64_t step, double lr, double beta1,
                                 double beta2, double eps, double weight_decay);
+/* Adam with its step count in step, a 1-element float64 tensor on the parameters' device that
+ * the call advances there (torch.optim.Adam's capturable=True): nothing in the update depends
+ * on a host value that changes between steps, so it can be recorded in a CUDA graph. The
+ * same update as ldt_adam_step up to rounding. No entry of grads may be NULL. */
+LDT_API ldt_error ldt_adam_step_capturable(const ldt_tensor *params, const ldt_tensor *grads,
+                                           const ldt_tensor *exp_avg, const ldt_tensor *exp_avg_sq, int n,
+                                           ldt_tensor step, double lr, double beta1, double beta2, double eps,
+                                           double weight_decay);
 /* bufs may be NULL when momentum == 0. On the first step the buffer is set to the gradient. */
 LDT_API ldt_error ldt_sgd_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *bufs,
                                int n, int first_step, double lr, double momentum, double dampening,
                                double weight_decay, int nesterov);
+
+/* ---- CUDA graphs (graph.cc) ---------------------------------------------------------------------
+ * A graph with its own side stream on CUDA device device_index. enter makes the side stream
+ * current (after the work queued on the current one); leave makes the previous stream wait
+ * for it and current again. Warm-up work and capture happen between enter and leave, on one
+ * OS thread; capture records the kernels launched (running none); replay launches them on the
+ * current stream. Without CUDA every call but free fails. */
+LDT_API ldt_error ldt_graph_new(ldt_graph *out, int device_index);
+LDT_API void ldt_graph_free(ldt_graph g);
+LDT_API ldt_error ldt_graph_enter(ldt_graph g);
+LDT_API ldt_error ldt_graph_leave(ldt_graph g);
+LDT_API ldt_error ldt_graph_capture_begin(ldt_graph g);
+LDT_API ldt_error ldt_graph_capture_end(ldt_graph g);
+LDT_API ldt_error ldt_graph_replay(ldt_graph g);
 
 /* ---- collectives over c10d (dist.cc) -----------------------------------------------------------
  * A Gloo process group whose ranks meet through a c10d TCPStore at addr:port. Rank 0 hosts
