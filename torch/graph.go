@@ -36,6 +36,9 @@ func CUDAGraphsEnabled() bool { return os.Getenv("LDTORCH_CUDA_GRAPHS") != "off"
 type CUDAGraph struct {
 	g       C.ldt_graph
 	cleanup runtime.Cleanup
+	// failed is the error of a capture whose function failed: libtorch may end such a
+	// capture without complaint, with part of the function recorded.
+	failed error
 }
 
 // NewCUDAGraph returns an empty graph for CUDA device dev, with its own side stream.
@@ -68,9 +71,13 @@ func (g *CUDAGraph) OnSideStream(fn func() error) error {
 }
 
 // Capture records the kernels fn launches (running none of them). When fn or the capture
-// fails, the graph holds nothing and the error says why; the device stays usable.
+// fails, the error says why, the graph refuses to replay, and the device stays usable.
 func (g *CUDAGraph) Capture(fn func() error) error {
-	return g.onSide("cuda_graph_capture", fn, true)
+	err := g.onSide("cuda_graph_capture", fn, true)
+	if err != nil && g != nil {
+		g.failed = err
+	}
+	return err
 }
 
 func (g *CUDAGraph) onSide(op string, fn func() error, capture bool) (err error) {
@@ -108,6 +115,9 @@ func (g *CUDAGraph) Replay() error {
 	h, err := g.handle(op)
 	if err != nil {
 		return err
+	}
+	if g.failed != nil {
+		return errorf(op, "nothing to replay: the capture failed ("+g.failed.Error()+")")
 	}
 	return cerr(op, C.ldt_graph_replay(h))
 }

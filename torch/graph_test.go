@@ -74,7 +74,9 @@ func TestCUDAGraphReplay(t *testing.T) {
 		t.Fatal("a capture that reads a value back: no error")
 	}
 	t.Logf("capture reading back: %v", err)
-	wantErr(t, bad.Replay(), "cuda_graph_replay", "nothing captured")
+	// libtorch may end such a capture cleanly (the copy refused itself before it was
+	// recorded), with part of the function in the graph: it must not be replayed.
+	wantErr(t, bad.Replay(), "cuda_graph_replay", "nothing to replay: the capture failed")
 	ok(t, step())
 	if got := vals(t, acc); !slices.Equal(got, []float64{66, 12, 12}) {
 		t.Errorf("eager work after the failed capture: %v, want [66 12 12]", got)
