@@ -11,12 +11,19 @@ import "C"
 import (
 	"os"
 	"runtime"
+	"strings"
 )
 
 // CUDAGraphsEnabled reports whether callers should record steps as CUDA graphs: true unless
-// the environment variable LDTORCH_CUDA_GRAPHS is "off" (read at each call), the switch
-// that times and checks the eager path against them.
-func CUDAGraphsEnabled() bool { return os.Getenv("LDTORCH_CUDA_GRAPHS") != "off" }
+// the environment variable LDTORCH_CUDA_GRAPHS says off (off, 0, false or no, in any case;
+// read at each call), the switch that times and checks the eager path against them.
+func CUDAGraphsEnabled() bool {
+	switch strings.ToLower(strings.TrimSpace(os.Getenv("LDTORCH_CUDA_GRAPHS"))) {
+	case "off", "0", "false", "no":
+		return false
+	}
+	return true
+}
 
 // CUDAGraph records the kernels a function launches on a CUDA device, once, and replays
 // them. Whatever the recorded function reads or writes must stay where it was during the

@@ -7,6 +7,16 @@ import (
 	"testing"
 )
 
+// LDTORCH_CUDA_GRAPHS turns graphs off with off, 0, false or no, in any case.
+func TestCUDAGraphsEnabled(t *testing.T) {
+	for v, want := range map[string]bool{"": true, "on": true, "1": true, "off": false, "OFF": false, " 0 ": false, "false": false, "No": false} {
+		t.Setenv("LDTORCH_CUDA_GRAPHS", v)
+		if got := CUDAGraphsEnabled(); got != want {
+			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: CUDAGraphsEnabled() = %v, want %v", v, got, want)
+		}
+	}
+}
+
 // A graph is for a CUDA device; where the shim has no CUDA (or the machine no GPU) making
 // one fails with an error, and a nil or closed graph refuses work.
 func TestCUDAGraphRefusals(t *testing.T) {
