@@ -147,7 +147,9 @@ func (tr *Trainer) TrainModels(ctx context.Context, steps int, seeds []uint64, m
 }
 
 // TrainFor takes steps training steps of l on the Trainer's labels, model i drawing its
-// minibatches (a random permutation prefix of the base examples) from rngs[i].
+// minibatches (a random permutation prefix of the base examples) from rngs[i]. On a GPU the
+// steps are replayed from a CUDA graph where they can be (graph.go): the same steps, with
+// l's Adam then keeping its step count on the device.
 func (tr *Trainer) TrainFor(ctx context.Context, l *Models, rngs []*rand.Rand, steps int, pr *Probe) error {
 	n := int(tr.Images.Shape()[0])
 	batch := min(tr.Batch, n)
