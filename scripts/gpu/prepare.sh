@@ -3,10 +3,12 @@
 # (at most 60 MiB, checked), for scripts/gpu/run.sh to use there:
 #
 #   .gpu/bin/ldtorch.xz                 the command (stripped, xz-compressed) and the test
-#   .gpu/bin/{torch,nets,nets-augment,labeldistill,labeldistill-train}.test.xz   binaries
-#                                       (nets-augment: the package nets/augment); run.sh unpacks them and puts the
-#                                             shim it builds beside them in .gpu/bin/lib/
-#                                             (their RUNPATH looks in $ORIGIN/lib first)
+#   .gpu/bin/{torch,nets,nets-augment,labeldistill,labeldistill-train}.test.xz
+#                                       binaries (nets-augment: the package nets/augment,
+#                                       labeldistill-train labeldistill/train); run.sh
+#                                       unpacks them and puts the shim it builds beside
+#                                       them in .gpu/bin/lib/ (their RUNPATH looks in
+#                                       $ORIGIN/lib first)
 #   .gpu/work/<pkg>/                    the test binaries' working folders: what the tests
 #   .gpu/work/{testdata,docs,torch/csrc}  read relative to their package (golden fixtures,
 #                                         docs/ARTIFACT.md, the shim's sources)

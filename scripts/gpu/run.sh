@@ -16,14 +16,15 @@
 #   3. `ldtorch version` (CUDA must be available for --device cuda); a binary that cannot run
 #      beside the new shim (a bundle packed before a change of its ABI) stops the run here.
 #   4. the device-parametrised tests of torch, nets, nets/augment, labeldistill and
-#      labeldistill/train with
-#      LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others; --tests none skips them).
+#      labeldistill/train with LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others;
+#      --tests none skips them).
 #   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
 #      and CIFAR-10-100, --bench-steps meta-steps (30), and the final evaluation of
 #      --bench-models models (20) for --bench-eval-steps steps (300), batched against
-#      sequential; one JSON line each in bench.jsonl. On MNIST also the operator calls per
-#      meta-step and evaluation step (`ldtorch bench --op-census`), one JSON line each in
-#      census.jsonl.
+#      sequential; one JSON line each in bench.jsonl. On MNIST on a GPU also the same with
+#      LDTORCH_CUDA_GRAPHS=off (fresh models' steps taken eagerly, not replayed from CUDA
+#      graphs), and the operator calls per meta-step and evaluation step (`ldtorch bench
+#      --op-census`), one JSON line each in census.jsonl.
 #   6. with --protocol NAME[,NAME...], full protocol runs (mnist-ld, mnist-rr, cifar10-ld,
 #      cifar10-rr, cifar100-rr: see protocol_args), one after another, each into
 #      RESULTS/NAME. Each continues from the newest checkpoint there (--resume) when one
