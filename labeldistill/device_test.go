@@ -96,3 +96,61 @@ func TestDeviceBatchedEvaluation(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceMetaGraph: with LDTORCH_CUDA_GRAPHS=all the meta-step on a GPU is recorded once
+// as a CUDA graph and replayed; a tiny LD and LD RR run (model resets included) then takes
+// as many meta-steps as the eager one, with labels and test accuracy near its own (the
+// GPU's eager meta-loop is not bit-reproducible either: its index gradients add with
+// atomics). On the CPU the variable changes nothing: the same run, bit for bit.
+func TestDeviceMetaGraph(t *testing.T) {
+	dev := testDevice(t)
+	ckptRestoreThreads(t)
+	ds := ckptDataset(t)
+	for _, method := range []string{config.MethodLD, config.MethodRR} {
+		t.Run(method, func(t *testing.T) {
+			cfg := ckptConfig(method)
+			cfg.CheckpointEvery, cfg.Epochs, cfg.Device = -1, 2, dev.String()
+			run := func(graphs string) (*Result, int64, int64) {
+				t.Setenv("LDTORCH_CUDA_GRAPHS", graphs)
+				c0, r0, _ := train.CUDAGraphStatus()
+				res, err := Distill(context.Background(), cfg, WithData(ds))
+				if err != nil {
+					t.Fatalf("LDTORCH_CUDA_GRAPHS=%s: %v", graphs, err)
+				}
+				c1, r1, failed := train.CUDAGraphStatus()
+				if failed != nil {
+					t.Fatalf("a capture failed: %v", failed)
+				}
+				return res, c1 - c0, r1 - r0
+			}
+			eager, _, _ := run("off")
+			graphed, captured, replayed := run("all")
+			if graphed.MetaSteps != eager.MetaSteps {
+				t.Fatalf("%d meta-steps with the graph, %d without", graphed.MetaSteps, eager.MetaSteps)
+			}
+			worst := 0.0
+			for i := range eager.Labels {
+				worst = math.Max(worst, math.Abs(float64(graphed.Labels[i]-eager.Labels[i])))
+			}
+			t.Logf("%s on %s: %d captures, %d replays; labels within %.2e; test %.2f%% and %.2f%% (eager); resets %v and %v",
+				method, dev, captured, replayed, worst, graphed.TestMean, eager.TestMean, graphed.Resets, eager.Resets)
+			if !dev.IsCUDA() {
+				if captured != 0 || worst != 0 || graphed.TestMean != eager.TestMean {
+					t.Fatalf("on the CPU LDTORCH_CUDA_GRAPHS=all changed the run (%d captures, labels %.2e apart)", captured, worst)
+				}
+				return
+			}
+			// The meta-step's graph, plus one per fresh training.
+			if replayed < int64(graphed.MetaSteps-metaGraphWarmup) {
+				t.Errorf("%d steps replayed in all, fewer than the %d meta-steps after the warm-up", replayed, graphed.MetaSteps-metaGraphWarmup)
+			}
+			// The labels kept are those of the best validation: compared where both kept
+			// the same epoch's.
+			sameEpoch := graphed.BestValidation.Epoch == eager.BestValidation.Epoch
+			if (sameEpoch && worst > 0.05) || math.Abs(graphed.TestMean-eager.TestMean) > 5 {
+				t.Errorf("labels %.2e apart (kept after epochs %d and %d), test accuracy %.2f%% against %.2f%%",
+					worst, graphed.BestValidation.Epoch, eager.BestValidation.Epoch, graphed.TestMean, eager.TestMean)
+			}
+		})
+	}
+}

@@ -23,23 +23,25 @@ import (
 
 // loop is the state of one meta-loop.
 type loop struct {
-	in        *runData
-	learnt    []learnable
-	fixed     *torch.Tensor // the base examples' one-hot true labels where nothing learns labels
-	model     *learner
-	method    metaMethod
-	dd        *ddData // method dd's learnable (its step sizes train fresh models); nil otherwise
-	rand      randomState
-	tracker   *ResetTracker
-	pos       position
-	order     []int         // the epoch's permutation of the target set
-	pending   []pendingStep // meta-steps whose outputs are not read yet
-	best      kept
-	vals      []ValidationRecord
-	clock     clock
-	last      lastSeen
-	par       *parallel
-	observers []observer
+	in         *runData
+	learnt     []learnable
+	fixed      *torch.Tensor // the base examples' one-hot true labels where nothing learns labels
+	model      *learner
+	method     metaMethod
+	dd         *ddData // method dd's learnable (its step sizes train fresh models); nil otherwise
+	rand       randomState
+	tracker    *ResetTracker
+	pos        position
+	order      []int         // the epoch's permutation of the target set
+	pending    []pendingStep // meta-steps whose outputs are not read yet
+	best       kept
+	vals       []ValidationRecord
+	clock      clock
+	last       lastSeen
+	par        *parallel
+	graph      *metaGraph // the meta-step as a CUDA graph (metagraph.go); nil: eager
+	graphAsked bool       // whether newMetaGraph was asked (once per run)
+	observers  []observer
 	// resumed are the settings changed when the run was resumed (DiffDetails); nil for a
 	// fresh run.
 	resumed []string
@@ -192,6 +194,7 @@ func (l *loop) fixLabels() error {
 }
 
 func (l *loop) close() {
+	l.graph.close()
 	l.fixed.Free()
 	for _, p := range l.pending {
 		p.reading.Free()
@@ -381,29 +384,40 @@ func (l *loop) baseBatch(idx *torch.Tensor, detach bool) (x, y *torch.Tensor, er
 }
 
 // update is a meta-step's metaBatch.update: the meta-gradients combined over the ranks,
-// shown to the observers, and each learnable stepped with its part.
-func (l *loop) update(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) (stepOutputs, error) {
+// and each learnable stepped with its part. It returns the combined gradients too, for the
+// observers (seeGradients, after the step: they only read them).
+func (l *loop) update(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) ([]*torch.Tensor, stepOutputs, error) {
 	all, out, err := l.par.combine(grads, loss, wrong, n, total)
 	if err != nil {
-		return stepOutputs{}, err
+		return nil, stepOutputs{}, err
 	}
+	rest := all
+	for _, v := range l.learnt {
+		k := len(v.params())
+		if err := v.step(rest[:k]); err != nil {
+			return nil, stepOutputs{}, err
+		}
+		rest = rest[k:]
+	}
+	return all, out, nil
+}
+
+// seeGradients shows a meta-step's combined meta-gradients to the observers.
+func (l *loop) seeGradients(grads []*torch.Tensor) error {
 	for _, o := range l.observers {
 		if o.gradient != nil {
-			if err := o.gradient(l, all); err != nil {
-				return stepOutputs{}, err
+			if err := o.gradient(l, grads); err != nil {
+				return err
 			}
 		}
 	}
-	for _, v := range l.learnt {
-		k := len(v.params())
-		if err := v.step(all[:k]); err != nil {
-			return stepOutputs{}, err
-		}
-		all = all[k:]
-	}
-	return out, nil
+	return nil
 }
 
+// queueStep takes one meta-step on the target examples targetIdx and queues its reading
+// (its outputs, the learnt values' sums and the state guards, read later with other steps').
+// The base batch is drawn here, on the host, and both index sets are uploaded; the step
+// itself (stepOn) runs eagerly, or on a GPU replayed from a CUDA graph (metagraph.go).
 func (l *loop) queueStep(targetIdx []int) error {
 	s := torch.NewScope()
 	defer s.Close()
@@ -415,24 +429,64 @@ func (l *loop) queueStep(targetIdx []int) error {
 	}
 	var c torch.Chain
 	ti := c.T(indexTensor(idx, l.in.dev))
-	b := metaBatch{params: l.params(), total: total}
-	b.xt = c.T(l.in.target.x.IndexSelect(0, ti))
-	b.yt = c.T(l.in.target.y.IndexSelect(0, ti))
-	b.idx = c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N, l.in.cfg.InnerBatch, l.in.dev))
+	bi := c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N, l.in.cfg.InnerBatch, l.in.dev))
 	if c.Err() != nil {
 		return c.Err()
 	}
+	if !l.graphAsked {
+		l.graph, l.graphAsked = l.newMetaGraph(), true
+	}
+	var v *torch.Tensor
+	var batch int64
 	var err error
-	if b.x, b.y, err = l.baseBatch(b.idx, false); err != nil {
+	if l.graph != nil {
+		v, batch, err = l.graph.step(l, ti, bi, hi-lo, total)
+	} else {
+		var grads []*torch.Tensor
+		v, grads, batch, err = l.stepOn(ti, bi, hi-lo, total)
+		if err == nil {
+			err = l.seeGradients(grads)
+			torch.FreeAll(grads)
+		}
+	}
+	if err != nil {
 		return err
 	}
-	b.update = func(grads []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error) {
-		return l.update(grads, loss, wrong, hi-lo, total)
+	torch.Escape(v)
+	l.pending = append(l.pending, pendingStep{reading: v, batch: batch, step: l.pos.step + 1, epoch: l.pos.epoch})
+	return nil
+}
+
+// stepOn is one meta-step on the target examples ti (this rank's n of total) and the base
+// examples bi, both on the device: the method's step, its update of the learnables, then
+// the reading vector. It returns the reading (in the caller's scope), the combined
+// meta-gradients (for the observers, which it does not call; owned by no scope: the caller
+// frees them) and the target batch size the reading's counts refer to. Its work is on the
+// device alone.
+func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor, grads []*torch.Tensor, batch int64, err error) {
+	s := torch.NewScope()
+	defer s.Close()
+	var c torch.Chain
+	b := metaBatch{params: l.params(), total: total, idx: bi}
+	b.xt = c.T(l.in.target.x.IndexSelect(0, ti))
+	b.yt = c.T(l.in.target.y.IndexSelect(0, ti))
+	if c.Err() != nil {
+		return nil, nil, 0, c.Err()
+	}
+	if b.x, b.y, err = l.baseBatch(b.idx, false); err != nil {
+		return nil, nil, 0, err
+	}
+	b.update = func(gs []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error) {
+		var out stepOutputs
+		grads, out, err = l.update(gs, loss, wrong, n, total)
+		torch.Escape(grads...) // out of the method's scope: the caller frees them
+		return out, err
 	}
 	b.current = func() (*torch.Tensor, *torch.Tensor, error) { return l.baseBatch(b.idx, true) }
 	out, err := l.method(l.model, b)
 	if err != nil {
-		return err
+		torch.FreeAll(grads)
+		return nil, nil, 0, err
 	}
 	var sums []*torch.Tensor
 	c.Check(torch.NoGrad(func() error {
@@ -443,15 +497,16 @@ func (l *loop) queueStep(targetIdx []int) error {
 	}))
 	guards, err := l.guardValues(l.stateGuards()) // the rest of the state (divergence.go)
 	if err != nil {
-		return err
+		torch.FreeAll(grads)
+		return nil, nil, 0, err
 	}
 	v := c.T(out.vector(append(sums, guards...)))
 	if c.Err() != nil {
-		return c.Err()
+		torch.FreeAll(grads)
+		return nil, nil, 0, c.Err()
 	}
-	torch.Escape(v)
-	l.pending = append(l.pending, pendingStep{reading: v, batch: out.batch, step: l.pos.step + 1, epoch: l.pos.epoch})
-	return nil
+	s.Keep(v)
+	return v, grads, out.batch, nil
 }
 
 // stepRecord is what a read meta-step reports to the observers.

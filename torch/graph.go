@@ -25,6 +25,12 @@ func CUDAGraphsEnabled() bool {
 	return true
 }
 
+// CUDAGraphsAll reports whether LDTORCH_CUDA_GRAPHS is "all" (any case): callers then also
+// record the steps whose graphs have not been checked on a GPU yet (the meta-loop's).
+func CUDAGraphsAll() bool {
+	return strings.ToLower(strings.TrimSpace(os.Getenv("LDTORCH_CUDA_GRAPHS"))) == "all"
+}
+
 // CUDAGraph records the kernels a function launches on a CUDA device, once, and replays
 // them. Whatever the recorded function reads or writes must stay where it was during the
 // capture: a replay reads the same inputs (copy new values into them) and updates the same

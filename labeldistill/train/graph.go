@@ -32,10 +32,24 @@ func CUDAGraphStatus() (captured, replayed int64, failed error) {
 	return graphStatus.captured, graphStatus.replayed, graphStatus.failed
 }
 
-func graphsFailed() bool {
+// CUDAGraphsFailed reports whether a capture of this process failed: after one, nothing
+// records CUDA graphs any more.
+func CUDAGraphsFailed() bool {
 	graphStatus.Lock()
 	defer graphStatus.Unlock()
 	return graphStatus.failed != nil
+}
+
+// NoteCUDAGraphs adds to CUDAGraphStatus what a caller outside this package recorded and
+// replayed (the meta-loop's graph), or the error of its failed capture.
+func NoteCUDAGraphs(captured, replayed int64, failed error) {
+	graphStatus.Lock()
+	defer graphStatus.Unlock()
+	graphStatus.captured += captured
+	graphStatus.replayed += replayed
+	if failed != nil && graphStatus.failed == nil {
+		graphStatus.failed = failed
+	}
 }
 
 // stepGraph takes a training's steps through one CUDA graph: the first graphWarmup steps run
@@ -60,7 +74,7 @@ type stepGraph struct {
 // sizes change), augmentation (its random draws), optimisers other than Adam, and trainings
 // too short to gain.
 func (tr *Trainer) newStepGraph(l *Models, steps int) *stepGraph {
-	if !tr.Device.IsCUDA() || !torch.CUDAGraphsEnabled() || graphsFailed() || tr.Schedule != nil ||
+	if !tr.Device.IsCUDA() || !torch.CUDAGraphsEnabled() || CUDAGraphsFailed() || tr.Schedule != nil ||
 		l.Augment != nil || steps <= graphWarmup+1 {
 		return nil
 	}
@@ -79,18 +93,10 @@ func (tr *Trainer) newStepGraph(l *Models, steps int) *stepGraph {
 	}
 	graph, err := torch.NewCUDAGraph(tr.Device)
 	if err != nil {
-		noteGraphFailure(err)
+		NoteCUDAGraphs(0, 0, err)
 		return nil
 	}
 	return &stepGraph{tr: tr, l: l, graph: graph, adams: adams}
-}
-
-func noteGraphFailure(err error) {
-	graphStatus.Lock()
-	defer graphStatus.Unlock()
-	if graphStatus.failed == nil {
-		graphStatus.failed = err
-	}
 }
 
 // step takes one training step on the minibatch indices idx.
@@ -121,7 +127,7 @@ func (g *stepGraph) step(idx *torch.Tensor, batch int64) error {
 			counts[i] = a.StepCount
 		}
 		if err := g.graph.Capture(run); err != nil {
-			noteGraphFailure(err)
+			NoteCUDAGraphs(0, 0, err)
 			g.graph.Close()
 			g.graph = nil
 			l.steps = steps
@@ -131,9 +137,7 @@ func (g *stepGraph) step(idx *torch.Tensor, batch int64) error {
 			return run()
 		}
 		g.captured = true
-		graphStatus.Lock()
-		graphStatus.captured++
-		graphStatus.Unlock()
+		NoteCUDAGraphs(1, 0, nil)
 		g.replays++
 		return g.graph.Replay()
 	}
@@ -153,9 +157,7 @@ func (g *stepGraph) close() {
 	if g == nil {
 		return
 	}
-	graphStatus.Lock()
-	graphStatus.replayed += g.replays
-	graphStatus.Unlock()
+	NoteCUDAGraphs(0, g.replays, nil)
 	g.graph.Close()
 	if g.idx != nil {
 		g.idx.Free()
