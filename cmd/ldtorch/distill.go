@@ -645,9 +645,10 @@ func printSummary(w io.Writer, res *labeldistill.Result, out string) {
 	fmt.Fprintf(w, "std is the population std over the models; wall time %s (meta-steps %s, %.3f s per meta-step)\n",
 		elapsedSeconds(res.WallSeconds), elapsedSeconds(res.DistillSeconds), res.SecondsPerStep)
 	if captured, replayed, failed := train.CUDAGraphStatus(); failed != nil {
-		fmt.Fprintf(w, "CUDA graphs: a capture failed, fresh models trained without them from then on (%v)\n", failed)
+		fmt.Fprintf(w, "CUDA graphs: a capture failed; every step from then on was taken without them (%v)\n", failed)
 	} else if captured > 0 {
-		fmt.Fprintf(w, "CUDA graphs: %s recorded, %s replayed\n", plural(int(captured), "training"), plural(int(replayed), "step"))
+		fmt.Fprintf(w, "CUDA graphs: %d recorded (one per training of fresh models, and the meta-step's with LDTORCH_CUDA_GRAPHS=all), %s replayed\n",
+			captured, plural(int(replayed), "step"))
 	}
 	fmt.Fprintf(w, "artifact %s (%s, %s, %s, history %s)\n", out, artifact.DistilledFile, artifact.TorchFile, artifact.ReportFile, labeldistill.HistoryFile)
 }
