@@ -59,6 +59,18 @@ func TestAdamSkippedGradientPerParamStep(t *testing.T) {
 	assertClose(t, "p2 after Reset", p2, r2, 0)
 }
 
+// adamReference is Adam's formula in float64: one step of parameters p with gradient g at
+// the 1-based step count step, moments m and v updated in place.
+func adamReference(p, g, m, v []float64, step, lr, b1, b2, eps, wd float64) {
+	for i := range p {
+		gi := g[i] + wd*p[i]
+		m[i] = b1*m[i] + (1-b1)*gi
+		v[i] = b2*v[i] + (1-b2)*gi*gi
+		denom := math.Sqrt(v[i])/math.Sqrt(1-math.Pow(b2, step)) + eps
+		p[i] -= lr / (1 - math.Pow(b1, step)) * m[i] / denom
+	}
+}
+
 // Adam against its formula, two steps, with weight decay (L2 added to the gradient).
 func TestAdamFormula(t *testing.T) {
 	scoped(t)
@@ -72,14 +84,7 @@ func TestAdamFormula(t *testing.T) {
 	m, v := make([]float64, 3), make([]float64, 3)
 	for k, g := range gs {
 		ok(t, a.StepWith([]*Tensor{f64T(t, g, 3)}))
-		step := float64(k + 1)
-		for i := range want {
-			gi := g[i] + wd*want[i]
-			m[i] = b1*m[i] + (1-b1)*gi
-			v[i] = b2*v[i] + (1-b2)*gi*gi
-			denom := math.Sqrt(v[i])/math.Sqrt(1-math.Pow(b2, step)) + eps
-			want[i] -= lr / (1 - math.Pow(b1, step)) * m[i] / denom
-		}
+		adamReference(want, g, m, v, float64(k+1), lr, b1, b2, eps, wd)
 	}
 	if d := maxAbsDiff(vals(t, p), want); d > 1e-15 {
 		t.Errorf("Adam: max |diff| %.3e from the formula", d)
@@ -226,13 +231,7 @@ func TestAdamCapturable(t *testing.T) {
 		}
 		ok(t, a.StepWith([]*Tensor{T(f64T(t, g, 3).To(dev))}))
 		step++
-		for i := range want {
-			gi := g[i] + wd*want[i]
-			m[i] = b1*m[i] + (1-b1)*gi
-			v[i] = b2*v[i] + (1-b2)*gi*gi
-			denom := math.Sqrt(v[i])/math.Sqrt(1-math.Pow(b2, step)) + eps
-			want[i] -= lr / (1 - math.Pow(b1, step)) * m[i] / denom
-		}
+		adamReference(want, g, m, v, step, lr, b1, b2, eps, wd)
 	}
 	if d := maxAbsDiff(vals(t, p), want); d > 1e-14 {
 		t.Errorf("capturable Adam: max |diff| %.3e from the formula", d)

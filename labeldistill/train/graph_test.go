@@ -8,8 +8,6 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/devicetest"
 )
@@ -23,29 +21,10 @@ func TestTrainerCUDAGraph(t *testing.T) {
 	dev := devicetest.Device(t)
 	s := torch.NewScope()
 	defer s.Close()
-	net, err := nets.New("lenet", 1, 28, 28, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Default().Resolved()
-	if err != nil {
-		t.Fatal(err)
-	}
+	net, cfg := lenetMNIST(t)
 	rng := rand.New(rand.NewPCG(5, 6))
-	randn := func(scale float64, shape ...int64) *torch.Tensor {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(scale * rng.NormFloat64())
-		}
-		x := must(t)(torch.FromFloat32(v, shape...))
-		return must(t)(x.To(dev))
-	}
-	images := randn(1, 40, 1, 28, 28)
-	labels := must(t)(torch.Softmax(randn(2, 40, 10), 1))
+	images := randnOn(t, rng, dev, 1, 40, 1, 28, 28)
+	labels := must(t)(torch.Softmax(randnOn(t, rng, dev, 2, 40, 10), 1))
 	steps := 30
 	if !dev.IsCUDA() {
 		steps = graphWarmup + 3 // what runs here is the eager path twice: keep it short

@@ -69,17 +69,7 @@ func trainSmall(t *testing.T, c saveCase, dir string) []float64 {
 	rng := rand.New(rand.NewPCG(3, 4))
 	// images of std 10: large enough activations that every layer matters (AlexCifarNet's
 	// LRN, with α = 0.001/9, barely changes small ones)
-	randn := func(scale float64, shape ...int64) *torch.Tensor {
-		n := int64(1)
-		for _, d := range shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = float32(scale * rng.NormFloat64())
-		}
-		return must(t)(torch.FromFloat32(v, shape...))
-	}
+	randn := func(scale float64, shape ...int64) *torch.Tensor { return randnOn(t, rng, torch.CPU, scale, shape...) }
 	images := randn(10, 6, c.c, c.size, c.size)
 	labels := must(t)(torch.Softmax(randn(1, 6, classes), 1))
 	probe := randn(10, 8, c.c, c.size, c.size)

@@ -8,6 +8,19 @@
 
 #include "internal.h"
 
+namespace {
+// adam_moments is the part of an Adam step both forms share: weight decay added to the
+// gradients, then m ← β1·m + (1 − β1)·g and v ← β2·v + (1 − β2)·g², in place.
+void adam_moments(const std::vector<at::Tensor> &p, std::vector<at::Tensor> g, std::vector<at::Tensor> &m,
+                  std::vector<at::Tensor> &v, double beta1, double beta2, double weight_decay) {
+  if (weight_decay != 0) g = at::_foreach_add(g, p, weight_decay);
+  at::_foreach_mul_(m, beta1);
+  at::_foreach_add_(m, g, 1 - beta1);
+  at::_foreach_mul_(v, beta2);
+  at::_foreach_addcmul_(v, g, g, 1 - beta2);
+}
+}  // namespace
+
 extern "C" {
 
 ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const ldt_tensor *exp_avg,
@@ -35,11 +48,7 @@ ldt_error ldt_adam_step(const ldt_tensor *params, const ldt_tensor *grads, const
       v.push_back(ldt::T(exp_avg_sq[i]));
     }
     if (p.empty()) return nullptr;
-    if (weight_decay != 0) g = at::_foreach_add(g, p, weight_decay);
-    at::_foreach_mul_(m, beta1);
-    at::_foreach_add_(m, g, 1 - beta1);
-    at::_foreach_mul_(v, beta2);
-    at::_foreach_addcmul_(v, g, g, 1 - beta2);
+    adam_moments(p, g, m, v, beta1, beta2, weight_decay);
     auto denom = at::_foreach_sqrt(v);
     at::_foreach_div_(denom, bias_correction2_sqrt);
     at::_foreach_add_(denom, eps);
@@ -76,11 +85,7 @@ ldt_error ldt_adam_step_capturable(const ldt_tensor *params, const ldt_tensor *g
     count.add_(1);
     auto neg_step_size = at::pow(beta1, count).sub_(1).reciprocal_().mul_(lr);  // −lr / (1 − β1^t)
     auto bias_correction2_sqrt = at::pow(beta2, count).neg_().add_(1).sqrt_();
-    if (weight_decay != 0) g = at::_foreach_add(g, p, weight_decay);
-    at::_foreach_mul_(m, beta1);
-    at::_foreach_add_(m, g, 1 - beta1);
-    at::_foreach_mul_(v, beta2);
-    at::_foreach_addcmul_(v, g, g, 1 - beta2);
+    adam_moments(p, g, m, v, beta1, beta2, weight_decay);
     auto denom = at::_foreach_sqrt(v);
     for (size_t i = 0; i < p.size(); i++) {
       denom[i].div_(bias_correction2_sqrt).add_(eps);
