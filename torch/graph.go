@@ -9,26 +9,46 @@ package torch
 import "C"
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
 )
 
-// CUDAGraphsEnabled reports whether callers should record steps as CUDA graphs: true unless
-// the environment variable LDTORCH_CUDA_GRAPHS says off (off, 0, false or no, in any case;
-// read at each call), the switch that times and checks the eager path against them.
-func CUDAGraphsEnabled() bool {
-	switch strings.ToLower(strings.TrimSpace(os.Getenv("LDTORCH_CUDA_GRAPHS"))) {
+// CUDAGraphsVariable is the environment variable that sets where CUDA graphs are used: unset,
+// on, 1, true or yes: where they have been checked on a GPU (fresh models' training steps);
+// off, 0, false or no: nowhere (the eager path, for timing and checking against); all: also
+// where they have not been checked on a GPU yet (the meta-loop's steps). Any case.
+const CUDAGraphsVariable = "LDTORCH_CUDA_GRAPHS"
+
+// CUDAGraphsSetting reads CUDAGraphsVariable (at each call) as "on", "off" or "all"; any
+// other value is an error naming the variable and what it takes (a program checks it at
+// start: CUDAGraphsEnabled and CUDAGraphsAll then read such a value as "on").
+func CUDAGraphsSetting() (string, error) {
+	v := os.Getenv(CUDAGraphsVariable)
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "", "on", "1", "true", "yes":
+		return "on", nil
 	case "off", "0", "false", "no":
-		return false
+		return "off", nil
+	case "all":
+		return "all", nil
 	}
-	return true
+	return "on", fmt.Errorf("%s=%q: want on, off or all", CUDAGraphsVariable, v)
 }
 
-// CUDAGraphsAll reports whether LDTORCH_CUDA_GRAPHS is "all" (any case): callers then also
-// record the steps whose graphs have not been checked on a GPU yet (the meta-loop's).
+// CUDAGraphsEnabled reports whether callers should record steps as CUDA graphs: unless
+// CUDAGraphsVariable says off.
+func CUDAGraphsEnabled() bool {
+	s, _ := CUDAGraphsSetting()
+	return s != "off"
+}
+
+// CUDAGraphsAll reports whether CUDAGraphsVariable is "all": callers then also record the
+// steps whose graphs have not been checked on a GPU yet (the meta-loop's).
 func CUDAGraphsAll() bool {
-	return strings.ToLower(strings.TrimSpace(os.Getenv("LDTORCH_CUDA_GRAPHS"))) == "all"
+	s, _ := CUDAGraphsSetting()
+	return s == "all"
 }
 
 // CUDAGraph records the kernels a function launches on a CUDA device, once, and replays

@@ -4,15 +4,26 @@ package torch
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
-// LDTORCH_CUDA_GRAPHS turns graphs off with off, 0, false or no, in any case.
-func TestCUDAGraphsEnabled(t *testing.T) {
-	for v, want := range map[string]bool{"": true, "on": true, "1": true, "off": false, "OFF": false, " 0 ": false, "false": false, "No": false} {
+// LDTORCH_CUDA_GRAPHS: on by default and with on, 1, true or yes; off with off, 0, false or
+// no; all; any case; another value is an error naming the variable (and reads as on).
+func TestCUDAGraphsSetting(t *testing.T) {
+	for v, want := range map[string]string{"": "on", "on": "on", "1": "on", "Yes": "on", "off": "off", "OFF": "off",
+		" 0 ": "off", "false": "off", "No": "off", "all": "all", "ALL": "all", "fast": "on", "al": "on"} {
 		t.Setenv("LDTORCH_CUDA_GRAPHS", v)
-		if got := CUDAGraphsEnabled(); got != want {
-			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: CUDAGraphsEnabled() = %v, want %v", v, got, want)
+		got, err := CUDAGraphsSetting()
+		bad := v == "fast" || v == "al"
+		if got != want || (err != nil) != bad {
+			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: %q, %v; want %q (error: %v)", v, got, err, want, bad)
+		}
+		if bad && (err == nil || !strings.Contains(err.Error(), "LDTORCH_CUDA_GRAPHS") || !strings.Contains(err.Error(), "want on, off or all")) {
+			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: error %v", v, err)
+		}
+		if CUDAGraphsEnabled() != (want != "off") || CUDAGraphsAll() != (want == "all") {
+			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: enabled %v, all %v", v, CUDAGraphsEnabled(), CUDAGraphsAll())
 		}
 	}
 }

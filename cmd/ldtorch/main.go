@@ -32,6 +32,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
@@ -45,6 +46,10 @@ const (
 
 func main() {
 	if err := tuneMalloc(); err != nil {
+		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
+		os.Exit(exitUsage)
+	}
+	if _, err := torch.CUDAGraphsSetting(); err != nil {
 		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
 		os.Exit(exitUsage)
 	}

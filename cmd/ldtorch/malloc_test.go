@@ -33,3 +33,14 @@ func TestMallocReexec(t *testing.T) {
 		t.Errorf("LDTORCH_MALLOC=fast: exit %d, stderr %q; want 2 naming the variable", r.code, r.stderr)
 	}
 }
+
+// A bad LDTORCH_CUDA_GRAPHS is a usage error naming the variable, before any work.
+func TestCUDAGraphsVariableChecked(t *testing.T) {
+	r := runBinary(t, 0, []string{"LDTORCH_CUDA_GRAPHS=fast"}, "version")
+	if r.code != exitUsage || !strings.Contains(r.stderr, `LDTORCH_CUDA_GRAPHS="fast": want on, off or all`) {
+		t.Errorf("LDTORCH_CUDA_GRAPHS=fast: exit %d, stderr %q; want 2 naming the variable", r.code, r.stderr)
+	}
+	if r := runBinary(t, 0, []string{"LDTORCH_CUDA_GRAPHS=off"}, "version"); r.code != 0 {
+		t.Errorf("LDTORCH_CUDA_GRAPHS=off: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
