@@ -296,16 +296,21 @@ if [ "$tests" != none ]; then
 fi
 
 # ---- 5. benchmarks -------------------------------------------------------------------------
+# bench_json OUT ARGS...: one `ldtorch bench` of method $m on $ds-100 with ARGS, its JSON line
+# appended to OUT, the rest to bench.log.
+bench_json() {
+  local out=$1; shift
+  limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$out" \
+    "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --warmup 3 --data-dir "$data" "$@"
+}
 if [ "$bench" != none ]; then
   for ds in mnist cifar10; do
     for m in ld rr; do
       if time_is_up; then status=1; log "bench: $m on $ds-100 skipped: no time left of --time-limit $time_limit"; continue; fi
       log "bench: $m on $ds-100, $bench_steps meta-steps, final evaluation batched vs sequential"
       rc=0
-      # The JSON line goes to bench.jsonl, the rest to bench.log.
-      limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/bench.jsonl" \
-        "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
-        --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" || rc=$?
+      evaluation=(--steps "$bench_steps" --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models")
+      bench_json "$results/bench.jsonl" "${evaluation[@]}" || rc=$?
       case $rc in
         0) ;;
         124) status=1; log "bench $m $ds cut at the time limit (bench.log)" ;;
@@ -317,9 +322,7 @@ if [ "$bench" != none ]; then
         if time_is_up; then status=1; log "bench: $m on $ds-100 without CUDA graphs skipped: no time left"; continue; fi
         log "bench: $m on $ds-100 again, LDTORCH_CUDA_GRAPHS=off"
         rc=0
-        LDTORCH_CUDA_GRAPHS=off limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/bench.jsonl" \
-          "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps "$bench_steps" \
-          --warmup 3 --batched-eval-steps "$bench_eval_steps" --eval-models "$bench_models" --data-dir "$data" || rc=$?
+        LDTORCH_CUDA_GRAPHS=off bench_json "$results/bench.jsonl" "${evaluation[@]}" || rc=$?
         [ $rc = 0 ] || { status=1; log "bench: $m on $ds-100 without CUDA graphs FAILED or cut (exit $rc, bench.log)"; }
       fi
       # LeNet's steps are bound by the host's work per operator: count the operators (a run
@@ -328,9 +331,7 @@ if [ "$bench" != none ]; then
       if time_is_up; then status=1; log "bench: op census of $m on $ds-100 skipped: no time left"; continue; fi
       log "bench: op census of $m on $ds-100, 10 meta-steps (census.jsonl)"
       rc=0
-      limited "$results/bench.log" bash -c 'out=$1; shift; exec "$@" >>"$out"' bench "$results/census.jsonl" \
-        "$bin" bench --device "$device" "${tf32[@]}" --method "$m" --dataset "$ds" --base 100 --steps 10 \
-        --warmup 3 --op-census --data-dir "$data" || rc=$?
+      bench_json "$results/census.jsonl" --steps 10 --op-census || rc=$?
       [ $rc = 0 ] || { status=1; log "bench: op census of $m on $ds-100 FAILED or cut (exit $rc, bench.log)"; }
     done
   done
