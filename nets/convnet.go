@@ -44,7 +44,6 @@ func newConvNet(c, h, w, classes int64) (*Net, error) {
 		fh, fw = (fh+2*pad-2)/2, (fw+2*pad-2)/2 // conv 3×3 with padding pad, then pool 2×2
 	}
 	n := &Net{Arch: "convnet", InShape: [3]int64{c, h, w}, Classes: classes, FeatureDim: convNetWidth * fh * fw, Body: body}
-	pool := torch.PoolOpts{Kernel: [2]int64{2, 2}}
 	n.body = func(l layers, ch *torch.Chain, p, _ []*torch.Tensor, x *torch.Tensor, _ bool) *torch.Tensor {
 		y := x
 		for d := 0; d < convNetDepth; d++ {
@@ -53,33 +52,34 @@ func newConvNet(c, h, w, classes int64) (*Net, error) {
 				pad = firstPad
 			}
 			q := p[4*d:]
-			y = l.conv(ch, y, q[0], q[1], torch.Conv2dOpts{Padding: [2]int64{pad, pad}})
-			y = ch.T(l.instanceNorm(ch, y, q[2], q[3]).Relu())
-			y = ch.T(torch.AvgPool2d(y, pool))
+			y = l.convNormReluPool(ch, y, q[0], q[1], q[2], q[3], [2]int64{pad, pad})
 		}
 		return l.rows(ch, y)
 	}
 	return n, nil
 }
 
-// instanceNorm normalises each sample's channels separately (GroupNorm with one group per
-// channel) with the affine w, b: no running statistics.
-func (oneModel) instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor {
+// convNormReluPool is one call (torch.ConvNormReluPool): fused on the CPU where no graph is
+// recorded (scoring, LD RR's target features), the four ops otherwise.
+func (oneModel) convNormReluPool(ch *torch.Chain, x, w, bias, nw, nb *torch.Tensor, pad [2]int64) *torch.Tensor {
 	if ch.Err() != nil {
 		return nil
 	}
-	return ch.T(torch.GroupNorm(x, x.Shape()[1], w, b, instanceNormEps))
+	return ch.T(torch.ConvNormReluPool(x, w, bias, pad, nw, nb, instanceNormEps))
 }
 
-// instanceNorm acts per sample and channel, so it runs unchanged on the M·C channels with
-// the stacked γ, β (M, C) flattened.
-func (g groupedModels) instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor {
+// convNormReluPool runs the grouped convolution, then the instance normalisation, which acts
+// per sample and channel and so runs unchanged on the M·C channels with the stacked γ, β
+// (M, C) flattened, then ReLU and the pooling, which act per channel.
+func (g groupedModels) convNormReluPool(ch *torch.Chain, x, w, bias, nw, nb *torch.Tensor, pad [2]int64) *torch.Tensor {
+	y := g.conv(ch, x, w, bias, torch.Conv2dOpts{Padding: pad})
 	if ch.Err() != nil {
 		return nil
 	}
-	wf, bf := ch.T(w.Reshape(-1)), ch.T(b.Reshape(-1))
+	wf, bf := ch.T(nw.Reshape(-1)), ch.T(nb.Reshape(-1))
 	if ch.Err() != nil {
 		return nil
 	}
-	return ch.T(torch.GroupNorm(x, x.Shape()[1], wf, bf, instanceNormEps))
+	y = ch.T(ch.T(torch.GroupNorm(y, y.Shape()[1], wf, bf, instanceNormEps)).Relu())
+	return ch.T(torch.AvgPool2d(y, torch.PoolOpts{Kernel: [2]int64{2, 2}}))
 }

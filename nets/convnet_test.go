@@ -143,6 +143,11 @@ func TestConvNetMatchesPyTorchGolden(t *testing.T) {
 
 			logits := T(n.Forward(params, nil, x, true))
 			check("logits", logits, "logits", 1e-12)
+			// Without a graph the blocks run torch.ConvNormReluPool's fused loops on the CPU.
+			ok(t, torch.NoGrad(func() error {
+				check("logits without a graph", T(n.Forward(params, nil, x, false)), "logits", 1e-12)
+				return nil
+			}))
 			loss := T(torch.SoftCrossEntropy(logits, y))
 			if d := math.Abs(values(t, loss)[0] - scalar("loss")); d > 1e-13 {
 				t.Errorf("loss differs by %.3g", d)

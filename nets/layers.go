@@ -24,8 +24,10 @@ type layers interface {
 	// batchNorm normalises with the affine w, b and the running statistics, updated in
 	// place in training mode.
 	batchNorm(ch *torch.Chain, x, w, b, mean, variance *torch.Tensor, o torch.BatchNormOpts) *torch.Tensor
-	// instanceNorm normalises each sample's channels with the affine w, b (ConvNet-3).
-	instanceNorm(ch *torch.Chain, x, w, b *torch.Tensor) *torch.Tensor
+	// convNormReluPool is ConvNet-3's block: conv (stride 1, padding pad), instance
+	// normalisation of each sample's channels with the affine nw, nb, ReLU and 2×2 average
+	// pooling.
+	convNormReluPool(ch *torch.Chain, x, w, bias, nw, nb *torch.Tensor, pad [2]int64) *torch.Tensor
 	// reluLRN is local response normalisation with AlexCifarNet's settings of relu(x).
 	reluLRN(ch *torch.Chain, x *torch.Tensor) *torch.Tensor
 	// rows turns convolutional activations into the rows linear layers take.

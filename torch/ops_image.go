@@ -34,6 +34,42 @@ func GroupNorm(x *Tensor, groups int64, weight, bias *Tensor, eps float64) (*Ten
 	return result(op, out, e)
 }
 
+// ConvNormReluPool is ConvNet-3's block: AvgPool2d(Relu(GroupNorm(Conv2d(x, w, bias,
+// padding), C, gamma, beta, eps)), 2×2 kernel), with C the output channels of w (C, Cin, kh,
+// kw), stride 1; bias may be nil, gamma and beta (C) may not. Where no graph is recorded
+// (NoGrad, or nothing that requires a gradient) on contiguous CPU float32 or float64 tensors
+// it is fused: each output plane normalised, rectified and pooled while in cache, and for
+// inputs of up to four channels (images) the convolution done in the same pass, so that the
+// full-size convolution output is never written; the values agree with the four ops within
+// rounding (float32: a few units in the last place of the normalised values). Elsewhere (a
+// graph, a GPU, other types) it is the four ops, derivatives included.
+func ConvNormReluPool(x, w, bias *Tensor, padding [2]int64, gamma, beta *Tensor, eps float64) (*Tensor, error) {
+	const op = "conv_norm_relu_pool"
+	hx, err := x.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	hw, err := w.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	hb, err := optHandle(op, bias)
+	if err != nil {
+		return nil, err
+	}
+	hg, err := gamma.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	hbe, err := beta.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	var out C.ldt_tensor
+	e := C.ldt_conv_norm_relu_pool(&out, hx, hw, hb, int64Ptr(padding[:]), hg, hbe, C.double(eps))
+	return result(op, out, e)
+}
+
 // AffineGrid is torch.nn.functional.affine_grid for 2-D images: theta (N, 2, 3) maps each
 // output position, in normalised coordinates (x along the width, y along the height, both in
 // [−1, 1]), to the input position it samples; size is the output's (N, C, H, W). The

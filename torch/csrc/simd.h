@@ -1,6 +1,6 @@
-// simd.h: the interface between the drivers lrn.cc and maxpool.cc (compiled for the baseline
-// ISA, with ATen) and the per-image LRN loops and per-plane max-pool loop of
-// simd_kernels.h, compiled once per ISA (simd_baseline.cc; simd_avx2.cc with -mavx2) with
+// simd.h: the interface between the drivers lrn.cc, maxpool.cc and convblock.cc (compiled
+// for the baseline ISA, with ATen) and the per-image LRN loops, per-plane max-pool loop and
+// ConvNet-3 block loops of simd_kernels.h, compiled once per ISA (simd_baseline.cc; simd_avx2.cc with -mavx2) with
 // nothing from ATen or the C++ library in them, so that no inline function compiled for a
 // wider ISA can be picked by the linker for other code (as conv5x5.h). Both files are compiled with -ffp-contract=off and the loops are
 // elementwise, so both ISAs give the same bits. Plain structs and function pointers only.
@@ -46,11 +46,37 @@ struct PoolOps {
                  T *best, Tap *tap);
 };
 
+// BlockGeom is one ConvNet-3 block (convblock.cc): a K×K convolution (stride 1, dilation 1,
+// padding ph, pw) of Cin planes H×W into Cout planes Ho×Wo, instance normalisation with eps,
+// ReLU, and 2×2 average pooling into Hp×Wp (floor mode).
+struct BlockGeom {
+  int64_t Cin, H, W, kh, kw, ph, pw, Cout, Ho, Wo, Hp, Wp;
+  double eps;
+};
+
+// BlockOps are the block's loops of one element type T.
+template <typename T>
+struct BlockOps {
+  // image: one image x (Cin×H×W) into out (Cout×Hp×Wp): the convolution with w
+  // (Cout×Cin×kh×kw) and b (Cout, or null), one output plane at a time, each normalised with
+  // γ, β, rectified and pooled while in cache; padded (Cin·(H+2ph)·(W+2pw)), plane (Ho·Wo)
+  // and row (4·Wp) are scratch.
+  void (*image)(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const BlockGeom *g, T *out,
+                T *padded, T *plane, T *row);
+  // planes: the normalisation, ReLU and pooling of the convolution's output planes
+  // [begin, end) of in (planes Ho×Wo, plane p of channel p mod Cout) into out; row (4·Wp) is
+  // scratch.
+  void (*planes)(const T *in, const T *gamma, const T *beta, int64_t begin, int64_t end, const BlockGeom *g, T *out,
+                 T *row);
+};
+
 struct Kernels {
   LRNOps<float> lrn_f;
   LRNOps<double> lrn_d;
   PoolOps<float, int32_t> pool_f;
   PoolOps<double, int64_t> pool_d;
+  BlockOps<float> block_f;
+  BlockOps<double> block_d;
 };
 
 const Kernels *kernels_baseline();

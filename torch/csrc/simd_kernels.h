@@ -1,4 +1,5 @@
-// simd_kernels.h: the LRN's per-image loops and the max-pool's per-plane loop (simd.h),
+// simd_kernels.h: the LRN's per-image loops, the max-pool's per-plane loop and the ConvNet-3
+// block's loops (simd.h),
 // written once and included by each
 // ISA's file inside an anonymous namespace; the compiler vectorises them for that ISA.
 // Builtins only (no <cmath>, no std::), for the reason simd.h gives.
@@ -308,7 +309,174 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
   }
 }
 
+
+// The ConvNet-3 block (convblock.cc): instance normalisation, ReLU and 2×2 average pooling
+// of one convolution output plane, and the convolution itself for images of few channels.
+// The plane's mean and biased variance are summed in double over eight fixed lanes (two
+// passes; vertical adds, so every ISA sums in the same order), and the plane becomes
+// x·scale + shift with scale = γ·rstd, shift = β − mean·scale, as group_norm forms them.
+// ReLU keeps NaN (as torch.relu does: v < 0 is false for NaN), and each window is
+// ((a + b) + c) + d times ¼, avg_pool2d's sum and division.
+
+// block_relu is torch.relu of one value: NaN passes.
+template <typename T>
+inline T block_relu(T v) {
+  return v < T(0) ? T(0) : v;
+}
+
+// block_moments gives the mean and the biased variance of the n values of p.
+template <typename T>
+inline void block_moments(const T *p, int64_t n, double *mean, double *var) {
+  double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) lane[j] += static_cast<double>(p[i + j]);
+  double sum = 0;
+  for (int j = 0; j < 8; j++) sum += lane[j];
+  for (; i < n; i++) sum += static_cast<double>(p[i]);
+  const double m = sum / static_cast<double>(n);
+  for (int j = 0; j < 8; j++) lane[j] = 0;
+  for (i = 0; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; j++) {
+      const double d = static_cast<double>(p[i + j]) - m;
+      lane[j] += d * d;
+    }
+  double ss = 0;
+  for (int j = 0; j < 8; j++) ss += lane[j];
+  for (; i < n; i++) {
+    const double d = static_cast<double>(p[i]) - m;
+    ss += d * d;
+  }
+  *mean = m;
+  *var = ss / static_cast<double>(n);
+}
+
+// block_norm_pool normalises plane p (Ho×Wo) with γ, β, rectifies it and pools it into out
+// (Hp×Wp); row (4·Wp) is scratch for the two normalised input rows of a row of windows.
+template <typename T>
+void block_norm_pool(const T *p, T gamma, T beta, const ldt::simd::BlockGeom *g, T *out, T *row) {
+  double mean, var;
+  block_moments(p, g->Ho * g->Wo, &mean, &var);
+  const double rstd = 1.0 / __builtin_sqrt(var + g->eps);
+  const T scale = static_cast<T>(rstd * static_cast<double>(gamma));
+  const T shift = static_cast<T>(static_cast<double>(beta) - mean * rstd * static_cast<double>(gamma));
+  const int64_t Wo = g->Wo, Wp = g->Wp, n = 2 * Wp;
+  T *r1 = row + n;
+  for (int64_t oh = 0; oh < g->Hp; oh++) {
+    const T *s0 = p + 2 * oh * Wo, *s1 = s0 + Wo;
+    for (int64_t j = 0; j < n; j++) row[j] = block_relu(s0[j] * scale + shift);
+    for (int64_t j = 0; j < n; j++) r1[j] = block_relu(s1[j] * scale + shift);
+    T *o = out + oh * Wp;
+    for (int64_t ow = 0; ow < Wp; ow++) o[ow] = (((row[2 * ow] + row[2 * ow + 1]) + r1[2 * ow]) + r1[2 * ow + 1]) * T(0.25);
+  }
+}
+
+// block_planes runs block_norm_pool over the planes [begin, end) of in; row (4·Wp) is
+// scratch.
+template <typename T>
+void block_planes(const T *in, const T *gamma, const T *beta, int64_t begin, int64_t end,
+                  const ldt::simd::BlockGeom *g, T *out, T *row) {
+  const int64_t P = g->Ho * g->Wo, Q = g->Hp * g->Wp;
+  for (int64_t i = begin; i < end; i++) {
+    const int64_t c = i % g->Cout;
+    block_norm_pool(in + i * P, gamma[c], beta[c], g, out + i * Q, row);
+  }
+}
+
+// block_row is the convolution's output row oh, o (Wo values), from the zero-padded input
+// (block_image): bias, then the taps in weight order (input channel, kernel row, kernel
+// column). Columns are taken four vectors at a time, then one,
+// then one by one, each column's sum in registers across all taps, so the sums are the same
+// whichever way a column is reached (and on every ISA: 32-byte vectors of GCC's vector
+// extension, lowered to the ISA's registers).
+template <typename T>
+inline void block_row(const T *padded, const T *wc, T bias, const ldt::simd::BlockGeom *g, int64_t oh, T *o) {
+  typedef T vec __attribute__((vector_size(32)));
+  constexpr int64_t L = sizeof(vec) / sizeof(T);
+  const int64_t Hd = g->H + 2 * g->ph, Wd = g->W + 2 * g->pw, Wo = g->Wo;
+  // load reads L values from p, aligned or not (a function that returned the vector would
+  // change the ABI between ISAs).
+  auto load = [](vec &v, const T *p) { __builtin_memcpy(&v, p, sizeof v); };
+  const vec vb = vec{} + bias;
+  int64_t ow = 0;
+  for (; ow + 4 * L <= Wo; ow += 4 * L) {
+    vec a0 = vb, a1 = vb, a2 = vb, a3 = vb;
+    for (int64_t ci = 0; ci < g->Cin; ci++)
+      for (int64_t kh = 0; kh < g->kh; kh++) {
+        const T *src = padded + (ci * Hd + oh + kh) * Wd + ow;
+        const T *wk = wc + (ci * g->kh + kh) * g->kw;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+          const vec wv = vec{} + wk[kw];
+          const T *s = src + kw;
+          vec x0, x1, x2, x3;
+          load(x0, s);
+          load(x1, s + L);
+          load(x2, s + 2 * L);
+          load(x3, s + 3 * L);
+          a0 = a0 + wv * x0;
+          a1 = a1 + wv * x1;
+          a2 = a2 + wv * x2;
+          a3 = a3 + wv * x3;
+        }
+      }
+    __builtin_memcpy(o + ow, &a0, sizeof a0);
+    __builtin_memcpy(o + ow + L, &a1, sizeof a1);
+    __builtin_memcpy(o + ow + 2 * L, &a2, sizeof a2);
+    __builtin_memcpy(o + ow + 3 * L, &a3, sizeof a3);
+  }
+  for (; ow + L <= Wo; ow += L) {
+    vec a = vb;
+    for (int64_t ci = 0; ci < g->Cin; ci++)
+      for (int64_t kh = 0; kh < g->kh; kh++) {
+        const T *src = padded + (ci * Hd + oh + kh) * Wd + ow;
+        const T *wk = wc + (ci * g->kh + kh) * g->kw;
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+          vec v;
+          load(v, src + kw);
+          a = a + (vec{} + wk[kw]) * v;
+        }
+      }
+    __builtin_memcpy(o + ow, &a, sizeof a);
+  }
+  for (; ow < Wo; ow++) {
+    T a = bias;
+    for (int64_t ci = 0; ci < g->Cin; ci++)
+      for (int64_t kh = 0; kh < g->kh; kh++) {
+        const T *src = padded + (ci * Hd + oh + kh) * Wd + ow;
+        const T *wk = wc + (ci * g->kh + kh) * g->kw;
+        for (int64_t kw = 0; kw < g->kw; kw++) a = a + wk[kw] * src[kw];
+      }
+    o[ow] = a;
+  }
+}
+
+// block_image is the whole block for one image: the input copied once into a zero-padded
+// buffer, then per output channel its plane, row by row (block_row), normalised and pooled
+// while in cache.
+template <typename T>
+void block_image(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const ldt::simd::BlockGeom *g,
+                 T *out, T *padded, T *plane, T *row) {
+  const int64_t Hd = g->H + 2 * g->ph, Wd = g->W + 2 * g->pw;
+  for (int64_t ci = 0; ci < g->Cin; ci++)
+    for (int64_t r = 0; r < Hd; r++) {
+      T *d = padded + (ci * Hd + r) * Wd;
+      const int64_t sr = r - g->ph;
+      for (int64_t c = 0; c < Wd; c++) {
+        const int64_t sc = c - g->pw;
+        d[c] = (sr >= 0 && sr < g->H && sc >= 0 && sc < g->W) ? x[(ci * g->H + sr) * g->W + sc] : T(0);
+      }
+    }
+  for (int64_t co = 0; co < g->Cout; co++) {
+    const T bias = b != nullptr ? b[co] : T(0);
+    const T *wc = w + co * g->Cin * g->kh * g->kw;
+    for (int64_t oh = 0; oh < g->Ho; oh++) block_row(padded, wc, bias, g, oh, plane + oh * g->Wo);
+    block_norm_pool(plane, gamma[co], beta[co], g, out + co * g->Hp * g->Wp, row);
+  }
+}
+
 #define LDT_SIMD_TABLE(name)                                                                      \
   const ldt::simd::Kernels name = {{lrn_forward<float>, lrn_backward<float>},                     \
                                    {lrn_forward<double>, lrn_backward<double>},                   \
-                                   {pool_planes<float, int32_t>}, {pool_planes<double, int64_t>}}
+                                   {pool_planes<float, int32_t>}, {pool_planes<double, int64_t>},   \
+                                   {block_image<float>, block_planes<float>},                     \
+                                   {block_image<double>, block_planes<double>}}
