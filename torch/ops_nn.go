@@ -169,9 +169,9 @@ func ReluLocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) 
 	return localResponseNormDirect(x, size, alpha, beta, k, true)
 }
 
-// SIMDLoopsISA names the ISA the loops of LocalResponseNormDirect and MaxPool2dDirect are
-// compiled for in this process: "avx2" where the CPU has AVX2 and FMA, else "baseline"
-// (both give the same bits).
+// SIMDLoopsISA names the ISA the loops of LocalResponseNormDirect, MaxPool2dDirect and
+// ConvNormReluPool are compiled for in this process: "avx2" where the CPU has AVX2 and FMA,
+// else "baseline" (both give the same bits).
 func SIMDLoopsISA() string { return C.GoString(C.ldt_simd_isa()) }
 
 // simdISA is SIMDLoopsISA; setSIMDISA chooses ("best" or "baseline"), for the tests of both.

@@ -210,7 +210,7 @@ func TestVersion(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("version: exit %d, stderr %q", r.code, r.stderr)
 	}
-	for _, want := range []string{"ldtorch", version, "libtorch", "shim ABI", "CUDA", "threads", "GOMAXPROCS", "LRN and max-pool loops of the shim, " + torch.SIMDLoopsISA()} {
+	for _, want := range []string{"ldtorch", version, "libtorch", "shim ABI", "CUDA", "threads", "GOMAXPROCS", "LRN, max-pool and ConvNet-3 block loops of the shim, " + torch.SIMDLoopsISA()} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("version output lacks %q:\n%s", want, r.stdout)
 		}

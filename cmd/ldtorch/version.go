@@ -33,7 +33,7 @@ type versionInfo struct {
 	Malloc       string `json:"malloc"`
 	BLASCore     string `json:"blas_core"`   // OpenBLAS's kernel set (torch.BLASCore), "" for another BLAS
 	DirectConv   string `json:"direct_conv"` // the shim's convolution kernels in use (torch.DirectConvISA), "" for libtorch's
-	SIMDLoops    string `json:"simd_loops"`  // the ISA of the shim's LRN and max-pool loops (torch.SIMDLoopsISA)
+	SIMDLoops    string `json:"simd_loops"`  // the ISA of the shim's LRN, max-pool and ConvNet-3 block loops (torch.SIMDLoopsISA)
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	Go           string `json:"go_version"`
@@ -161,7 +161,7 @@ func (e *env) versionAction(c *cli.Context) error {
 			fmt.Fprintf(e.stdout, "kernels     libtorch's convolutions\n")
 		}
 		if v.SIMDLoops != "" {
-			fmt.Fprintf(e.stdout, "            LRN and max-pool loops of the shim, %s\n", v.SIMDLoops)
+			fmt.Fprintf(e.stdout, "            LRN, max-pool and ConvNet-3 block loops of the shim, %s\n", v.SIMDLoops)
 		}
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)

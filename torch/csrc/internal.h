@@ -132,7 +132,7 @@ inline bool dense_cpu_4d(const at::Tensor &x) {
 namespace simd {
 struct Kernels;
 }
-// simd_kernels is the table of the LRN and max-pool loops in use (lrn.cc).
+// simd_kernels is the table of the LRN, max-pool and ConvNet-3 block loops in use (lrn.cc).
 const simd::Kernels *simd_kernels();
 
 }  // namespace ldt

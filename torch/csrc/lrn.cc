@@ -25,9 +25,9 @@ using torch::autograd::variable_list;
 
 using ldt::simd::LRNArgs;
 
-// The loops in use (simd_kernels.h, for the LRN here and the max-pool of maxpool.cc): AVX2
-// where the CPU has it and FMA, unless ldt_set_simd_isa says otherwise; both give the same
-// bits.
+// The loops in use (simd_kernels.h, for the LRN here, the max-pool of maxpool.cc and the
+// ConvNet-3 block of convblock.cc): AVX2 where the CPU has it and FMA, unless
+// ldt_set_simd_isa says otherwise; both give the same bits.
 const ldt::simd::Kernels *best_kernels() {
   const ldt::simd::Kernels *k = ldt::simd::kernels_avx2();
 #if defined(__x86_64__)

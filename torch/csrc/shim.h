@@ -216,9 +216,9 @@ LDT_API const char *ldt_direct_conv_isa(void);
 /* mode: "best" (the default; LDTORCH_DIRECT_CONV=off or =avx2 at load changes it), "off",
  * "avx2", "avx512". Process-wide; graphs already recorded keep their kernels. */
 LDT_API ldt_error ldt_set_direct_conv(const char *mode);
-/* The loops of the LRN and the max-pool (simd_kernels.h): "avx2" where the CPU has AVX2 and
- * FMA, else "baseline"; ldt_set_simd_isa("baseline" or "best") chooses (both give the same
- * bits). */
+/* The loops of the LRN, the max-pool and ConvNet-3's block (simd_kernels.h): "avx2" where
+ * the CPU has AVX2 and FMA, else "baseline"; ldt_set_simd_isa("baseline" or "best") chooses
+ * (both give the same bits). */
 LDT_API const char *ldt_simd_isa(void);
 LDT_API ldt_error ldt_set_simd_isa(const char *mode);
 /* max_pool2d (same arguments, dilation 1): on the CPU for contiguous float and double input,
