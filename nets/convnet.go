@@ -59,8 +59,8 @@ func newConvNet(c, h, w, classes int64) (*Net, error) {
 	return n, nil
 }
 
-// convNormReluPool is one call (torch.ConvNormReluPool): fused on the CPU where no graph is
-// recorded (scoring, LD RR's target features), the four ops otherwise.
+// convNormReluPool is one call (torch.ConvNormReluPool): fused loops on the CPU, the four
+// ops on a GPU.
 func (oneModel) convNormReluPool(ch *torch.Chain, x, w, bias, nw, nb *torch.Tensor, pad [2]int64) *torch.Tensor {
 	if ch.Err() != nil {
 		return nil

@@ -120,37 +120,125 @@ func TestConvNormReluPoolMatchesComposition(t *testing.T) {
 	}
 }
 
-// With a graph wanted the block is the four ops: the same bits and the same gradients.
-func TestConvNormReluPoolWithGraph(t *testing.T) {
-	scoped(t)
+// blockDerivatives are a block's values, the first-order gradients of Σ y·u with respect to
+// the inputs that require one (x only when withX; nil entries for the others), then, through
+// a differentiable gradient, the gradients of Σ (∂/∂w Σ y·u)·v with respect to x (when withX),
+// w, γ and β.
+func blockDerivatives(t *testing.T, f func(x, w, b *Tensor, pad [2]int64, g, be *Tensor, eps float64) (*Tensor, error),
+	c blockCase, seed uint64, withX bool) [][]float64 {
+	t.Helper()
 	need := tensors(t)
-	c := blockCases()[1] // MNIST's first block, float64
-	x, w, bias, gamma, beta := blockInputs(t, c, 41)
-	inputs := []*Tensor{x, w, bias, gamma, beta}
-	for _, v := range inputs {
+	x, w, bias, gamma, beta := blockInputs(t, c, seed)
+	wrt := []*Tensor{w, gamma, beta}
+	if bias != nil {
+		wrt = append(wrt, bias)
+	}
+	if withX {
+		wrt = append(wrt, x)
+	}
+	for _, v := range wrt {
 		ok(t, v.SetRequiresGrad(true))
 	}
-	u := need(randnT(t, newRNG(42), 3, 7, 16, 16).ToDType(Double))
-	derivatives := func(f func(x, w, b *Tensor, pad [2]int64, g, be *Tensor, eps float64) (*Tensor, error)) [][]float64 {
-		y := need(f(x, w, bias, c.pad, gamma, beta, 1e-5))
-		loss := need(need(y.Mul(u)).Sum())
-		grads, err := Grad([]*Tensor{loss}, inputs, GradOpts{})
-		ok(t, err)
-		out := [][]float64{vals(t, y)}
-		for _, g := range grads {
-			out = append(out, vals(t, g))
-		}
-		return out
+	y := need(f(x, w, bias, c.pad, gamma, beta, 1e-5))
+	u := need(randnT(t, newRNG(seed+1), y.Shape()...).ToDType(c.dtype))
+	loss := need(need(y.Mul(u)).Sum())
+	out := [][]float64{vals(t, y)}
+	first, err := Grad([]*Tensor{loss}, wrt, GradOpts{RetainGraph: true})
+	ok(t, err)
+	for _, g := range first {
+		out = append(out, vals(t, g))
 	}
-	want, got := derivatives(composedBlock), derivatives(ConvNormReluPool)
-	for i := range want {
-		if !sameBits(want[i], got[i]) {
-			t.Errorf("output %d (values, then the gradients of x, w, bias, γ, β): not the four ops' (max |Δ| %g)", i, maxAbsDiff(want[i], got[i]))
+	gw, err := Grad([]*Tensor{loss}, []*Tensor{w}, GradOpts{CreateGraph: true})
+	ok(t, err)
+	v := need(randnT(t, newRNG(seed+2), w.Shape()...).ToDType(c.dtype))
+	m := need(need(gw[0].Mul(v)).Sum())
+	second := []*Tensor{w, gamma, beta}
+	if withX {
+		second = append(second, x)
+	}
+	gg, err := Grad([]*Tensor{m}, second, GradOpts{AllowUnused: true})
+	ok(t, err)
+	for _, g := range gg {
+		if g == nil {
+			out = append(out, nil)
+			continue
+		}
+		out = append(out, vals(t, g))
+	}
+	return out
+}
+
+// With a graph wanted the loops run forward and backward: values and first-order gradients
+// within rounding of the four ops', whether or not x wants a gradient (images do not, DD's
+// learnt images do); a differentiable backward is the four ops' own.
+func TestConvNormReluPoolGradients(t *testing.T) {
+	scoped(t)
+	for _, i := range []int{1, 2, 4, 5, 8} {
+		c := blockCases()[i]
+		rtol := 1e-10
+		if c.dtype == Float {
+			rtol = 2e-4 // gradients sum thousands of float32 products in another order
+		}
+		for _, withX := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/x wants a gradient %v", c.name, withX), func(t *testing.T) {
+				sc := NewScope()
+				defer sc.Close()
+				want := blockDerivatives(t, composedBlock, c, 71, withX)
+				got := blockDerivatives(t, ConvNormReluPool, c, 71, withX)
+				for k := range want {
+					if (want[k] == nil) != (got[k] == nil) {
+						t.Fatalf("output %d: nil %v, the four ops' nil %v", k, got[k] == nil, want[k] == nil)
+					}
+					if good, worst := closeRel(want[k], got[k], rtol); !good {
+						t.Errorf("output %d (values, first-order gradients, second-order): worst relative %g (tolerance %g)", k, worst, rtol)
+					}
+				}
+			})
 		}
 	}
 }
 
-// One thread or two, baseline loops or AVX2: the same bits.
+// The fused backward against finite differences of the fused forward, in float64.
+func TestConvNormReluPoolFiniteDifferences(t *testing.T) {
+	scoped(t)
+	for _, c := range []blockCase{
+		{"few channels", Double, []int64{2, 2, 5, 6}, []int64{3, 2, 3, 3}, [2]int64{1, 1}, true, 0, false, 0},
+		{"many channels", Double, []int64{2, 6, 4, 5}, []int64{3, 6, 3, 3}, [2]int64{1, 1}, true, 0, false, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			x, w, bias, gamma, beta := blockInputs(t, c, 81)
+			gradCheck(t, func(in []*Tensor) (*Tensor, error) {
+				return ConvNormReluPool(in[0], in[1], in[2], c.pad, in[3], in[4], 1e-5)
+			}, x, w, bias, gamma, beta)
+		})
+	}
+}
+
+// fusedBlockGradients are the fused backward's gradients of Σ y·u (u fixed) with respect to
+// x, w, γ, β and the bias (when not nil).
+func fusedBlockGradients(t *testing.T, x, w, bias *Tensor, pad [2]int64, gamma, beta *Tensor) [][]float64 {
+	need := tensors(t)
+	in := []*Tensor{need(x.Detach()), need(w.Detach()), need(gamma.Detach()), need(beta.Detach())}
+	var b *Tensor
+	if bias != nil {
+		b = need(bias.Detach())
+		in = append(in, b)
+	}
+	for _, v := range in {
+		ok(t, v.SetRequiresGrad(true))
+	}
+	y := need(ConvNormReluPool(in[0], in[1], b, pad, in[2], in[3], 1e-5))
+	u := need(randnT(t, newRNG(5), y.Shape()...).ToDType(x.DType()))
+	g, err := Grad([]*Tensor{need(need(y.Mul(u)).Sum())}, in, GradOpts{})
+	ok(t, err)
+	var out [][]float64
+	for _, v := range g {
+		out = append(out, vals(t, v))
+	}
+	return out
+}
+
+// One thread or two, baseline loops or AVX2: the same bits, values and gradients.
 func TestConvNormReluPoolSameBitsEverywhere(t *testing.T) {
 	scoped(t)
 	runtime.LockOSThread()
@@ -171,12 +259,21 @@ func TestConvNormReluPoolSameBitsEverywhere(t *testing.T) {
 					ok(t, setSIMDISA(isa))
 					ok(t, SetNumThreads(n))
 					runs = append(runs, fusedBlockValues(t, x, w, bias, c.pad, gamma, beta))
-					names = append(names, fmt.Sprintf("%s loops, %d thread(s)", isa, n))
+					names = append(names, fmt.Sprintf("%s loops, %d thread(s), values", isa, n))
+					for k, g := range fusedBlockGradients(t, x, w, bias, c.pad, gamma, beta) {
+						if k < 2 && c.x[1] > 4 {
+							// x's and w's: libtorch's convolution backward, as in the four ops
+							g = nil
+						}
+						runs = append(runs, g)
+						names = append(names, fmt.Sprintf("%s loops, %d thread(s), gradient %d", isa, n, k))
+					}
 				}
 			}
-			for i := 1; i < len(runs); i++ {
-				if !sameBits(runs[0], runs[i]) {
-					t.Errorf("%s differs from %s: max |Δ| %g", names[i], names[0], maxAbsDiff(runs[0], runs[i]))
+			per := len(runs) / 4 // values and gradients of one run
+			for i := per; i < len(runs); i++ {
+				if !sameBits(runs[i%per], runs[i]) {
+					t.Errorf("%s differs from %s: max |Δ| %g", names[i], names[i%per], maxAbsDiff(runs[i%per], runs[i]))
 				}
 			}
 		})

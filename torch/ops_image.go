@@ -36,13 +36,13 @@ func GroupNorm(x *Tensor, groups int64, weight, bias *Tensor, eps float64) (*Ten
 
 // ConvNormReluPool is ConvNet-3's block: AvgPool2d(Relu(GroupNorm(Conv2d(x, w, bias,
 // padding), C, gamma, beta, eps)), 2×2 kernel), with C the output channels of w (C, Cin, kh,
-// kw), stride 1; bias may be nil, gamma and beta (C) may not. Where no graph is recorded
-// (NoGrad, or nothing that requires a gradient) on contiguous CPU float32 or float64 tensors
-// it is fused: each output plane normalised, rectified and pooled while in cache, and for
-// inputs of up to four channels (images) the convolution done in the same pass, so that the
-// full-size convolution output is never written; the values agree with the four ops within
-// rounding (float32: a few units in the last place of the normalised values). Elsewhere (a
-// graph, a GPU, other types) it is the four ops, derivatives included.
+// kw), stride 1; bias may be nil, gamma and beta (C) may not. On contiguous CPU float32 or
+// float64 tensors it is fused: each output plane normalised, rectified and pooled while in
+// cache, and for inputs of up to four channels (images) the convolution done in the same
+// pass, so that the full-size convolution output is never written; its first-order
+// backward is fused the same way, and a differentiable backward (CreateGraph) is the four
+// ops'. Values and gradients agree with the four ops within rounding (float32: a few units
+// in the last place of the values). Elsewhere (a GPU, other types) it is the four ops.
 func ConvNormReluPool(x, w, bias *Tensor, padding [2]int64, gamma, beta *Tensor, eps float64) (*Tensor, error) {
 	const op = "conv_norm_relu_pool"
 	hx, err := x.handle(op)

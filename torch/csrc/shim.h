@@ -255,9 +255,10 @@ LDT_API ldt_error ldt_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tens
 LDT_API ldt_error ldt_soft_cross_entropy(ldt_tensor *out, ldt_tensor logits, ldt_tensor probs);
 
 /* ConvNet-3's block: avg_pool2d(relu(group_norm(conv2d(x, w, bias, stride 1, padding), C,
- * gamma, beta, eps)), 2×2), C = w's output channels; bias may be NULL. Without a graph on
- * contiguous CPU float32/float64 tensors, fused loops in cache (convblock.cc), equal within
- * rounding; otherwise the four ops, with their derivatives. */
+ * gamma, beta, eps)), 2×2), C = w's output channels; bias may be NULL. On contiguous CPU
+ * float32/float64 tensors, fused loops in cache forward and first-order backward
+ * (convblock.cc), equal within rounding; a differentiable backward and other devices and
+ * types are the four ops'. */
 LDT_API ldt_error ldt_conv_norm_relu_pool(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
                                           const int64_t *padding, ldt_tensor gamma, ldt_tensor beta, double eps);
 /* ---- image ops (image.cc) ---------------------------------------------------------------- */

@@ -54,7 +54,10 @@ struct BlockGeom {
   double eps;
 };
 
-// BlockOps are the block's loops of one element type T.
+// BlockOps are the block's loops of one element type T. The forward loops keep each output
+// plane's mean and 1/√(var + eps) in stats (two doubles per plane) when it is not null; the
+// backward loops take them back and add the gradients of w, bias, γ and β into double
+// accumulators.
 template <typename T>
 struct BlockOps {
   // image: one image x (Cin×H×W) into out (Cout×Hp×Wp): the convolution with w
@@ -62,12 +65,24 @@ struct BlockOps {
   // γ, β, rectified and pooled while in cache; padded (Cin·(H+2ph)·(W+2pw)), plane (Ho·Wo)
   // and row (4·Wp) are scratch.
   void (*image)(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const BlockGeom *g, T *out,
-                T *padded, T *plane, T *row);
+                T *padded, T *plane, T *row, double *stats);
   // planes: the normalisation, ReLU and pooling of the convolution's output planes
   // [begin, end) of in (planes Ho×Wo, plane p of channel p mod Cout) into out; row (4·Wp) is
   // scratch.
   void (*planes)(const T *in, const T *gamma, const T *beta, int64_t begin, int64_t end, const BlockGeom *g, T *out,
-                 T *row);
+                 T *row, double *stats);
+  // image_backward: image's gradients from gout (Cout×Hp×Wp): adds into dw (Cout·Cin·kh·kw),
+  // db, dg, dbe (Cout) and, when dx is not null, writes dx (Cin×H×W); padded and dpadded
+  // (Cin·(H+2ph)·(W+2pw)), plane and dz (Ho·Wo) and g2 (Wo) are scratch.
+  void (*image_backward)(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const double *stats,
+                         const T *gout, const BlockGeom *g, double *dw, double *db, double *dg, double *dbe, T *dx,
+                         T *padded, T *plane, T *dz, T *dpadded, T *g2);
+  // planes_backward: the gradient dz with respect to planes [begin, end) of in (the
+  // convolution's output) from gout, adding the bias's, γ's and β's gradients into db, dg and
+  // dbe (Cout); g2 (Wo) is scratch.
+  void (*planes_backward)(const T *in, const T *gamma, const T *beta, const double *stats, const T *gout,
+                          int64_t begin, int64_t end, const BlockGeom *g, T *dz, double *db, double *dg, double *dbe,
+                          T *g2);
 };
 
 struct Kernels {

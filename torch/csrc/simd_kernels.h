@@ -351,15 +351,28 @@ inline void block_moments(const T *p, int64_t n, double *mean, double *var) {
   *var = ss / static_cast<double>(n);
 }
 
-// block_norm_pool normalises plane p (Ho×Wo) with γ, β, rectifies it and pools it into out
-// (Hp×Wp); row (4·Wp) is scratch for the two normalised input rows of a row of windows.
+// block_affine is the normalisation's y = x·scale + shift of a plane whose mean and
+// 1/√(var + eps) are mean and rstd.
 template <typename T>
-void block_norm_pool(const T *p, T gamma, T beta, const ldt::simd::BlockGeom *g, T *out, T *row) {
+inline void block_affine(double mean, double rstd, T gamma, T beta, T *scale, T *shift) {
+  *scale = static_cast<T>(rstd * static_cast<double>(gamma));
+  *shift = static_cast<T>(static_cast<double>(beta) - mean * rstd * static_cast<double>(gamma));
+}
+
+// block_norm_pool normalises plane p (Ho×Wo) with γ, β, rectifies it and pools it into out
+// (Hp×Wp), and keeps the plane's mean and 1/√(var + eps) in stats when not null (for the
+// backward); row (4·Wp) is scratch for the two normalised input rows of a row of windows.
+template <typename T>
+void block_norm_pool(const T *p, T gamma, T beta, const ldt::simd::BlockGeom *g, T *out, T *row, double *stats) {
   double mean, var;
   block_moments(p, g->Ho * g->Wo, &mean, &var);
   const double rstd = 1.0 / __builtin_sqrt(var + g->eps);
-  const T scale = static_cast<T>(rstd * static_cast<double>(gamma));
-  const T shift = static_cast<T>(static_cast<double>(beta) - mean * rstd * static_cast<double>(gamma));
+  if (stats != nullptr) {
+    stats[0] = mean;
+    stats[1] = rstd;
+  }
+  T scale, shift;
+  block_affine(mean, rstd, gamma, beta, &scale, &shift);
   const int64_t Wo = g->Wo, Wp = g->Wp, n = 2 * Wp;
   T *r1 = row + n;
   for (int64_t oh = 0; oh < g->Hp; oh++) {
@@ -371,15 +384,15 @@ void block_norm_pool(const T *p, T gamma, T beta, const ldt::simd::BlockGeom *g,
   }
 }
 
-// block_planes runs block_norm_pool over the planes [begin, end) of in; row (4·Wp) is
-// scratch.
+// block_planes runs block_norm_pool over the planes [begin, end) of in (stats, when not
+// null, two per plane of in); row (4·Wp) is scratch.
 template <typename T>
 void block_planes(const T *in, const T *gamma, const T *beta, int64_t begin, int64_t end,
-                  const ldt::simd::BlockGeom *g, T *out, T *row) {
+                  const ldt::simd::BlockGeom *g, T *out, T *row, double *stats) {
   const int64_t P = g->Ho * g->Wo, Q = g->Hp * g->Wp;
   for (int64_t i = begin; i < end; i++) {
     const int64_t c = i % g->Cout;
-    block_norm_pool(in + i * P, gamma[c], beta[c], g, out + i * Q, row);
+    block_norm_pool(in + i * P, gamma[c], beta[c], g, out + i * Q, row, stats != nullptr ? stats + 2 * i : nullptr);
   }
 }
 
@@ -450,12 +463,9 @@ inline void block_row(const T *padded, const T *wc, T bias, const ldt::simd::Blo
   }
 }
 
-// block_image is the whole block for one image: the input copied once into a zero-padded
-// buffer, then per output channel its plane, row by row (block_row), normalised and pooled
-// while in cache.
+// block_pad copies image x (Cin×H×W) into padded, zeros around it.
 template <typename T>
-void block_image(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const ldt::simd::BlockGeom *g,
-                 T *out, T *padded, T *plane, T *row) {
+void block_pad(const T *x, const ldt::simd::BlockGeom *g, T *padded) {
   const int64_t Hd = g->H + 2 * g->ph, Wd = g->W + 2 * g->pw;
   for (int64_t ci = 0; ci < g->Cin; ci++)
     for (int64_t r = 0; r < Hd; r++) {
@@ -466,17 +476,183 @@ void block_image(const T *x, const T *w, const T *b, const T *gamma, const T *be
         d[c] = (sr >= 0 && sr < g->H && sc >= 0 && sc < g->W) ? x[(ci * g->H + sr) * g->W + sc] : T(0);
       }
     }
+}
+
+// block_conv_plane is output channel co's convolution plane (Ho×Wo) of the padded image.
+template <typename T>
+inline void block_conv_plane(const T *padded, const T *w, const T *b, int64_t co, const ldt::simd::BlockGeom *g,
+                             T *plane) {
+  const T bias = b != nullptr ? b[co] : T(0);
+  const T *wc = w + co * g->Cin * g->kh * g->kw;
+  for (int64_t oh = 0; oh < g->Ho; oh++) block_row(padded, wc, bias, g, oh, plane + oh * g->Wo);
+}
+
+// block_image is the whole block for one image: the input copied once into a zero-padded
+// buffer, then per output channel its plane (block_conv_plane), normalised and pooled while
+// in cache (stats, when not null, two per output channel).
+template <typename T>
+void block_image(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const ldt::simd::BlockGeom *g,
+                 T *out, T *padded, T *plane, T *row, double *stats) {
+  block_pad(x, g, padded);
   for (int64_t co = 0; co < g->Cout; co++) {
-    const T bias = b != nullptr ? b[co] : T(0);
-    const T *wc = w + co * g->Cin * g->kh * g->kw;
-    for (int64_t oh = 0; oh < g->Ho; oh++) block_row(padded, wc, bias, g, oh, plane + oh * g->Wo);
-    block_norm_pool(plane, gamma[co], beta[co], g, out + co * g->Hp * g->Wp, row);
+    block_conv_plane(padded, w, b, co, g, plane);
+    block_norm_pool(plane, gamma[co], beta[co], g, out + co * g->Hp * g->Wp, row,
+                    stats != nullptr ? stats + 2 * co : nullptr);
   }
+}
+
+// The backward. Given the pooled output's gradient gout, a plane's gradient through the
+// pooling and the ReLU is gr = ¼·gout of its window unless the normalised value y (computed
+// as the forward did) is ≤ 0 (NaN passes, as in relu's threshold_backward), 0 on a last odd
+// row or column, which no window takes; with x̂ = (x − mean)·rstd, γ's gradient is Σ gr·x̂, β's Σ gr, and the
+// plane's dx = rstd·(γ·gr − γ·Σgr/P − x̂·γ·Σ(gr·x̂)/P), group_norm's backward for one group.
+// The sums are in double over eight lanes, as the moments.
+
+// block_plane_backward turns plane z (the convolution's output) and the gradient gout of its
+// pooled output into dz (Ho×Wo), the gradient with respect to z, and adds γ's and β's
+// gradients into dg and dbe; st is the plane's (mean, rstd); g2 (Wo) is scratch.
+template <typename T>
+void block_plane_backward(const T *z, T gamma, T beta, const double *st, const T *gout, const ldt::simd::BlockGeom *g,
+                          T *dz, double *dg, double *dbe, T *g2) {
+  const int64_t Ho = g->Ho, Wo = g->Wo, Hp = g->Hp, Wp = g->Wp, P = Ho * Wo;
+  const double mean = st[0], rstd = st[1];
+  T scale, shift;
+  block_affine(mean, rstd, gamma, beta, &scale, &shift);
+  for (int64_t ow = 0; ow < Wo; ow++) g2[ow] = T(0);
+  for (int64_t oh = 0; oh < Ho; oh++) {
+    T *d = dz + oh * Wo;
+    const T *x = z + oh * Wo;
+    if (oh >= 2 * Hp) {
+      for (int64_t ow = 0; ow < Wo; ow++) d[ow] = T(0);
+      continue;
+    }
+    if (oh % 2 == 0) {  // the window row's gradients, each spread over two columns
+      const T *go = gout + (oh / 2) * Wp;
+      for (int64_t ow = 0; ow < 2 * Wp; ow++) g2[ow] = go[ow / 2] * T(0.25);
+    }
+    for (int64_t ow = 0; ow < Wo; ow++) {
+      const T y = x[ow] * scale + shift;
+      d[ow] = y <= T(0) ? T(0) : g2[ow];
+    }
+  }
+  double ls[8] = {0, 0, 0, 0, 0, 0, 0, 0}, lx[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= P; i += 8)
+    for (int j = 0; j < 8; j++) {
+      const double gr = static_cast<double>(dz[i + j]);
+      ls[j] += gr;
+      lx[j] += gr * ((static_cast<double>(z[i + j]) - mean) * rstd);
+    }
+  double sg = 0, sgx = 0;
+  for (int j = 0; j < 8; j++) {
+    sg += ls[j];
+    sgx += lx[j];
+  }
+  for (; i < P; i++) {
+    const double gr = static_cast<double>(dz[i]);
+    sg += gr;
+    sgx += gr * ((static_cast<double>(z[i]) - mean) * rstd);
+  }
+  *dg += sgx;
+  *dbe += sg;
+  const double ga = static_cast<double>(gamma), a = ga * sg / static_cast<double>(P), c = ga * sgx / static_cast<double>(P);
+  for (i = 0; i < P; i++) {
+    const double xh = (static_cast<double>(z[i]) - mean) * rstd;
+    dz[i] = static_cast<T>(rstd * (ga * static_cast<double>(dz[i]) - a - xh * c));
+  }
+}
+
+// block_sum is Σ of the n values of p, over 16 lanes of T.
+template <typename T>
+inline T block_sum(const T *p, int64_t n) {
+  constexpr int64_t V = 16;
+  T lane[V];
+  for (int64_t j = 0; j < V; j++) lane[j] = T(0);
+  int64_t i = 0;
+  for (; i + V <= n; i += V)
+    for (int64_t j = 0; j < V; j++) lane[j] += p[i + j];
+  T sum = T(0);
+  for (int64_t j = 0; j < V; j++) sum += lane[j];
+  for (; i < n; i++) sum += p[i];
+  return sum;
+}
+
+// block_planes_backward runs block_plane_backward over the planes [begin, end) of in (the
+// convolution's output), writing their dz and adding the bias's, γ's and β's gradients into
+// db, dg and dbe (Cout each); g2 (Wo) is scratch.
+template <typename T>
+void block_planes_backward(const T *in, const T *gamma, const T *beta, const double *stats, const T *gout,
+                           int64_t begin, int64_t end, const ldt::simd::BlockGeom *g, T *dz, double *db, double *dg,
+                           double *dbe, T *g2) {
+  const int64_t P = g->Ho * g->Wo, Q = g->Hp * g->Wp;
+  for (int64_t i = begin; i < end; i++) {
+    const int64_t c = i % g->Cout;
+    block_plane_backward(in + i * P, gamma[c], beta[c], stats + 2 * i, gout + i * Q, g, dz + i * P, dg + c, dbe + c,
+                         g2);
+    db[c] += static_cast<double>(block_sum(dz + i * P, P));
+  }
+}
+
+// block_image_backward is one image's backward through the whole block: per output channel
+// the convolution plane recomputed (block_conv_plane: the same values as the forward's), its
+// dz (block_plane_backward), then the weight's gradient Σ dz·(the tap's shifted input),
+// summed over 16 lanes of T per tap and added into dw (double), the bias's Σ dz into db, and,
+// when dx is not null, dz spread back through the taps into dpadded, whose inside is dx.
+// padded, dpadded (Cin·Hd·Wd), plane, dz (Ho·Wo) and g2 (Wo) are scratch.
+template <typename T>
+void block_image_backward(const T *x, const T *w, const T *b, const T *gamma, const T *beta, const double *stats,
+                          const T *gout, const ldt::simd::BlockGeom *g, double *dw, double *db, double *dg,
+                          double *dbe, T *dx, T *padded, T *plane, T *dz, T *dpadded, T *g2) {
+  const int64_t Hd = g->H + 2 * g->ph, Wd = g->W + 2 * g->pw, Ho = g->Ho, Wo = g->Wo, Q = g->Hp * g->Wp;
+  const int64_t taps = g->kh * g->kw;
+  block_pad(x, g, padded);
+  if (dx != nullptr)
+    for (int64_t i = 0; i < g->Cin * Hd * Wd; i++) dpadded[i] = T(0);
+  constexpr int64_t V = 16;
+  for (int64_t co = 0; co < g->Cout; co++) {
+    block_conv_plane(padded, w, b, co, g, plane);
+    block_plane_backward(plane, gamma[co], beta[co], stats + 2 * co, gout + co * Q, g, dz, dg + co, dbe + co, g2);
+    db[co] += static_cast<double>(block_sum(dz, Ho * Wo));
+    const T *wc = w + co * g->Cin * taps;
+    double *dwc = dw + co * g->Cin * taps;
+    for (int64_t ci = 0; ci < g->Cin; ci++)
+      for (int64_t kh = 0; kh < g->kh; kh++)
+        for (int64_t kw = 0; kw < g->kw; kw++) {
+          T acc[V];
+          for (int64_t j = 0; j < V; j++) acc[j] = T(0);
+          T tail = T(0);
+          for (int64_t oh = 0; oh < Ho; oh++) {
+            const T *src = padded + (ci * Hd + oh + kh) * Wd + kw;
+            const T *d = dz + oh * Wo;
+            int64_t ow = 0;
+            for (; ow + V <= Wo; ow += V)
+              for (int64_t j = 0; j < V; j++) acc[j] += d[ow + j] * src[ow + j];
+            for (; ow < Wo; ow++) tail += d[ow] * src[ow];
+          }
+          T sum = tail;
+          for (int64_t j = 0; j < V; j++) sum += acc[j];
+          dwc[(ci * g->kh + kh) * g->kw + kw] += static_cast<double>(sum);
+          if (dx != nullptr) {
+            const T wv = wc[(ci * g->kh + kh) * g->kw + kw];
+            for (int64_t oh = 0; oh < Ho; oh++) {
+              T *__restrict__ dst = dpadded + (ci * Hd + oh + kh) * Wd + kw;
+              const T *__restrict__ d = dz + oh * Wo;
+              for (int64_t ow = 0; ow < Wo; ow++) dst[ow] += wv * d[ow];
+            }
+          }
+        }
+  }
+  if (dx != nullptr)
+    for (int64_t ci = 0; ci < g->Cin; ci++)
+      for (int64_t h = 0; h < g->H; h++)
+        for (int64_t c = 0; c < g->W; c++) dx[(ci * g->H + h) * g->W + c] = dpadded[(ci * Hd + h + g->ph) * Wd + c + g->pw];
 }
 
 #define LDT_SIMD_TABLE(name)                                                                      \
   const ldt::simd::Kernels name = {{lrn_forward<float>, lrn_backward<float>},                     \
                                    {lrn_forward<double>, lrn_backward<double>},                   \
                                    {pool_planes<float, int32_t>}, {pool_planes<double, int64_t>},   \
-                                   {block_image<float>, block_planes<float>},                     \
-                                   {block_image<double>, block_planes<double>}}
+                                   {block_image<float>, block_planes<float>,                      \
+                                    block_image_backward<float>, block_planes_backward<float>},   \
+                                   {block_image<double>, block_planes<double>,                    \
+                                    block_image_backward<double>, block_planes_backward<double>}}
