@@ -21,7 +21,6 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
-
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -234,16 +233,17 @@ struct ConvNormReluPoolFn : public torch::autograd::Function<ConvNormReluPoolFn>
       std::vector<at::Tensor> inputs{x, w, gamma, beta};
       if (b.defined()) inputs.push_back(b);
       std::vector<at::Tensor> wrt;
-      std::vector<size_t> at;
+      std::vector<size_t> slot;  // wrt[i] is inputs[slot[i]]
       for (size_t i = 0; i < inputs.size(); i++)
         if (inputs[i].requires_grad()) {
           wrt.push_back(inputs[i]);
-          at.push_back(i);
+          slot.push_back(i);
         }
       auto y = composed(x, w, b, pad, gamma, beta, eps);
-      auto g = torch::autograd::grad({y}, wrt, {grads[0]}, true, true, true);
+      auto g = torch::autograd::grad({y}, wrt, {grads[0]}, /*retain_graph=*/true, /*create_graph=*/true,
+                                     /*allow_unused=*/true);
       std::vector<at::Tensor> by(inputs.size());
-      for (size_t i = 0; i < at.size(); i++) by[at[i]] = g[i];
+      for (size_t i = 0; i < slot.size(); i++) by[slot[i]] = g[i];
       out = {by[0], by[1], b.defined() ? by[4] : at::Tensor(), by[2], by[3]};
     } else {
       auto conv = ctx->saved_data["conv"].toTensor();
@@ -266,7 +266,7 @@ ldt_error ldt_conv_norm_relu_pool(ldt_tensor *out, ldt_tensor x, ldt_tensor w, l
     auto b = ldt::opt(bias);
     const at::Tensor bt = b ? *b : at::Tensor();
     const std::vector<int64_t> pad{padding[0], padding[1]};
-    if (!(eps >= 0)) throw std::invalid_argument("conv_norm_relu_pool: eps must be non-negative, got " + std::to_string(eps));
+    if (!(eps >= 0)) throw std::invalid_argument("eps must be non-negative, got " + std::to_string(eps));
     if (!fusable(in, wt, bt, pad, ga, be)) {
       ldt::set_out(out, composed(in, wt, bt, pad, ga, be, eps));
     } else if (graphWanted(in, wt, bt, ga, be)) {

@@ -309,7 +309,6 @@ void pool_planes(const T *in, T *out, int64_t *ind, int64_t begin, int64_t end, 
   }
 }
 
-
 // The ConvNet-3 block (convblock.cc): instance normalisation, ReLU and 2×2 average pooling
 // of one convolution output plane, and the convolution itself for images of few channels.
 // The plane's mean and biased variance are summed in double over eight fixed lanes (two
