@@ -1,11 +1,12 @@
 package torch
 
 // convblock_test.go: ConvNormReluPool against the four ops it stands for (Conv2d, GroupNorm
-// with one group per channel, Relu, AvgPool2d 2×2): the fused loops without a graph (the
-// per-image convolution for few input channels, libtorch's convolution then the per-plane
-// loop for more), float32 and float64, odd planes, rows longer than a register chunk, NaN,
-// constant planes; one and two threads and every ISA the same bits; with a graph, the four
-// ops themselves; bad arguments as errors.
+// with one group per channel, Relu, AvgPool2d 2×2): the fused loops' values (the per-image
+// convolution for few input channels, libtorch's convolution then the per-plane loop for
+// more), float32 and float64, odd planes, rows longer than a register chunk, NaN, constant
+// planes; their first-order gradients and the second-order ones of the differentiable
+// backward, against the four ops' and finite differences; one and two threads and every ISA
+// the same bits; fallbacks; bad arguments as errors.
 
 import (
 	"fmt"
@@ -105,9 +106,7 @@ func TestConvNormReluPoolMatchesComposition(t *testing.T) {
 			want := tensors(t)(composedBlock(x, w, bias, c.pad, gamma, beta, 1e-5))
 			wantV := vals(t, want)
 			got := fusedBlockValues(t, x, w, bias, c.pad, gamma, beta)
-			good, worst := closeRel(wantV, got, c.rtol)
-			t.Logf("worst relative difference %.3g", worst)
-			if !good {
+			if good, worst := closeRel(wantV, got, c.rtol); !good {
 				t.Errorf("not the composition's values: worst relative %g (tolerance %g)", worst, c.rtol)
 			}
 			if c.nanAt > 0 && !hasNaN(wantV) {
@@ -121,9 +120,9 @@ func TestConvNormReluPoolMatchesComposition(t *testing.T) {
 }
 
 // blockDerivatives are a block's values, the first-order gradients of Σ y·u with respect to
-// the inputs that require one (x only when withX; nil entries for the others), then, through
-// a differentiable gradient, the gradients of Σ (∂/∂w Σ y·u)·v with respect to x (when withX),
-// w, γ and β.
+// w, γ, β, the bias (when the case has one) and x (when withX), then, through a
+// differentiable gradient, the gradients of Σ (∂/∂w Σ y·u)·v with respect to w, γ, β and x
+// (when withX; nil where autograd finds no dependence).
 func blockDerivatives(t *testing.T, f func(x, w, b *Tensor, pad [2]int64, g, be *Tensor, eps float64) (*Tensor, error),
 	c blockCase, seed uint64, withX bool) [][]float64 {
 	t.Helper()
