@@ -143,7 +143,7 @@ func TestConvNetMatchesPyTorchGolden(t *testing.T) {
 
 			logits := T(n.Forward(params, nil, x, true))
 			check("logits", logits, "logits", 1e-12)
-			// Without a graph the blocks run torch.ConvNormReluPool's fused loops on the CPU.
+			// And without a graph: torch.ConvNormReluPool's loops keep no statistics then.
 			ok(t, torch.NoGrad(func() error {
 				check("logits without a graph", T(n.Forward(params, nil, x, false)), "logits", 1e-12)
 				return nil
