@@ -132,6 +132,15 @@ at::Tensor fused(const at::Tensor &x, const at::Tensor &w, const at::Tensor &b, 
 // the end, so that the gradients do not depend on the number of threads.
 constexpr int64_t kChunk = 8;
 
+// taskSums adds the backward tasks' accumulators (tasks rows of width values each) in task
+// order and returns them as a tensor of x's type.
+at::Tensor taskSums(const std::vector<double> &acc, int64_t tasks, size_t width, const at::Tensor &x) {
+  std::vector<double> sum(width, 0.0);
+  for (int64_t t = 0; t < tasks; t++)
+    for (size_t i = 0; i < width; i++) sum[i] += acc[t * width + i];
+  return at::tensor(sum, x.options().dtype(at::kDouble)).to(x.scalar_type());
+}
+
 // backward_fused is the first-order backward of fused for gout (N, Cout, Hp, Wp): the
 // gradients of x (when wanted), w, bias (when defined), γ and β.
 variable_list backward_fused(const at::Tensor &x, const at::Tensor &w, const at::Tensor &b, at::IntArrayRef pad,
@@ -167,10 +176,7 @@ variable_list backward_fused(const at::Tensor &x, const at::Tensor &w, const at:
         }
       });
     });
-    std::vector<double> sum(nw + 3 * g.Cout, 0.0);
-    for (int64_t t = 0; t < tasks; t++)
-      for (size_t i = 0; i < sum.size(); i++) sum[i] += acc[t * sum.size() + i];
-    auto all = at::tensor(sum, x.options().dtype(at::kDouble)).to(x.scalar_type());
+    auto all = taskSums(acc, tasks, nw + 3 * g.Cout, x);
     dw = all.narrow(0, 0, nw).reshape(w.sizes());
     if (b.defined()) db = all.narrow(0, nw, g.Cout);
     return {dx, dw, db, all.narrow(0, nw + g.Cout, g.Cout), all.narrow(0, nw + 2 * g.Cout, g.Cout)};
@@ -192,10 +198,7 @@ variable_list backward_fused(const at::Tensor &x, const at::Tensor &w, const at:
       }
     });
   });
-  std::vector<double> sum(3 * g.Cout, 0.0);
-  for (int64_t t = 0; t < tasks; t++)
-    for (size_t i = 0; i < sum.size(); i++) sum[i] += acc[t * sum.size() + i];
-  auto gb = at::tensor(sum, x.options().dtype(at::kDouble)).to(x.scalar_type());
+  auto gb = taskSums(acc, tasks, 3 * g.Cout, x);
   // The input's and weight's gradients are libtorch's convolution backward (as in the four
   // ops); the bias's is the loops' sum of dz, which does not depend on the threads.
   auto grads = at::convolution_backward(dz, x, w, c10::nullopt, {1, 1}, pad, {1, 1}, false, {0, 0}, 1,
