@@ -504,77 +504,25 @@ func describeMember(name string) string {
 
 // tensorArray copies t to the host as a named array, refusing non-finite values.
 func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
-	if t == nil || t.Freed() {
-		return nil, fmt.Errorf("checkpoint: tensor %q is missing", name)
+	a, err := checkpoint.TensorArray(name, t)
+	if err != nil {
+		return nil, err
 	}
-	shape := make([]int, 0, t.Dim())
-	for _, d := range t.Shape() {
-		shape = append(shape, int(d))
-	}
-	var data any
-	var err error
-	switch t.DType() {
-	case torch.Float:
-		var v []float32
-		v, err = t.Float32s()
+	switch v := a.Data.(type) {
+	case []float32:
 		for i, x := range v {
 			if !finite(float64(x)) {
 				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", describeMember(name), i), Value: float64(x)}
 			}
 		}
-		data = v
-	case torch.Double:
-		var v []float64
-		v, err = t.Float64s()
+	case []float64:
 		for i, x := range v {
 			if !finite(x) {
 				return nil, &NonFiniteError{Step: step, Quantity: fmt.Sprintf("%s (element %d)", describeMember(name), i), Value: x}
 			}
 		}
-		data = v
-	default:
-		return nil, fmt.Errorf("checkpoint: tensor %q has unsupported dtype %s", name, t.DType())
 	}
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: tensor %q: %w", name, err)
-	}
-	return npz.New(name, shape, data)
-}
-
-// restoreTensor copies a checkpointed array into dst (same shape and dtype), without grad.
-func restoreTensor(dst *torch.Tensor, a *npz.Array) error {
-	shape := dst.Shape()
-	if len(shape) != len(a.Shape) {
-		return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
-	}
-	for i := range shape {
-		if int(shape[i]) != a.Shape[i] {
-			return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
-		}
-	}
-	var src *torch.Tensor
-	var err error
-	switch dst.DType() {
-	case torch.Float:
-		v, ok := a.Data.([]float32)
-		if !ok {
-			return fmt.Errorf("array %q is %s, the run needs float32", a.Name, a.DType)
-		}
-		src, err = torch.FromFloat32(v, shape...)
-	case torch.Double:
-		v, ok := a.Data.([]float64)
-		if !ok {
-			return fmt.Errorf("array %q is %s, the run needs float64", a.Name, a.DType)
-		}
-		src, err = torch.FromFloat64(v, shape...)
-	default:
-		return fmt.Errorf("array %q: unsupported dtype %s", a.Name, dst.DType())
-	}
-	if err != nil {
-		return err
-	}
-	defer src.Free()
-	return torch.NoGrad(func() error { return dst.Copy_(src) })
+	return a, nil
 }
 
 // prepareCheckpointDir creates dir and proves it writable, so that an unusable folder fails

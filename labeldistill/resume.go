@@ -245,7 +245,7 @@ func (l *loop) restore(f *checkpoint.File, m *checkpointMeta) error {
 		if err != nil {
 			return err
 		}
-		if err := restoreTensor(nt.t, a); err != nil {
+		if err := checkpoint.RestoreTensor(nt.t, a); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/nets"
@@ -101,6 +102,9 @@ type EpochTrainer struct {
 	Device   torch.Device
 	// Progress, when set, hears the epochs done of the recipe's.
 	Progress func(done, total int)
+	// Checkpoint, when set, makes the training resumable: Train saves its whole state there
+	// from time to time and, when it finds a checkpoint of the same training, goes on from it.
+	Checkpoint *EpochCheckpoint
 }
 
 // EpochResult is what EpochTrainer.Train leaves: the models at their best validation.
@@ -119,6 +123,10 @@ type EpochResult struct {
 	// validation accuracy (%) after epoch Checks[k].
 	Checks []int
 	Curve  [][]float64
+	// ResumedAt is the number of epochs taken from a checkpoint (0: trained from the start);
+	// Seconds the wall time of the training, over every part of a resumed one.
+	ResumedAt int
+	Seconds   float64
 }
 
 // Train trains len(seeds) models together: model i is initialised from
@@ -154,25 +162,27 @@ func (et *EpochTrainer) Train(ctx context.Context, seeds []uint64, vx, vy *torch
 	for i := range res.Validation {
 		res.Validation[i] = math.NaN()
 	}
+	st := &epochState{res: res, best: best, pcgs: make([]*rand.PCG, m)}
 	rngs := make([]*rand.Rand, m)
 	for i, s := range seeds {
-		rngs[i] = rand.New(rand.NewPCG(s, 0x5eed))
+		st.pcgs[i] = rand.NewPCG(s, 0x5eed)
+		rngs[i] = rand.New(st.pcgs[i])
 	}
 	if r.Augment != nil {
-		gens := make([]*torch.Generator, m)
+		st.gens = make([]*torch.Generator, m)
 		defer func() {
-			for _, g := range gens {
+			for _, g := range st.gens {
 				if g != nil {
 					g.Close()
 				}
 			}
 		}()
 		for i, s := range seeds {
-			if gens[i], err = torch.NewGenerator(Seed(s, "augment", 0)); err != nil {
+			if st.gens[i], err = torch.NewGenerator(Seed(s, "augment", 0)); err != nil {
 				return fail(err)
 			}
 		}
-		l.Augment = augmentEach(*r.Augment, gens)
+		l.Augment = augmentEach(*r.Augment, st.gens)
 	}
 
 	n := int(et.Images.Shape()[0])
@@ -184,9 +194,17 @@ func (et *EpochTrainer) Train(ctx context.Context, seeds []uint64, vx, vy *torch
 	}
 	batch := min(r.Batch, n)
 	checks := res.Checks
-	next := 0
+	started := time.Now()
+	if ck := et.Checkpoint; ck != nil {
+		// A checkpoint of another training, or one that does not read back whole, is not
+		// resumed from: the training starts over and replaces it.
+		if err := st.restore(et, seeds, ck); err != nil {
+			return fail(err)
+		}
+	}
+	lastSave := time.Now()
 	perms := make([][]int, m)
-	for epoch := 0; epoch < r.Epochs; epoch++ {
+	for epoch := st.epochs; epoch < r.Epochs; epoch++ {
 		if err := l.Opt.SetLR(r.Schedule.At(epoch)); err != nil {
 			return fail(err)
 		}
@@ -220,14 +238,21 @@ func (et *EpochTrainer) Train(ctx context.Context, seeds []uint64, vx, vy *torch
 		if et.Progress != nil {
 			et.Progress(epoch+1, r.Epochs)
 		}
-		if next >= len(checks) || checks[next] != epoch+1 {
-			continue
+		if st.next < len(checks) && checks[st.next] == epoch+1 {
+			st.next++
+			if err := res.check(ctx, best, epoch+1, vx, vy); err != nil {
+				return fail(err)
+			}
 		}
-		next++
-		if err := res.check(ctx, best, epoch+1, vx, vy); err != nil {
-			return fail(err)
+		st.epochs = epoch + 1
+		if ck := et.Checkpoint; ck != nil && st.epochs < r.Epochs && time.Since(lastSave) >= ck.Every {
+			if err := st.save(et, seeds, ck, st.seconds+time.Since(started).Seconds()); err != nil {
+				return fail(err)
+			}
+			lastSave = time.Now()
 		}
 	}
+	res.Seconds = st.seconds + time.Since(started).Seconds()
 	// Restore each model's best parameters.
 	err = torch.NoGrad(func() error {
 		for i, b := range best {
