@@ -4,8 +4,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -32,6 +34,14 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	}
 	if c.IsSet("cache-dir") && dc.CacheDir == "" {
 		return usageErrorf("--cache-dir needs a folder")
+	}
+	switch every := c.Duration("checkpoint-every"); {
+	case every < 0:
+		return usageErrorf("--checkpoint-every: must be a wall time of 0 (keep nothing) or more, got %v", every)
+	case every == 0:
+		dc.CheckpointEvery = -1
+	default:
+		dc.CheckpointEvery = every
 	}
 	threads := c.Int("threads")
 	if threads < 0 || threads > config.MaxThreads() {
@@ -74,12 +84,18 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	syn, full := dc.DDRankingRecipes()
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	dc.Progress = pr.stageEpochs
+	dc.Notes = func(s string) { pr.note("%s", s) }
 	pr.note("DD-Ranking protocol: %d runs of %s models on %d distilled images (hard and distilled labels) and %d random images each, "+
 		"%d epochs × %d learning rates; full data %d images, %d epochs (cached in %s); validation %d, test %d %s images",
 		dc.Models, dc.Arch, art.Shape[0], art.Shape[0], syn.Epochs, len(syn.LRs), d.TargetSet.N, full.Epochs, dc.CacheDir,
 		d.Validation.N, d.Test.N, cfg.Dataset)
 	res, err := artifact.EvaluateDDRanking(c.Context, art, d, dc)
 	if err := evaluationError(c, dir, err); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) && ee.code == exitInterrupted && dc.CheckpointEvery > 0 {
+			ee.msg = fmt.Sprintf("interrupted; the same command goes on from the last save (every %v, in %s)", dc.CheckpointEvery,
+				filepath.Join(dir, artifact.EvaluationsFolder, "ddranking-partial-*"))
+		}
 		return err
 	}
 	if c.Bool("json") {
@@ -101,6 +117,10 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	}
 	fmt.Fprintf(e.stdout, "hlr %.4f ± %.4f   ior %.4f ± %.4f   score %.4f ± %.4f (population std over %d runs)\n",
 		res.HLR, res.HLRStd, res.IOR, res.IORStd, res.Score, res.ScoreStd, res.Models)
+	if res.Resumed {
+		fmt.Fprintf(e.stdout, "resumed: some trainings come from an earlier, interrupted run of this evaluation (wall %s over its parts)\n",
+			time.Duration(res.WallSeconds*float64(time.Second)).Round(time.Second))
+	}
 	fmt.Fprintf(e.stdout, "written to %s\n", filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile))
 	return nil
 }

@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // tinyRRArtifact distils a one-epoch LD RR artifact of 10 MNIST base examples (300 target
@@ -78,5 +80,39 @@ func TestEvaluateDDRanking(t *testing.T) {
 	r = ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "alexnet", "--cache-dir", cache)
 	if r.code != exitUsage || !strings.Contains(r.stderr, "--arch alexnet: alexnet takes 32×32 images, got 28×28") {
 		t.Errorf("--arch alexnet on MNIST: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// SIGINT during the full-data training: exit 130 with a message saying how to go on; the
+// same command run again resumes (and says so). A negative --checkpoint-every is a usage
+// error, as is the flag under the paper's protocol.
+func TestEvaluateDDRankingResumesAfterSIGINT(t *testing.T) {
+	shared := sharedDatasets(t)
+	out := tinyRRArtifact(t, shared)
+	args := []string{"evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "lenet", "--epochs", "60",
+		"--models", "1", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--threads", "1", "--checkpoint-every", "1ns"}
+	r := startBinary(t, args...)
+	r.waitFor(t, "full data: epoch", 2*time.Minute)
+	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if code := r.exitWithin(t, signalLimit); code != exitInterrupted || !strings.Contains(r.log.String(), "the same command goes on from the last save") {
+		t.Fatalf("after SIGINT: exit %d, want %d and how to go on:\n%s", code, exitInterrupted, r.log.String())
+	}
+	noFile(t, filepath.Join(out, "evaluations", "ddranking.json"))
+	res := ldtorch(t, nil, args...)
+	if res.code != 0 || !strings.Contains(res.stderr, "resuming the full-data model from epoch") || !strings.Contains(res.stdout, "resumed:") {
+		t.Errorf("run again: exit %d:\n%s%s", res.code, res.stdout, res.stderr)
+	}
+	if m, _ := filepath.Glob(filepath.Join(out, "evaluations", "ddranking-partial-*")); len(m) != 0 {
+		t.Errorf("progress left after the evaluation: %v", m)
+	}
+	bad := ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--checkpoint-every", "-1s")
+	if bad.code != exitUsage || !strings.Contains(bad.stderr, "--checkpoint-every") {
+		t.Errorf("--checkpoint-every -1s: exit %d: %s", bad.code, bad.stderr)
+	}
+	bad = ldtorch(t, nil, "evaluate", "--distilled", out, "--checkpoint-every", "1m")
+	if bad.code != exitUsage || !strings.Contains(bad.stderr, "--checkpoint-every applies to --protocol ddranking only") {
+		t.Errorf("--checkpoint-every under the paper's protocol: exit %d: %s", bad.code, bad.stderr)
 	}
 }

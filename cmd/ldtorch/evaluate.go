@@ -31,14 +31,16 @@ func (e *env) evaluateCommand() *cli.Command {
 		Name:  "evaluate",
 		Usage: "train fresh models on distilled labels and report their test accuracy",
 		UsageText: "ldtorch evaluate --distilled DIR [--arch resnet] [--optimizer sgd --lr 0.01 --momentum 0.9] [--steps T|auto] [--models M] [--save-models DIR] [--json]\n" +
-			"ldtorch evaluate --distilled DIR --protocol ddranking [--arch convnet] [--epochs E] [--models M] [--augment dsa|none] [--json]",
+			"ldtorch evaluate --distilled DIR --protocol ddranking [--arch convnet] [--epochs E] [--models M] [--augment dsa|none] [--checkpoint-every 5m] [--json]",
 		Description: "Reads DIR/distilled.npz and DIR/report.json (written by ldtorch distill), trains --models fresh " +
 			"models on the distilled images and labels and scores them on the target dataset's test split. " +
 			"Defaults come from the artifact's report: architecture, T, batch, seed, data folder. " +
 			"--protocol ddranking scores the artifact as the DD-Ranking benchmark's soft-label evaluator does " +
 			"(docs/ALGORITHM.md §13): ConvNet-3 models trained for 1000 epochs with SGD and DSA over a learning-rate " +
 			"grid, the distilled images with hard and with distilled labels, random real images with a full-data " +
-			"model's labels, and the full data; it reports hlr, ior and score and writes DIR/evaluations/ddranking.json.",
+			"model's labels, and the full data; it reports hlr, ior and score and writes DIR/evaluations/ddranking.json. " +
+			"Stopped (interrupted, killed), the same command goes on from its last save (DIR/evaluations/ddranking-partial-*/, " +
+			"and the full-data model's training beside its cache entry).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
 			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet or convnet (default: the artifact's eval arch; ddranking: convnet)", EnvVars: ev("arch")},
@@ -47,6 +49,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			&cli.IntFlag{Name: "epochs", Usage: "ddranking: training `EPOCHS` instead of the recipe's (1000; 200 for the full data), for quick checks", EnvVars: ev("epochs")},
 			&cli.StringFlag{Name: "augment", Usage: "ddranking: `AUG`mentation of the training batches, dsa or none (default dsa)", EnvVars: ev("augment")},
 			&cli.StringFlag{Name: "cache-dir", Usage: "ddranking: `DIR` keeping the full-data models (default: the data folder's ddranking/)", EnvVars: ev("cache-dir")},
+			&cli.DurationFlag{Name: "checkpoint-every", Value: artifact.DDRankingCheckpointEvery, Usage: "ddranking: wall `TIME` between saves of the training under way, so that the same command run again after a stop goes on from there (0: keep nothing)", EnvVars: ev("checkpoint-every")},
 			&cli.StringFlag{Name: "optimizer", Value: "adam", Usage: "`OPT`: adam or sgd", EnvVars: ev("optimizer")},
 			&cli.Float64Flag{Name: "lr", Usage: "learning `RATE` (default: 0.001 for adam, 0.01 for sgd)", EnvVars: ev("lr")},
 			&cli.Float64Flag{Name: "momentum", Usage: "SGD `MOMENTUM` in [0, 1) (sgd only)", EnvVars: ev("momentum")},
@@ -98,7 +101,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	only := map[string][]string{
 		artifact.ProtocolPaper:     {"optimizer", "lr", "momentum", "steps", "batch", "rr", "save-models", "recipe"},
-		artifact.ProtocolDDRanking: {"epochs", "augment", "cache-dir"},
+		artifact.ProtocolDDRanking: {"epochs", "augment", "cache-dir", "checkpoint-every"},
 	}
 	for p, flags := range only {
 		for _, f := range flags {

@@ -14,6 +14,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
@@ -83,6 +84,13 @@ type DDRankingConfig struct {
 	CacheDir string
 	// Progress, when set, hears each training's stage and its epochs done.
 	Progress func(stage string, done, total int)
+	// CheckpointEvery is how often a training under way is saved, so that the evaluation,
+	// run again with the same settings after it stopped, goes on from there
+	// (ddranking_resume.go); 0 = DDRankingCheckpointEvery, negative = never (nothing of an
+	// interrupted evaluation is kept).
+	CheckpointEvery time.Duration
+	// Notes, when set, hears what the evaluation resumes from.
+	Notes func(string)
 }
 
 // Resolved fills the defaults and checks them against the artifact; problems are
@@ -269,7 +277,11 @@ type DDRankingResult struct {
 	HardLabels     string          `json:"hard_labels"`
 	Recipe         DDRankingRecipe `json:"recipe"`
 	FullDataRecipe DDRankingRecipe `json:"full_data_recipe"`
-	WallSeconds    float64         `json:"wall_seconds"`
+	// WallSeconds is the evaluation's wall time; for a resumed one, the sum over its parts
+	// (each interrupted part counted up to its last finished training).
+	WallSeconds float64 `json:"wall_seconds"`
+	// Resumed: some trainings come from an earlier, interrupted run of the same evaluation.
+	Resumed bool `json:"resumed,omitempty"`
 }
 
 // errNoCache: the cache holds no usable entry for the key.

@@ -17,7 +17,6 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
-	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
@@ -110,31 +109,46 @@ func splitsDigest(splits ...*data.Split) string {
 // fullData trains (or reads from the cache) the full-data model: one model, hard labels,
 // the full-data recipe, its epoch chosen on validation. It returns the model (the caller
 // closes it) and its result.
-func (e *ddrEval) fullData(d *labeldistill.Data, fx, fy *torch.Tensor) (*train.Models, DDRankingFullData, error) {
+//
+// Its training is saved as it goes (dataDigest: splitsDigest of the three splits): beside
+// the cache entry it will become, where any evaluation needing the same model resumes it,
+// or, without a cache, in the evaluation's progress folder.
+func (e *ddrEval) fullData(d *labeldistill.Data, fx, fy *torch.Tensor, dataDigest string) (*train.Models, DDRankingFullData, error) {
 	seed := train.Seed(uint64(e.dc.Seed), "ddranking full data", 0)
 	key := fullDataKey{Format: fullDataFormat, Dataset: e.dc.Dataset, Arch: e.dc.Arch, Shape: d.Shape, Classes: d.Classes,
 		Seed: seed, Recipe: e.full, Images: d.TargetSet.N, Validation: d.Validation.N, Test: d.Test.N,
-		DataSHA256: splitsDigest(&d.TargetSet, &d.Validation, &d.Test), DType: "float32"}
+		DataSHA256: dataDigest, DType: "float32"}
+	stem, err := cacheStem(key)
+	if err != nil {
+		return nil, DDRankingFullData{}, err
+	}
+	// Without a cache folder, the evaluation's progress folder keeps the model until the
+	// evaluation is written.
+	dir := e.dc.CacheDir
+	if dir == "" {
+		dir = e.progress.dir
+	}
 	var jsonPath, npzPath string
-	if e.dc.CacheDir != "" {
-		stem, err := cacheStem(key)
-		if err != nil {
-			return nil, DDRankingFullData{}, err
-		}
-		jsonPath, npzPath = filepath.Join(e.dc.CacheDir, stem+".json"), filepath.Join(e.dc.CacheDir, stem+".npz")
+	var ck *train.EpochCheckpoint
+	if dir != "" {
+		jsonPath, npzPath = filepath.Join(dir, stem+".json"), filepath.Join(dir, stem+".npz")
 		if m, r, err := e.readFullData(jsonPath, npzPath, key); err == nil {
-			r.Cached, r.CacheFile = true, jsonPath
+			if dir == e.dc.CacheDir {
+				r.Cached, r.CacheFile = true, jsonPath
+			}
 			return m, r, nil
 		}
 		// Missing, unreadable or made for another key: trained again and replaced.
+		if e.progress.dir != "" {
+			ck = e.progress.trainingCheckpoint(filepath.Join(dir, stem+".training.npz"), stem, "the full-data model")
+		}
 	}
-	start := time.Now()
 	var c torch.Chain
 	table := c.T(c.T(torch.OneHot(fy, int64(d.Classes))).ToDType(torch.Float))
 	if c.Err() != nil {
 		return nil, DDRankingFullData{}, c.Err()
 	}
-	models, val, epochs, err := e.trainModels("full data", fx, table, false, e.full.epochRecipe(DDRankingFullLR, e.dc.Augment == AugmentDSA), []uint64{seed})
+	models, val, epochs, seconds, err := e.trainModels("full data", fx, table, false, e.full.epochRecipe(DDRankingFullLR, e.dc.Augment == AugmentDSA), []uint64{seed}, ck)
 	if err != nil {
 		return nil, DDRankingFullData{}, err
 	}
@@ -150,12 +164,22 @@ func (e *ddrEval) fullData(d *labeldistill.Data, fx, fy *torch.Tensor) (*train.M
 		return fail(err)
 	}
 	r := DDRankingFullData{Accuracy: acc / 100, Validation: val[0], Epoch: epochs[0], Images: d.TargetSet.N, Seed: seed,
-		WallSeconds: time.Since(start).Seconds()}
+		WallSeconds: seconds}
 	if jsonPath != "" {
 		if err := writeFullData(jsonPath, npzPath, key, r, models); err != nil {
 			return fail(err)
 		}
-		r.CacheFile = jsonPath
+		if dir == e.dc.CacheDir {
+			r.CacheFile = jsonPath
+		}
+	}
+	if ck != nil {
+		if err := train.RemoveEpochCheckpoint(ck.Path); err != nil {
+			return fail(err)
+		}
+	}
+	if err := e.progress.save(); err != nil { // its wall time
+		return fail(err)
 	}
 	return models, r, nil
 }

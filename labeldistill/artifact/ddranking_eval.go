@@ -12,7 +12,6 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -41,10 +40,11 @@ type ddrEval struct {
 	tx, ty *torch.Tensor
 	syn    DDRankingRecipe
 	full   DDRankingRecipe
+	// progress keeps the finished trainings and the one under way (ddranking_resume.go).
+	progress *ddrProgress
 }
 
 func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data, dc DDRankingConfig) (*DDRankingResult, error) {
-	start := time.Now()
 	dc, err := dc.Resolved(art)
 	if err != nil {
 		return nil, err
@@ -109,16 +109,27 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 		res.DistilledSHA256 = art.Report.Distilled.SHA256
 	}
 
+	hard, how := hardLabels(art, cfg)
+	res.HardLabels = how
+	dataDigest := splitsDigest(&d.TargetSet, &d.Validation, &d.Test)
+	key := ddrKey{Format: ddrPartialFormat, Dataset: dc.Dataset, Arch: dc.Arch, Models: dc.Models, Seed: dc.Seed, Device: dc.Device,
+		AllowTF32: dc.AllowTF32, Syn: e.syn, Full: e.full, Augment: dc.Augment, Distilled: distilledDigest(art, hard),
+		Data: dataDigest, Group: train.MaxTogether}
+	every := dc.CheckpointEvery
+	if every == 0 {
+		every = DDRankingCheckpointEvery
+	}
+	if e.progress, err = openProgress(evalDir, key, every, dc.Notes); err != nil {
+		return nil, err
+	}
+
 	// The full-data model: HLR's reference accuracy and the teacher of the random images.
-	teacher, full, err := e.fullData(d, fx, fy)
+	teacher, full, err := e.fullData(d, fx, fy, dataDigest)
 	if err != nil {
 		return nil, err
 	}
 	defer teacher.Close()
 	res.FullData = full
-
-	hard, how := hardLabels(art, cfg)
-	res.HardLabels = how
 	hardTable, err := oneHot(hard, art.Classes, dev)
 	if err != nil {
 		return nil, err
@@ -148,7 +159,8 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	res.HLR, res.HLRStd = train.MeanStd(hlrs)
 	res.IOR, res.IORStd = train.MeanStd(iors)
 	res.Score, res.ScoreStd = train.MeanStd(scores)
-	res.WallSeconds = time.Since(start).Seconds()
+	res.WallSeconds = e.progress.seconds()
+	res.Resumed = e.progress.resumed
 	b, err := json.MarshalIndent(res, "", "  ")
 	if err != nil {
 		return nil, err
@@ -156,7 +168,7 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	if err := atomicfile.WriteFile(filepath.Join(evalDir, DDRankingFile), append(b, '\n')); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", filepath.Join(evalDir, DDRankingFile), err)
 	}
-	return res, nil
+	return res, e.progress.finish()
 }
 
 // hardLabels are the distilled images' hard labels: their true classes (base_classes)
@@ -211,19 +223,13 @@ func (e *ddrEval) labels(stage string, x, table *torch.Tensor, perModel bool) (D
 		label := fmt.Sprintf("%s, lr %g", stage, lr)
 		for first := 0; first < m; first += train.MaxTogether {
 			k := min(train.MaxTogether, m-first)
-			gx, gt := x, table
-			if perModel {
-				per := x.Shape()[0] / int64(m)
-				var c torch.Chain
-				gx = c.T(x.Narrow(0, int64(first)*per, int64(k)*per))
-				gt = c.T(table.Narrow(0, int64(first)*per, int64(k)*per))
-				if c.Err() != nil {
-					return out, c.Err()
+			name := fmt.Sprintf("%s, models %d to %d", label, first+1, first+k)
+			val, epochs, test, done := e.progress.done(name, k)
+			if !done {
+				var err error
+				if val, epochs, test, err = e.trainGroup(label, name, x, table, perModel, lr, seeds, first, k); err != nil {
+					return out, err
 				}
-			}
-			val, epochs, test, err := e.train(label, gx, gt, perModel, e.syn.epochRecipe(lr, e.dc.Augment == AugmentDSA), seeds[first:first+k])
-			if err != nil {
-				return out, err
 			}
 			for j := range val {
 				if !math.IsNaN(val[j]) {
@@ -254,11 +260,31 @@ func (e *ddrEval) labels(stage string, x, table *torch.Tensor, perModel bool) (D
 	return out, nil
 }
 
+// trainGroup trains models first to first+k−1 of a training set at learning rate lr
+// (progress label, resumable training name) and keeps the outcome in the progress folder.
+func (e *ddrEval) trainGroup(label, name string, x, table *torch.Tensor, perModel bool, lr float64, seeds []uint64, first, k int) (val []float64, epochs []int, test []float64, err error) {
+	gx, gt := x, table
+	if perModel {
+		per := x.Shape()[0] / int64(e.dc.Models)
+		var c torch.Chain
+		gx = c.T(x.Narrow(0, int64(first)*per, int64(k)*per))
+		gt = c.T(table.Narrow(0, int64(first)*per, int64(k)*per))
+		if c.Err() != nil {
+			return nil, nil, nil, c.Err()
+		}
+	}
+	val, epochs, test, err = e.train(label, gx, gt, perModel, e.syn.epochRecipe(lr, e.dc.Augment == AugmentDSA), seeds[first:first+k], e.progress.checkpoint(name))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return val, epochs, test, e.progress.record(name, val, epochs, test)
+}
+
 // train trains len(seeds) models with recipe r and returns, per model, the best
 // validation accuracy (a fraction; NaN when the model diverged before its first
 // validation), its epoch and the test accuracy of the parameters from that epoch.
-func (e *ddrEval) train(stage string, x, table *torch.Tensor, perModel bool, r train.EpochRecipe, seeds []uint64) (val []float64, epochs []int, test []float64, err error) {
-	models, val, epochs, err := e.trainModels(stage, x, table, perModel, r, seeds)
+func (e *ddrEval) train(stage string, x, table *torch.Tensor, perModel bool, r train.EpochRecipe, seeds []uint64, ck *train.EpochCheckpoint) (val []float64, epochs []int, test []float64, err error) {
+	models, val, epochs, _, err := e.trainModels(stage, x, table, perModel, r, seeds, ck)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -273,20 +299,23 @@ func (e *ddrEval) train(stage string, x, table *torch.Tensor, perModel bool, r t
 	return val, epochs, test, nil
 }
 
-func (e *ddrEval) trainModels(stage string, x, table *torch.Tensor, perModel bool, r train.EpochRecipe, seeds []uint64) (*train.Models, []float64, []int, error) {
-	et := &train.EpochTrainer{Net: e.net, Cfg: e.cfg, Images: x, Labels: table, PerModel: perModel, Recipe: r, Device: e.dev}
+// trainModels trains len(seeds) models with recipe r, saving the training at ck (nil:
+// nowhere), and returns them at their best validation, with each model's accuracy there (a
+// fraction), its epoch, and the training's wall seconds (over its parts).
+func (e *ddrEval) trainModels(stage string, x, table *torch.Tensor, perModel bool, r train.EpochRecipe, seeds []uint64, ck *train.EpochCheckpoint) (*train.Models, []float64, []int, float64, error) {
+	et := &train.EpochTrainer{Net: e.net, Cfg: e.cfg, Images: x, Labels: table, PerModel: perModel, Recipe: r, Device: e.dev, Checkpoint: ck}
 	if e.dc.Progress != nil {
 		et.Progress = func(done, total int) { e.dc.Progress(stage, done, total) }
 	}
 	res, err := et.Train(e.ctx, seeds, e.vx, e.vy)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("%s: %w", stage, err)
+		return nil, nil, nil, 0, fmt.Errorf("%s: %w", stage, err)
 	}
 	val := make([]float64, len(seeds))
 	for i, v := range res.Validation {
 		val[i] = v / 100 // NaN stays NaN
 	}
-	return res.Models, val, res.Epoch, nil
+	return res.Models, val, res.Epoch, res.Seconds, nil
 }
 
 // randomImages draws, for each model, as many random images of the target set as there

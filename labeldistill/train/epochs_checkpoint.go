@@ -33,6 +33,9 @@ type EpochCheckpoint struct {
 	// Tag names the training (what it trains on and how, beyond the recipe and seeds,
 	// which are checked too): a checkpoint with another tag is not resumed from.
 	Tag string
+	// Resumed, when set, hears that the training goes on from a checkpoint after epochs of
+	// its total.
+	Resumed func(epochs, total int)
 }
 
 // epochCheckpointKind tells an epoch training's checkpoint from a distillation's.
@@ -325,6 +328,9 @@ func (st *epochState) restore(et *EpochTrainer, seeds []uint64, ck *EpochCheckpo
 	}
 	st.epochs, st.next, st.seconds = meta.Epochs, meta.Next, meta.Seconds
 	res.ResumedAt = meta.Epochs
+	if ck.Resumed != nil {
+		ck.Resumed(meta.Epochs, et.Recipe.Epochs)
+	}
 	return nil
 }
 

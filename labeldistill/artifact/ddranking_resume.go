@@ -1,0 +1,230 @@
+package artifact
+
+// ddranking_resume.go: an evaluation under the DD-Ranking protocol that stops (killed,
+// interrupted, a machine's time limit) goes on from where it was when it is run again with
+// the same settings. Its progress is a folder beside ddranking.json,
+// evaluations/ddranking-partial-<digest of the settings>/: state.json records each finished
+// training (one learning rate of one training set for a group of models) and training.npz
+// the training under way (train.EpochCheckpoint); the full-data model's training is saved
+// beside its cache entry, where another evaluation needing the same model finds it. The
+// folder is removed when ddranking.json is written. An evaluation with other settings has
+// another folder: nothing of one is used by another.
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
+)
+
+// DDRankingCheckpointEvery is how often, by default, a training under way is saved.
+const DDRankingCheckpointEvery = 5 * time.Minute
+
+// ddrPartialPrefix starts the name of an evaluation's progress folder.
+const ddrPartialPrefix = "ddranking-partial-"
+
+// ddrKey is everything an evaluation's trainings depend on: a progress folder is resumed
+// only by an evaluation with the same key.
+type ddrKey struct {
+	Format    string          `json:"format"`
+	Dataset   string          `json:"dataset"`
+	Arch      string          `json:"arch"`
+	Models    int             `json:"models"`
+	Seed      int64           `json:"seed"`
+	Device    string          `json:"device"`
+	AllowTF32 bool            `json:"allow_tf32"`
+	Syn       DDRankingRecipe `json:"recipe"`
+	Full      DDRankingRecipe `json:"full_data_recipe"`
+	Augment   string          `json:"augment"`
+	// Distilled digests the images and labels evaluated and the hard labels drawn from them;
+	// Data the target set, validation and test splits; Group is how many models train
+	// together (train.MaxTogether).
+	Distilled string `json:"distilled_sha256"`
+	Data      string `json:"data_sha256"`
+	Group     int    `json:"group"`
+}
+
+const ddrPartialFormat = "ldtorch ddranking progress 1"
+
+// ddrTrained is one finished training's outcome per model (null: diverged before its
+// first validation).
+type ddrTrained struct {
+	Validation []*float64 `json:"validation"`
+	Epochs     []int      `json:"epochs"`
+	Test       []*float64 `json:"test"`
+}
+
+// ddrState is state.json.
+type ddrState struct {
+	Key     ddrKey                `json:"key"`
+	Done    map[string]ddrTrained `json:"done"`
+	Seconds float64               `json:"seconds"` // wall time of the earlier parts' finished trainings
+}
+
+// ddrProgress is an evaluation's progress folder; the zero value (dir "") keeps nothing.
+type ddrProgress struct {
+	dir     string
+	every   time.Duration
+	state   ddrState
+	resumed bool // something came from an earlier part
+	start   time.Time
+	onNote  func(string)
+}
+
+// openProgress finds or makes the progress folder of key under evalDir.
+func openProgress(evalDir string, key ddrKey, every time.Duration, note func(string)) (*ddrProgress, error) {
+	p := &ddrProgress{every: every, start: time.Now(), onNote: note, state: ddrState{Key: key, Done: map[string]ddrTrained{}}}
+	if every < 0 {
+		return p, nil
+	}
+	b, err := json.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	p.dir = filepath.Join(evalDir, ddrPartialPrefix+hex.EncodeToString(sum[:8]))
+	if err := atomicfile.EnsureWritableDir(p.dir); err != nil {
+		return nil, fmt.Errorf("cannot keep the evaluation's progress in %s: %w", p.dir, err)
+	}
+	raw, err := boundedread.ReadRegularFile(p.statePath(), 16<<20, "an evaluation's progress")
+	if err != nil {
+		return p, nil // none yet (or unreadable: started over)
+	}
+	var st ddrState
+	want, _ := json.Marshal(key)
+	if json.Unmarshal(raw, &st) != nil || st.Done == nil {
+		return p, nil
+	}
+	if got, _ := json.Marshal(st.Key); string(got) != string(want) {
+		return p, nil
+	}
+	p.state = st
+	if n := len(st.Done); n > 0 {
+		p.resumed = true
+		p.note(fmt.Sprintf("resuming: %d trainings finished earlier are taken from %s", n, p.dir))
+	}
+	return p, nil
+}
+
+func (p *ddrProgress) statePath() string { return filepath.Join(p.dir, "state.json") }
+
+func (p *ddrProgress) note(s string) {
+	if p.onNote != nil {
+		p.onNote(s)
+	}
+}
+
+// done is the outcome of the training name when an earlier part finished it.
+func (p *ddrProgress) done(name string, models int) (val []float64, epochs []int, test []float64, ok bool) {
+	d, ok := p.state.Done[name]
+	if !ok || len(d.Validation) != models || len(d.Epochs) != models || len(d.Test) != models {
+		return nil, nil, nil, false
+	}
+	for i := range models {
+		v, t := math.NaN(), math.NaN()
+		if d.Validation[i] != nil && d.Test[i] != nil {
+			v, t = *d.Validation[i], *d.Test[i]
+		}
+		val, test = append(val, v), append(test, t)
+	}
+	return val, append([]int(nil), d.Epochs...), test, true
+}
+
+// checkpoint is where the training name is saved while under way (nil: nowhere).
+func (p *ddrProgress) checkpoint(name string) *train.EpochCheckpoint {
+	if p.dir == "" {
+		return nil
+	}
+	return p.trainingCheckpoint(filepath.Join(p.dir, "training.npz"), name, name)
+}
+
+// trainingCheckpoint saves the training tag (name: in the notes) at path, telling the
+// notes when it resumes.
+func (p *ddrProgress) trainingCheckpoint(path, tag, name string) *train.EpochCheckpoint {
+	return &train.EpochCheckpoint{Path: path, Every: p.every, Tag: tag, Resumed: func(epochs, total int) {
+		p.resumed = true
+		p.note(fmt.Sprintf("resuming %s from epoch %d of %d (%s)", name, epochs, total, path))
+	}}
+}
+
+// record keeps a finished training's outcome, then drops its checkpoint.
+func (p *ddrProgress) record(name string, val []float64, epochs []int, test []float64) error {
+	if p.dir == "" {
+		return nil
+	}
+	d := ddrTrained{Epochs: epochs}
+	for i := range val {
+		var v, t *float64
+		if !math.IsNaN(val[i]) {
+			v, t = &val[i], &test[i]
+		}
+		d.Validation, d.Test = append(d.Validation, v), append(d.Test, t)
+	}
+	p.state.Done[name] = d
+	if err := p.save(); err != nil {
+		return err
+	}
+	return train.RemoveEpochCheckpoint(filepath.Join(p.dir, "training.npz"))
+}
+
+// save writes state.json, with the wall time so far.
+func (p *ddrProgress) save() error {
+	if p.dir == "" {
+		return nil
+	}
+	st := p.state
+	st.Seconds = p.seconds()
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(p.statePath(), append(b, '\n')); err != nil {
+		return fmt.Errorf("keeping the evaluation's progress: %w", err)
+	}
+	return nil
+}
+
+// seconds is the evaluation's wall time so far, over its parts.
+func (p *ddrProgress) seconds() float64 { return p.state.Seconds + time.Since(p.start).Seconds() }
+
+// finish removes the progress folder once the evaluation is written.
+func (p *ddrProgress) finish() error {
+	if p.dir == "" {
+		return nil
+	}
+	if err := os.RemoveAll(p.dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing the finished evaluation's progress %s: %w", p.dir, err)
+	}
+	return nil
+}
+
+// distilledDigest is the SHA-256 of the evaluated images, labels and hard labels.
+func distilledDigest(art *Artifact, hard []int64) string {
+	h := sha256.New()
+	var buf []byte
+	for _, s := range art.Shape {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(s))
+	}
+	for _, v := range art.Images {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+	}
+	for _, v := range art.Labels {
+		buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+	}
+	for _, v := range hard {
+		buf = binary.LittleEndian.AppendUint64(buf, uint64(v))
+	}
+	h.Write(buf)
+	return hex.EncodeToString(h.Sum(nil))
+}
