@@ -37,7 +37,9 @@
 #      continues the sweep. With --ddranking ARCH, every finished cell without a DD-Ranking
 #      score is then scored (ldtorch evaluate --protocol ddranking --arch ARCH; the full-data
 #      models cached in RESULTS/ddranking-cache; --ddranking-epochs E, for quick checks, trains
-#      E epochs instead of the recipe's).
+#      E epochs instead of the recipe's). An evaluation cut at the time limit keeps its progress
+#      (the cell's evaluations/ddranking-partial-*/, the cache's *.training.npz, saved every
+#      5 minutes), which the same command, or a --restore of the pack, goes on from.
 #   8. with --pack FILE, RESULTS packed into FILE (tar.xz, by scripts/gpu/pack.py) on every
 #      exit, a failed step's included: what a lent machine hands back before it is returned
 #      bare. Of each run's checkpoints only the newest goes in (it continues the run). An
@@ -406,7 +408,7 @@ elif [ -n "$sweep" ]; then
       limited "$results/ddranking.log" "${cmd[@]}" || rc=$?
       case $rc in
         0) log "ddranking: $(basename "$cell") scored ($cell/evaluations/ddranking.json)" ;;
-        124|130) log "ddranking: $(basename "$cell") cut at the time limit (run again to score it)"; break ;;
+        124|130) log "ddranking: $(basename "$cell") cut at the time limit (run again to go on from its last save)"; break ;;
         *) status=1; tail -5 "$results/ddranking.log" >&2; log "ddranking: $(basename "$cell") FAILED (exit $rc, ddranking.log)" ;;
       esac
     done
