@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // tinyRRArtifact distils a one-epoch LD RR artifact of 10 MNIST base examples (300 target
@@ -100,6 +102,20 @@ func TestEvaluateDDRankingResumesAfterSIGINT(t *testing.T) {
 		t.Fatalf("after SIGINT: exit %d, want %d and how to go on:\n%s", code, exitInterrupted, r.log.String())
 	}
 	noFile(t, filepath.Join(out, "evaluations", "ddranking.json"))
+	// The same evaluation running elsewhere holds its progress folder: a usage error.
+	partial, _ := filepath.Glob(filepath.Join(out, "evaluations", "ddranking-partial-*"))
+	if len(partial) != 1 {
+		t.Fatalf("progress folders after SIGINT: %v", partial)
+	}
+	unlock, err := atomicfile.LockDir(partial[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := ldtorch(t, nil, args...)
+	unlock()
+	if busy.code != exitUsage || !strings.Contains(busy.stderr, "the same evaluation") || !strings.Contains(busy.stderr, "wait for it to end") {
+		t.Errorf("the same evaluation twice at once: exit %d: %s", busy.code, busy.stderr)
+	}
 	res := ldtorch(t, nil, args...)
 	if res.code != 0 || !strings.Contains(res.stderr, "resuming the full-data model from epoch") || !strings.Contains(res.stdout, "resumed:") {
 		t.Errorf("run again: exit %d:\n%s%s", res.code, res.stdout, res.stderr)

@@ -23,6 +23,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func (e *env) evaluateCommand() *cli.Command {
@@ -320,6 +321,10 @@ func evaluationError(c *cli.Context, dir string, err error) error {
 	var fe *config.FieldError
 	if errors.As(err, &fe) {
 		return evaluateError(err, dir, c)
+	}
+	var le *atomicfile.LockedError
+	if errors.As(err, &le) {
+		return usageErrorf("%v; wait for it to end", err)
 	}
 	return err
 }

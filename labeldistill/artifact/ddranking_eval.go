@@ -122,6 +122,7 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	if e.progress, err = openProgress(evalDir, key, every, dc.Notes); err != nil {
 		return nil, err
 	}
+	defer e.progress.close()
 
 	// The full-data model: HLR's reference accuracy and the teacher of the random images.
 	teacher, full, err := e.fullData(d, fx, fy, dataDigest)

@@ -80,6 +80,15 @@ type ddrProgress struct {
 	resumed bool // something came from an earlier part
 	start   time.Time
 	onNote  func(string)
+	unlock  func() // releases the folder's lock (nil: none held)
+}
+
+// close releases the progress folder.
+func (p *ddrProgress) close() {
+	if p.unlock != nil {
+		p.unlock()
+		p.unlock = nil
+	}
 }
 
 // openProgress finds or makes the progress folder of key under evalDir.
@@ -97,16 +106,27 @@ func openProgress(evalDir string, key ddrKey, every time.Duration, note func(str
 	if err := atomicfile.EnsureWritableDir(p.dir); err != nil {
 		return nil, fmt.Errorf("cannot keep the evaluation's progress in %s: %w", p.dir, err)
 	}
+	// One evaluation per settings at a time: a second one would record into, and at its end
+	// remove, the folder the first is using.
+	if p.unlock, err = atomicfile.LockDir(p.dir); err != nil {
+		var le *atomicfile.LockedError
+		if errors.As(err, &le) {
+			return nil, fmt.Errorf("the same evaluation (same artifact, data and settings) is running: %w", err)
+		}
+		return nil, err
+	}
 	raw, err := boundedread.ReadRegularFile(p.statePath(), 16<<20, "an evaluation's progress")
-	if err != nil {
-		return p, nil // none yet (or unreadable: started over)
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
 	}
 	var st ddrState
 	want, _ := json.Marshal(key)
-	if json.Unmarshal(raw, &st) != nil || st.Done == nil {
+	if err != nil || json.Unmarshal(raw, &st) != nil || st.Done == nil {
+		p.note(fmt.Sprintf("%s is unreadable: its trainings are done again", p.statePath()))
 		return p, nil
 	}
 	if got, _ := json.Marshal(st.Key); string(got) != string(want) {
+		p.note(fmt.Sprintf("%s records other settings: its trainings are done again", p.statePath()))
 		return p, nil
 	}
 	p.state = st

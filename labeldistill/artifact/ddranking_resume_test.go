@@ -3,7 +3,8 @@ package artifact
 // ddranking_resume_test.go: an evaluation stopped in the full-data training, in a training
 // of the distilled images and in one of the random images, each time run again, ends with
 // the numbers of one that ran through; its progress folder is gone once ddranking.json is
-// written; an evaluation with other settings does not use it.
+// written; an evaluation with other settings does not use it, the same one running twice
+// at once is refused, and a damaged record is said and done again.
 
 import (
 	"context"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 func TestDDRankingResumes(t *testing.T) {
@@ -112,6 +114,31 @@ func TestDDRankingResumes(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(before[0], "state.json")); err != nil {
 		t.Errorf("the interrupted evaluation's progress: %v", err)
 	}
+	// The same evaluation running elsewhere (its folder locked) is refused, naming it; a
+	// state.json that does not read back is said and its trainings done again.
+	unlock, err := atomicfile.LockDir(before[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc.Augment = AugmentDSA
+	if _, err := EvaluateDDRanking(context.Background(), art, d, dc); err == nil || !strings.Contains(err.Error(), "the same evaluation") ||
+		!strings.Contains(err.Error(), "is in use by another run") {
+		t.Errorf("the same evaluation twice at once: %v", err)
+	}
+	unlock()
+	if err := os.WriteFile(filepath.Join(before[0], "state.json"), []byte("{"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var notes []string
+	dc.Notes = func(s string) { notes = append(notes, s) }
+	if _, err := EvaluateDDRanking(context.Background(), art, d, dc); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "state.json is unreadable: its trainings are done again") {
+		t.Errorf("a damaged state.json: notes %q", notes)
+	}
+	before = partials()
+
 	// Without checkpoints nothing is kept.
 	dc.Augment, dc.CheckpointEvery = AugmentDSA, -1
 	if _, err := EvaluateDDRanking(context.Background(), art, d, dc); err != nil {
