@@ -103,6 +103,10 @@ func TestDDRankingResumes(t *testing.T) {
 	}
 	cancel()
 	before := partials()
+	// Reports say what is kept: the five hard-label trainings of fifteen.
+	if notes := DDRankingInProgress(art.Dir); len(notes) != 1 || !strings.Contains(notes[0], "(lenet, 3 epochs, 2 runs, seed 1234, augmentation dsa): 5 of 15 trainings finished") {
+		t.Errorf("DDRankingInProgress: %q", notes)
+	}
 	dc.Progress, dc.Augment = nil, AugmentNone
 	other, err := EvaluateDDRanking(context.Background(), art, d, dc)
 	if err != nil {

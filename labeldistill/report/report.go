@@ -145,6 +145,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 			artifact.EvaluationsFolder, artifact.DDRankingFile, r.DistilledSHA256[:min(12, len(r.DistilledSHA256))], rep.Distilled.SHA256[:min(12, len(rep.Distilled.SHA256))]))
 		res.DDRanking = nil
 	}
+	res.Notes = append(res.Notes, artifact.DDRankingInProgress(dir)...)
 	figDir := filepath.Join(dir, FiguresDir)
 	if err := os.MkdirAll(figDir, 0o755); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
