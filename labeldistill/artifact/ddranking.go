@@ -278,7 +278,7 @@ type DDRankingResult struct {
 	Recipe         DDRankingRecipe `json:"recipe"`
 	FullDataRecipe DDRankingRecipe `json:"full_data_recipe"`
 	// WallSeconds is the evaluation's wall time; for a resumed one, the sum over its parts
-	// (each interrupted part counted up to its last finished training).
+	// (each interrupted part counted up to its last save).
 	WallSeconds float64 `json:"wall_seconds"`
 	// Resumed: some trainings come from an earlier, interrupted run of the same evaluation.
 	Resumed bool `json:"resumed,omitempty"`

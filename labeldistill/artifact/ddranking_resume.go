@@ -69,7 +69,7 @@ type ddrTrained struct {
 type ddrState struct {
 	Key     ddrKey                `json:"key"`
 	Done    map[string]ddrTrained `json:"done"`
-	Seconds float64               `json:"seconds"` // wall time of the earlier parts' finished trainings
+	Seconds float64               `json:"seconds"` // wall time of the evaluation up to its last save
 }
 
 // ddrProgress is an evaluation's progress folder; the zero value (dir "") keeps nothing.
@@ -175,7 +175,7 @@ func (p *ddrProgress) trainingCheckpoint(path, tag, name string) *train.EpochChe
 	return &train.EpochCheckpoint{Path: path, Every: p.every, Tag: tag, Resumed: func(epochs, total int) {
 		p.resumed = true
 		p.note(fmt.Sprintf("resuming %s from epoch %d of %d (%s)", name, epochs, total, path))
-	}}
+	}, Saved: p.save} // the wall time so far, with each save
 }
 
 // record keeps a finished training's outcome, then drops its checkpoint.

@@ -8,6 +8,7 @@ package artifact
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -60,11 +61,21 @@ func TestDDRankingResumes(t *testing.T) {
 			if len(partials()) != 1 {
 				t.Fatalf("cached %v, stopped in %s: progress folders %v", cached, stopIn, partials())
 			}
+			// The wall time so far is kept with every save, the first training's too.
+			var st ddrState
+			if b, err := os.ReadFile(filepath.Join(partials()[0], "state.json")); err != nil || json.Unmarshal(b, &st) != nil || st.Seconds <= 0 {
+				t.Errorf("cached %v, stopped in %s: state.json %+v (%v)", cached, stopIn, st, err)
+			}
 		}
 		dc.Progress = nil
+		lastPart := time.Now()
 		res, err := EvaluateDDRanking(context.Background(), art, d, dc)
 		if err != nil {
 			t.Fatal(err)
+		}
+		// The wall time sums the parts (up to each stopped part's last save).
+		if last := time.Since(lastPart).Seconds(); res.WallSeconds <= last {
+			t.Errorf("cached %v: wall %.2f s, no more than the last part's %.2f s", cached, res.WallSeconds, last)
 		}
 		if !reflect.DeepEqual(res.Runs, whole.Runs) || !reflect.DeepEqual(res.HardLabel, whole.HardLabel) ||
 			!reflect.DeepEqual(res.SoftLabel, whole.SoftLabel) || !reflect.DeepEqual(res.RandomSoftLabel, whole.RandomSoftLabel) ||

@@ -34,8 +34,9 @@ type EpochCheckpoint struct {
 	// which are checked too): a checkpoint with another tag is not resumed from.
 	Tag string
 	// Resumed, when set, hears that the training goes on from a checkpoint after epochs of
-	// its total.
+	// its total; Saved, when set, is called after each save (an error stops the training).
 	Resumed func(epochs, total int)
+	Saved   func() error
 }
 
 // epochCheckpointKind tells an epoch training's checkpoint from a distillation's.
@@ -190,6 +191,9 @@ func (st *epochState) save(et *EpochTrainer, seeds []uint64, ck *EpochCheckpoint
 	arrays = append(arrays, val, cv)
 	if err := checkpoint.Write(ck.Path, meta, arrays); err != nil {
 		return fmt.Errorf("train: saving the training: %w", err)
+	}
+	if ck.Saved != nil {
+		return ck.Saved()
 	}
 	return nil
 }
