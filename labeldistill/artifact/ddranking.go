@@ -9,9 +9,12 @@ package artifact
 // settings, recipes, scores and result; the evaluation itself is ddranking_eval.go.
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +24,7 @@ import (
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/nets/augment"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // Evaluation protocols (`ldtorch evaluate --protocol`).
@@ -286,3 +290,23 @@ type DDRankingResult struct {
 
 // errNoCache: the cache holds no usable entry for the key.
 var errNoCache = errors.New("no cached full-data model")
+
+// ReadDDRanking reads dir/evaluations/ddranking.json, nil when there is none.
+func ReadDDRanking(dir string) (*DDRankingResult, error) {
+	path := filepath.Join(dir, EvaluationsFolder, DDRankingFile)
+	b, err := boundedread.ReadRegularFile(path, 16<<20, "benchmark evaluation")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r DDRankingResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if r.Protocol != ProtocolDDRanking || len(r.FullDataRecipe.LRs) == 0 {
+		return nil, fmt.Errorf("%s: not a DD-Ranking evaluation written by ldtorch evaluate --protocol ddranking", path)
+	}
+	return &r, nil
+}

@@ -137,7 +137,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 			return nil, fmt.Errorf("%s: %w", gvPath, config.JSONError(b, err))
 		}
 	}
-	if res.DDRanking, err = readDDRanking(dir); err != nil {
+	if res.DDRanking, err = artifact.ReadDDRanking(dir); err != nil {
 		return nil, err
 	}
 	if r := res.DDRanking; r != nil && r.DistilledSHA256 != "" && rep.Distilled != nil && r.DistilledSHA256 != rep.Distilled.SHA256 {
@@ -505,24 +505,4 @@ func BaseOrigin(rep *artifact.Report) string {
 		return fmt.Sprintf("given (%d base_indices; the report does not record their file or classes)", len(cfg.BaseIndices))
 	}
 	return fmt.Sprintf("drawn by the run (%s, with its base seed)", cfg.BaseSelection)
-}
-
-// readDDRanking reads dir/evaluations/ddranking.json, nil when there is none.
-func readDDRanking(dir string) (*artifact.DDRankingResult, error) {
-	path := filepath.Join(dir, artifact.EvaluationsFolder, artifact.DDRankingFile)
-	b, err := boundedread.ReadRegularFile(path, 16<<20, "benchmark evaluation")
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var r artifact.DDRankingResult
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	if r.Protocol != artifact.ProtocolDDRanking || len(r.FullDataRecipe.LRs) == 0 {
-		return nil, fmt.Errorf("%s: not a DD-Ranking evaluation written by ldtorch evaluate --protocol ddranking", path)
-	}
-	return &r, nil
 }

@@ -7,7 +7,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -30,6 +33,9 @@ type Row struct {
 type summaryCell struct {
 	cell Cell
 	rep  *artifact.Report
+	// ddr is the cell's DD-Ranking evaluation of these labels (`ldtorch evaluate
+	// --protocol ddranking`), nil when it has none.
+	ddr *artifact.DDRankingResult
 }
 
 // WriteSummary writes dir/summary.csv (one line per finished cell and label set) and
@@ -59,9 +65,17 @@ func writeSummary(g *Grid, dir string) error {
 		if err != nil {
 			return err // a damaged cell, or one of another grid: never shown as not run
 		}
-		if rep != nil {
-			done[c.ID] = summaryCell{c, rep}
+		if rep == nil {
+			continue
 		}
+		ddr, err := artifact.ReadDDRanking(c.Config.Out)
+		if err != nil {
+			return err
+		}
+		if ddr != nil && ddr.DistilledSHA256 != "" && (rep.Distilled == nil || ddr.DistilledSHA256 != rep.Distilled.SHA256) {
+			ddr = nil // it scored other labels than the cell's
+		}
+		done[c.ID] = summaryCell{c, rep, ddr}
 	}
 	var csvBuf bytes.Buffer
 	w := csv.NewWriter(&csvBuf)
@@ -133,7 +147,105 @@ func writeSummary(g *Grid, dir string) error {
 		md.WriteString("\n" + g.Notes + "\n")
 	}
 	md.WriteString("\nPer-cell settings, seeds, steps and wall times: summary.csv; artifacts: cells/<row>__<column>/.\n")
+	if err := writeDDRankingSummary(g, dir, done, &md); err != nil {
+		return err
+	}
 	return atomicfile.WriteFile(filepath.Join(dir, SummaryMD), []byte(md.String()))
+}
+
+// writeDDRankingSummary adds the cells' DD-Ranking evaluations, where there are any: a
+// section of md (one table, each grid row's distilled, hard and random-image accuracies and
+// its hlr / ior / score) and SummaryDDRankingCSV (one line per evaluated cell).
+func writeDDRankingSummary(g *Grid, dir string, done map[string]summaryCell, md *strings.Builder) error {
+	evaluated := 0
+	settings := map[string]bool{}
+	augment := func(r *artifact.DDRankingResult) string {
+		name, _, _ := strings.Cut(r.Recipe.Augment, ":") // "dsa: its parameters" or "none"
+		return name
+	}
+	setting := func(r *artifact.DDRankingResult) string {
+		return fmt.Sprintf("%s, %d epochs, %d runs, augmentation %s", r.Arch, r.Recipe.Epochs, r.Models, augment(r))
+	}
+	for _, sc := range done {
+		if sc.ddr != nil {
+			evaluated++
+			settings[setting(sc.ddr)] = true
+		}
+	}
+	if evaluated == 0 {
+		// None (any more): no table of earlier evaluations is left beside the summary.
+		if err := os.Remove(filepath.Join(dir, SummaryDDRankingCSV)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	var csvBuf bytes.Buffer
+	w := csv.NewWriter(&csvBuf)
+	w.Write([]string{"row", "column", "arch", "epochs", "runs", "seed", "augment", "full_data", "hard_label", "hard_label_std",
+		"soft_label", "soft_label_std", "random_soft_label", "random_soft_label_std", "hlr", "hlr_std", "ior", "ior_std",
+		"score", "score_std", "wall_seconds", "folder"})
+	f4 := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+	for _, row := range g.Rows {
+		for _, col := range g.Columns {
+			sc, ok := done[slug(row.Label)+"__"+slug(col.Label)]
+			if !ok || sc.ddr == nil {
+				continue
+			}
+			r := sc.ddr
+			w.Write([]string{row.Label, col.Label, r.Arch, strconv.Itoa(r.Recipe.Epochs), strconv.Itoa(r.Models), strconv.FormatInt(r.Seed, 10),
+				augment(r), f4(r.FullData.Accuracy), f4(r.HardLabel.Mean), f4(r.HardLabel.Std),
+				f4(r.SoftLabel.Mean), f4(r.SoftLabel.Std), f4(r.RandomSoftLabel.Mean), f4(r.RandomSoftLabel.Std),
+				f4(r.HLR), f4(r.HLRStd), f4(r.IOR), f4(r.IORStd), f4(r.Score), f4(r.ScoreStd),
+				strconv.FormatFloat(r.WallSeconds, 'f', 1, 64), filepath.Join(CellsFolder, sc.cell.ID)})
+		}
+	}
+	w.Flush()
+	if err := atomicfile.WriteFile(filepath.Join(dir, SummaryDDRankingCSV), csvBuf.Bytes()); err != nil {
+		return err
+	}
+
+	var list []string
+	for s := range settings {
+		list = append(list, s)
+	}
+	slices.Sort(list)
+	fmt.Fprintf(md, "\n## The benchmark protocol (DD-Ranking's soft-label evaluation)\n\n")
+	fmt.Fprintf(md, "`ldtorch evaluate --protocol ddranking` of %d of %d finished cells (%s): test accuracy as a fraction, "+
+		"mean ± population std over the runs, the learning rate and epoch of each chosen on validation; hlr, ior and "+
+		"score as DD-Ranking defines them (docs/ALGORITHM.md §13); – = not evaluated.\n\n", evaluated, len(done), strings.Join(list, "; "))
+	md.WriteString("| |")
+	for _, c := range g.Columns {
+		md.WriteString(" " + c.Label + " |")
+	}
+	md.WriteString("\n|---|" + strings.Repeat("---|", len(g.Columns)) + "\n")
+	for _, row := range g.Rows {
+		for _, line := range []struct {
+			label string
+			text  func(r *artifact.DDRankingResult) string
+		}{
+			{"distilled labels", func(r *artifact.DDRankingResult) string { return f4(r.SoftLabel.Mean) + " ± " + f4(r.SoftLabel.Std) }},
+			{"hard labels, same images", func(r *artifact.DDRankingResult) string { return f4(r.HardLabel.Mean) + " ± " + f4(r.HardLabel.Std) }},
+			{"random images, teacher's labels", func(r *artifact.DDRankingResult) string {
+				return f4(r.RandomSoftLabel.Mean) + " ± " + f4(r.RandomSoftLabel.Std)
+			}},
+			{"hlr / ior / score", func(r *artifact.DDRankingResult) string { return f4(r.HLR) + " / " + f4(r.IOR) + " / " + f4(r.Score) }},
+		} {
+			md.WriteString("| " + row.Label + ": " + line.label + " |")
+			for _, col := range g.Columns {
+				text := "–"
+				if sc, ok := done[slug(row.Label)+"__"+slug(col.Label)]; ok && sc.ddr != nil {
+					text = line.text(sc.ddr)
+					if len(settings) > 1 {
+						text += " (" + setting(sc.ddr) + ")"
+					}
+				}
+				md.WriteString(" " + text + " |")
+			}
+			md.WriteString("\n")
+		}
+	}
+	md.WriteString("\nPer-cell full-data accuracy, seeds and wall times: " + SummaryDDRankingCSV + ".\n")
+	return nil
 }
 
 // SummaryNotWritten says why the summary was not rewritten after a run that failed or was

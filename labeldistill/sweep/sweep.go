@@ -24,10 +24,12 @@ import (
 
 // Sweep file names inside a sweep folder.
 const (
-	GridFile    = "grid.json"
-	SummaryCSV  = "summary.csv"
-	SummaryMD   = "summary.md"
-	CellsFolder = "cells"
+	GridFile   = "grid.json"
+	SummaryCSV = "summary.csv"
+	SummaryMD  = "summary.md"
+	// SummaryDDRankingCSV holds the cells' DD-Ranking evaluations, when any cell has one.
+	SummaryDDRankingCSV = "summary-ddranking.csv"
+	CellsFolder         = "cells"
 )
 
 // State says what a sweep would do with a cell.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -425,5 +426,71 @@ func dropRecordedSettings(t *testing.T, path string, keys ...string) {
 	}
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A finished cell scored under the benchmark protocol shows in the summary: a section of
+// summary.md with its accuracies and scores, and summary-ddranking.csv; the other cell is
+// "–". An evaluation of other labels than the cell's is not shown.
+func TestSummaryShowsDDRankingEvaluations(t *testing.T) {
+	g, dir := tinyGrid(t)
+	if err := Run(context.Background(), g, dir, Options{Columns: []string{"10"}}); err != nil {
+		t.Fatal(err)
+	}
+	cell := filepath.Join(dir, CellsFolder, "ld-rr__10")
+	art, err := artifact.Read(cell)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := artifact.EvalDataConfig(art, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := labeldistill.LoadData(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := artifact.EvaluateDDRanking(context.Background(), art, d, artifact.DDRankingConfig{Arch: "lenet", Epochs: 1, Models: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSummary(g, dir); err != nil {
+		t.Fatal(err)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, SummaryMD))
+	f4 := func(v float64) string { return strconv.FormatFloat(v, 'f', 4, 64) }
+	for _, want := range []string{
+		"## The benchmark protocol (DD-Ranking's soft-label evaluation)",
+		"of 1 of 1 finished cells (lenet, 1 epochs, 2 runs, augmentation dsa)",
+		"| LD RR: distilled labels | " + f4(r.SoftLabel.Mean) + " ± " + f4(r.SoftLabel.Std) + " | – |",
+		"| LD RR: hard labels, same images | " + f4(r.HardLabel.Mean) + " ± " + f4(r.HardLabel.Std) + " | – |",
+		"| LD RR: random images, teacher's labels | " + f4(r.RandomSoftLabel.Mean) + " ± " + f4(r.RandomSoftLabel.Std) + " | – |",
+		"| LD RR: hlr / ior / score | " + f4(r.HLR) + " / " + f4(r.IOR) + " / " + f4(r.Score) + " | – |",
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("summary.md lacks %q:\n%s", want, md)
+		}
+	}
+	rows := readCSV(t, filepath.Join(dir, SummaryDDRankingCSV))
+	if len(rows) != 2 || rows[1][0] != "LD RR" || rows[1][1] != "10" || rows[1][2] != "lenet" || rows[1][6] != "dsa" ||
+		rows[1][7] != f4(r.FullData.Accuracy) || rows[1][18] != f4(r.Score) || rows[1][21] != filepath.Join(CellsFolder, "ld-rr__10") {
+		t.Errorf("%s: %q", SummaryDDRankingCSV, rows)
+	}
+
+	// The evaluation of other labels (its recorded SHA-256 not the cell's) is left out.
+	path := filepath.Join(cell, artifact.EvaluationsFolder, artifact.DDRankingFile)
+	r.DistilledSHA256 = strings.Repeat("0", 64)
+	b, _ := json.Marshal(r)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteSummary(g, dir); err != nil {
+		t.Fatal(err)
+	}
+	if md, _ := os.ReadFile(filepath.Join(dir, SummaryMD)); strings.Contains(string(md), "benchmark protocol") {
+		t.Errorf("an evaluation of other labels is shown:\n%s", md)
+	}
+	if _, err := os.Stat(filepath.Join(dir, SummaryDDRankingCSV)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s of no evaluation is left: %v", SummaryDDRankingCSV, err)
 	}
 }
