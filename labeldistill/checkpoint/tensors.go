@@ -36,35 +36,45 @@ func TensorArray(name string, t *torch.Tensor) (*npz.Array, error) {
 	return npz.New(name, shape, data)
 }
 
-// RestoreTensor copies a member into dst, which must have its shape and dtype; no gradient
-// is recorded.
-func RestoreTensor(dst *torch.Tensor, a *npz.Array) error {
+// Fits reports why the member a cannot be restored into dst (another shape or dtype), nil
+// when it can.
+func Fits(dst *torch.Tensor, a *npz.Array) error {
 	shape := dst.Shape()
-	if len(shape) != len(a.Shape) {
+	same := len(shape) == len(a.Shape)
+	for i := 0; same && i < len(shape); i++ {
+		same = int(shape[i]) == a.Shape[i]
+	}
+	if !same {
 		return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
 	}
-	for i := range shape {
-		if int(shape[i]) != a.Shape[i] {
-			return fmt.Errorf("array %q has shape %v, the run needs %v", a.Name, a.Shape, shape)
+	switch dst.DType() {
+	case torch.Float:
+		if _, ok := a.Data.([]float32); !ok {
+			return fmt.Errorf("array %q is %s, the run needs float32", a.Name, a.DType)
 		}
+	case torch.Double:
+		if _, ok := a.Data.([]float64); !ok {
+			return fmt.Errorf("array %q is %s, the run needs float64", a.Name, a.DType)
+		}
+	default:
+		return fmt.Errorf("array %q: unsupported dtype %s", a.Name, dst.DType())
+	}
+	return nil
+}
+
+// RestoreTensor copies a member into dst, which must have its shape and dtype (Fits); no
+// gradient is recorded.
+func RestoreTensor(dst *torch.Tensor, a *npz.Array) error {
+	if err := Fits(dst, a); err != nil {
+		return err
 	}
 	var src *torch.Tensor
 	var err error
-	switch dst.DType() {
-	case torch.Float:
-		v, ok := a.Data.([]float32)
-		if !ok {
-			return fmt.Errorf("array %q is %s, the run needs float32", a.Name, a.DType)
-		}
-		src, err = torch.FromFloat32(v, shape...)
-	case torch.Double:
-		v, ok := a.Data.([]float64)
-		if !ok {
-			return fmt.Errorf("array %q is %s, the run needs float64", a.Name, a.DType)
-		}
-		src, err = torch.FromFloat64(v, shape...)
-	default:
-		return fmt.Errorf("array %q: unsupported dtype %s", a.Name, dst.DType())
+	switch v := a.Data.(type) {
+	case []float32:
+		src, err = torch.FromFloat32(v, dst.Shape()...)
+	case []float64:
+		src, err = torch.FromFloat64(v, dst.Shape()...)
 	}
 	if err != nil {
 		return err

@@ -112,13 +112,7 @@ func writeSummary(g *Grid, dir string) error {
 	fmt.Fprintf(&md, "# %s\n\n", title)
 	fmt.Fprintf(&md, "Test accuracy (%%), mean ± population std over the M fresh models of each cell; "+
 		"%d of %d cells finished; – = not run or not finished.\n\n", len(done), len(cells))
-	md.WriteString("| |")
-	for _, c := range g.Columns {
-		md.WriteString(" " + c.Label + " |")
-	}
-	md.WriteString("\n|---|")
-	md.WriteString(strings.Repeat("---|", len(g.Columns)))
-	md.WriteString("\n")
+	tableHeader(&md, g.Columns)
 	for _, r := range rowsOut {
 		md.WriteString("| " + r.Label + " |")
 		for _, col := range g.Columns {
@@ -213,11 +207,7 @@ func writeDDRankingSummary(g *Grid, dir string, done map[string]summaryCell, md 
 	fmt.Fprintf(md, "`ldtorch evaluate --protocol ddranking` of %d of %d finished cells (%s): test accuracy as a fraction, "+
 		"mean ± population std over the runs, the learning rate and epoch of each chosen on validation; hlr, ior and "+
 		"score as DD-Ranking defines them (docs/ALGORITHM.md §13); – = not evaluated.\n\n", evaluated, len(done), strings.Join(list, "; "))
-	md.WriteString("| |")
-	for _, c := range g.Columns {
-		md.WriteString(" " + c.Label + " |")
-	}
-	md.WriteString("\n|---|" + strings.Repeat("---|", len(g.Columns)) + "\n")
+	tableHeader(md, g.Columns)
 	for _, row := range g.Rows {
 		for _, line := range []struct {
 			label string
@@ -246,6 +236,16 @@ func writeDDRankingSummary(g *Grid, dir string, done map[string]summaryCell, md 
 	}
 	md.WriteString("\nPer-cell full-data accuracy, seeds and wall times: " + SummaryDDRankingCSV + ".\n")
 	return nil
+}
+
+// tableHeader writes a Markdown table's header: an empty corner, then one column per grid
+// column.
+func tableHeader(md *strings.Builder, cols GridAxis) {
+	md.WriteString("| |")
+	for _, c := range cols {
+		md.WriteString(" " + c.Label + " |")
+	}
+	md.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
 }
 
 // SummaryNotWritten says why the summary was not rewritten after a run that failed or was

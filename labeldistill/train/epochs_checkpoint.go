@@ -238,8 +238,8 @@ func (st *epochState) restore(et *EpochTrainer, seeds []uint64, ck *EpochCheckpo
 			missing = errors.Join(missing, err)
 			return
 		}
-		if !sameShape(dst.Shape(), a.Shape) {
-			missing = errors.Join(missing, fmt.Errorf("%s: shape %v, want %v", name, a.Shape, dst.Shape()))
+		if err := checkpoint.Fits(dst, a); err != nil {
+			missing = errors.Join(missing, err)
 			return
 		}
 		copies = append(copies, copyTo{dst, a})
@@ -344,18 +344,6 @@ func RemoveEpochCheckpoint(path string) error {
 		return err
 	}
 	return nil
-}
-
-func sameShape(t []int64, a []int) bool {
-	if len(t) != len(a) {
-		return false
-	}
-	for i := range t {
-		if int(t[i]) != a[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // dataOf is a's values when a is present and holds T.
