@@ -231,15 +231,11 @@ func (st *epochState) restore(et *EpochTrainer, seeds []uint64, ck *EpochCheckpo
 		a   *npz.Array
 	}
 	var copies []copyTo
-	var missing error
+	whole := true // every member present, of the shape and dtype it restores into
 	want1 := func(name string, dst *torch.Tensor) {
 		a, err := f.Array(name)
-		if err != nil {
-			missing = errors.Join(missing, err)
-			return
-		}
-		if err := checkpoint.Fits(dst, a); err != nil {
-			missing = errors.Join(missing, err)
+		if err != nil || checkpoint.Fits(dst, a) != nil {
+			whole = false
 			return
 		}
 		copies = append(copies, copyTo{dst, a})
@@ -277,17 +273,14 @@ func (st *epochState) restore(et *EpochTrainer, seeds []uint64, ck *EpochCheckpo
 	gens := make([][]byte, len(st.gens))
 	for i := range st.gens {
 		a, _ := f.Array(fmt.Sprintf("generator.%d", i))
-		if v, ok := dataOf[uint8](a); ok {
-			gens[i] = v
-		} else {
-			missing = errors.Join(missing, fmt.Errorf("generator %d", i))
-		}
+		v, ok := dataOf[uint8](a)
+		gens[i], whole = v, whole && ok
 	}
 	val, _ := f.Array("validation")
 	curve, _ := f.Array("curve")
 	vv, ok1 := dataOf[float64](val)
 	cv, ok2 := dataOf[float64](curve)
-	if missing != nil || !ok1 || !ok2 || len(vv) != m || !slices.Equal(curve.Shape, []int{meta.Next, m}) {
+	if !whole || !ok1 || !ok2 || len(vv) != m || !slices.Equal(curve.Shape, []int{meta.Next, m}) {
 		return nil
 	}
 	pcgs := make([]rand.PCG, m)
