@@ -330,9 +330,10 @@ func TestParallelInterrupted(t *testing.T) {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a group of its own, as a terminal's job
 		r := startCommand(t, cmd)
 		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-		// the meta-loop runs once rank 0's history has its first line
+		// the meta-loop has taken a step once rank 0's history has a line after its first
+		// (the start line, written before any meta-step: a signal then may stop the run at 0)
 		for start := time.Now(); ; time.Sleep(20 * time.Millisecond) {
-			if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) > 0 {
+			if b, _ := os.ReadFile(filepath.Join(out, "metrics.jsonl")); bytes.Count(b, []byte("\n")) > 1 {
 				break
 			}
 			if time.Since(start) > 2*time.Minute {
