@@ -305,6 +305,8 @@ func wantedValue(c *cli.Context, name string) string {
 				return "a number"
 			case *cli.BoolFlag:
 				return "true or false"
+			case *cli.DurationFlag:
+				return "a wall time such as 90s, 5m or 1h30m"
 			}
 		}
 	}

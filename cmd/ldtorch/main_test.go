@@ -289,6 +289,7 @@ func TestUsageErrors(t *testing.T) {
 		{"evaluate protocol", nil, []string{"evaluate", "--distilled", dir, "--protocol", "dd-ranking"}, []string{"--protocol", `"dd-ranking"`, "paper or ddranking"}},
 		{"evaluate epochs with paper", nil, []string{"evaluate", "--distilled", dir, "--epochs", "2"}, []string{"--epochs", "--protocol ddranking"}},
 		{"evaluate optimizer with ddranking", nil, []string{"evaluate", "--distilled", dir, "--protocol", "ddranking", "--optimizer", "sgd"}, []string{"--optimizer", "--protocol paper"}},
+		{"evaluate checkpoint-every not a time", nil, []string{"evaluate", "--distilled", dir, "--protocol", "ddranking", "--checkpoint-every", "abc"}, []string{"--checkpoint-every", `"abc"`, "5m"}},
 		{"evaluate ddranking epochs 0", nil, []string{"evaluate", "--distilled", dir, "--protocol", "ddranking", "--epochs", "0"}, []string{"--epochs", "0"}},
 		{"data verify unknown", nil, []string{"data", "verify", "nope"}, []string{"nope"}},
 		{"data fetch unknown", nil, []string{"data", "fetch", "nope", "--data-dir", empty}, []string{"nope"}},
