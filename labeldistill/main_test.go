@@ -25,6 +25,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	flag.Parse()
+	devicetest.GuardConvolutions("labeldistill", testing.Verbose())
 	if testing.Verbose() {
 		fmt.Printf("libtorch %s, %s, threads %d\n", info.TorchVersion, info.Build, info.Threads)
 	}

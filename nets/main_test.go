@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	flag.Parse()
+	devicetest.GuardConvolutions("nets", testing.Verbose())
 	if testing.Verbose() {
 		fmt.Printf("libtorch %s, %s, threads %d\n", info.TorchVersion, info.Build, info.Threads)
 	}

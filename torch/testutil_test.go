@@ -20,6 +20,16 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	flag.Parse()
+	// Here as in the command: libtorch's oneDNN convolutions are checked, and switched off
+	// where they are wrong (mkldnn.go); every comparison with Conv2d below trusts it.
+	g, err := GuardConvolutions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if testing.Verbose() || g.TurnedOff {
+		fmt.Fprintln(os.Stderr, "torch tests:", g.Summary())
+	}
 	if testing.Verbose() {
 		fmt.Printf("libtorch %s, %s, threads %d, CUDA %v (%d devices)\n",
 			info.TorchVersion, info.Build, info.Threads, info.CUDA, info.CUDADevices)

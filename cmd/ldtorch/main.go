@@ -180,7 +180,13 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 	app := e.newApp()
 	args = reorderArgs(app.Commands, args)
 	e.args, e.command = leafArgs(app.Commands, args)
-	err := app.RunContext(ctx, args)
+	err := mkldnnSettingError()
+	if err == nil && computeCommands[e.command] {
+		_, err = e.guardConvolutions()
+	}
+	if err == nil {
+		err = app.RunContext(ctx, args)
+	}
 	if out.err != nil { // whatever else went wrong, the output is lost
 		err = failuref("writing to stdout: %v", out.err)
 	}

@@ -34,6 +34,8 @@ type versionInfo struct {
 	BLASCore     string `json:"blas_core"`   // OpenBLAS's kernel set (torch.BLASCore), "" for another BLAS
 	DirectConv   string `json:"direct_conv"` // the shim's convolution kernels in use (torch.DirectConvISA), "" for libtorch's
 	SIMDLoops    string `json:"simd_loops"`  // the ISA of the shim's LRN, max-pool and ConvNet-3 block loops (torch.SIMDLoopsISA)
+	Mkldnn       string `json:"mkldnn"`      // libtorch's oneDNN convolutions, as checked (torch.ConvGuard.Summary)
+	MkldnnOn     bool   `json:"mkldnn_enabled"`
 	GOMAXPROCS   int    `json:"gomaxprocs"`
 	NumCPU       int    `json:"num_cpu"`
 	Go           string `json:"go_version"`
@@ -100,6 +102,8 @@ func (e *env) versionAction(c *cli.Context) error {
 		v.DirectConv = torch.DirectConvISA()
 		v.BLASCore = torch.BLASCore()
 		v.SIMDLoops = torch.SIMDLoopsISA()
+		g, _ := e.guardConvolutions() // run before the action; a bad LDTORCH_MKLDNN stopped it
+		v.Mkldnn, v.MkldnnOn = g.Summary(), g.Enabled()
 		if v.CUDA {
 			v.GPUs = gpus(v.CUDADevices)
 		}
@@ -162,6 +166,9 @@ func (e *env) versionAction(c *cli.Context) error {
 		}
 		if v.SIMDLoops != "" {
 			fmt.Fprintf(e.stdout, "            LRN, max-pool and ConvNet-3 block loops of the shim, %s\n", v.SIMDLoops)
+		}
+		if v.Mkldnn != "" {
+			fmt.Fprintf(e.stdout, "oneDNN      %s\n", v.Mkldnn)
 		}
 		fmt.Fprintf(e.stdout, "GOMAXPROCS  %d (%d CPUs)\n", v.GOMAXPROCS, v.NumCPU)
 		fmt.Fprintf(e.stdout, "go          %s %s\n", v.Go, v.Platform)

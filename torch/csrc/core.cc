@@ -97,6 +97,19 @@ ldt_error ldt_set_num_threads(int n) {
   LDT_CATCH
 }
 
+int ldt_mkldnn_state(void) {
+  if (!at::hasMKLDNN()) return 0;
+  return at::globalContext().userEnabledMkldnn() ? 2 : 1;
+}
+
+ldt_error ldt_set_mkldnn(int enabled) {
+  LDT_TRY {
+    if (enabled && !at::hasMKLDNN()) throw std::invalid_argument("this libtorch was built without oneDNN (mkldnn)");
+    at::globalContext().setUserEnabledMkldnn(enabled != 0);
+  }
+  LDT_CATCH
+}
+
 ldt_error ldt_set_log_level(int level) {
   LDT_TRY {
     if (level < -1 || level > 3) throw std::invalid_argument("log level must be -1..3, got " + std::to_string(level));

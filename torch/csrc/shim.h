@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 17
+#define LDT_ABI_VERSION 18
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -44,6 +44,12 @@ LDT_API ldt_error ldt_set_num_threads(int n);
  * 3 FATAL; -1 takes it from TORCH_CPP_LOG_LEVEL as libtorch itself does. Process-wide. */
 LDT_API ldt_error ldt_set_log_level(int level);
 LDT_API int ldt_get_num_threads(void);
+/* libtorch's oneDNN (mkldnn) convolutions for float32 CPU tensors, process-wide, as
+ * torch.backends.mkldnn.enabled: ldt_mkldnn_state returns 0 when libtorch was built without
+ * oneDNN, 1 when it has oneDNN switched off, 2 when on (libtorch's default). Switching it on
+ * in a build without oneDNN is an error. */
+LDT_API int ldt_mkldnn_state(void);
+LDT_API ldt_error ldt_set_mkldnn(int enabled);
 /* The kernel set OpenBLAS chose for this CPU (openblas_get_corename, e.g. "SkylakeX"), or ""
  * when the BLAS in use is not OpenBLAS. */
 LDT_API const char *ldt_blas_core(void);

@@ -7,6 +7,7 @@
 package devicetest
 
 import (
+	"fmt"
 	"os"
 	"testing"
 
@@ -37,4 +38,18 @@ func Device(tb testing.TB) torch.Device {
 		}
 	}
 	return d
+}
+
+// GuardConvolutions is torch.GuardConvolutions for a test binary's TestMain, as the
+// command runs it: a wrong LDTORCH_MKLDNN or a failed check ends the binary (exit 1); oneDNN
+// switched off, or any outcome under go test -v, is said on stderr.
+func GuardConvolutions(pkg string, verbose bool) {
+	g, err := torch.GuardConvolutions()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s tests: %v\n", pkg, err)
+		os.Exit(1)
+	}
+	if verbose || g.TurnedOff {
+		fmt.Fprintf(os.Stderr, "%s tests: %s\n", pkg, g.Summary())
+	}
 }

@@ -1,0 +1,134 @@
+package torch
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestCheckConvolutionsAgree: after TestMain's GuardConvolutions, libtorch's float32
+// convolutions are within rounding of float64 on every layer of the check, with oneDNN and
+// without it (libtorch's own code, which float64 always runs).
+func TestCheckConvolutionsAgree(t *testing.T) {
+	c, err := CheckConvolutions()
+	ok(t, err)
+	if !c.OK() || c.Cases != len(convCheckCases) {
+		t.Fatalf("%d cases: %v", c.Cases, c)
+	}
+	t.Logf("oneDNN enabled %v: %v", MkldnnEnabled(), c)
+	if !MkldnnEnabled() {
+		return
+	}
+	ok(t, SetMkldnn(false))
+	defer func() { ok(t, SetMkldnn(true)) }()
+	off, err := CheckConvolutions()
+	ok(t, err)
+	if !off.OK() {
+		t.Fatalf("oneDNN off: %v", off)
+	}
+	t.Logf("oneDNN off: %v", off)
+}
+
+// TestCheckConvolutionsFindsWrongGradients: a convolution with the right values and every
+// gradient 1 % too large, one with NaN, and one with the right gradients but values off by
+// 0.01 are each caught, and what is wrong named.
+func TestCheckConvolutionsFindsWrongGradients(t *testing.T) {
+	scoped(t)
+	need := tensors(t)
+	// y = z + k·(z − detach(z)): z's values, k+1 times z's gradients.
+	scaledGrads := func(k float64) func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+		return func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+			z := need(Conv2d(x, w, b, o))
+			d := need(z.Sub(need(z.Detach())))
+			return z.Add(need(d.MulScalar(k)))
+		}
+	}
+	offValue := func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error) {
+		z := need(Conv2d(x, w, b, o))
+		return z.AddScalar(1e-2)
+	}
+	for _, tc := range []struct {
+		name string
+		conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
+		want string
+	}{
+		{"gradients 1 % off", scaledGrads(0.01), ": d/d"},
+		{"NaN", scaledGrads(math.NaN()), ": values"}, // 0·NaN: the values are NaN too
+		{"values off", offValue, ": values"},
+	} {
+		c, err := checkConvolutions(tc.conv)
+		ok(t, err)
+		if tc.name == "NaN" && !math.IsInf(c.Worst, 1) {
+			t.Errorf("NaN: worst %g, want +Inf", c.Worst)
+		}
+		if c.OK() || !strings.Contains(c.WorstCase, tc.want) || !strings.Contains(c.String(), "disagree") {
+			t.Errorf("%s: %v (worst %q)", tc.name, c, c.WorstCase)
+		}
+	}
+	c, err := checkConvolutions(Conv2d)
+	ok(t, err)
+	if !c.OK() {
+		t.Errorf("Conv2d itself: %v", c)
+	}
+}
+
+// TestSetMkldnn: the switch, both ways, and an error for on in a build without oneDNN.
+func TestSetMkldnn(t *testing.T) {
+	was := MkldnnEnabled()
+	defer func() {
+		if MkldnnAvailable() {
+			ok(t, SetMkldnn(was))
+		}
+	}()
+	ok(t, SetMkldnn(false))
+	if MkldnnEnabled() {
+		t.Error("still enabled after SetMkldnn(false)")
+	}
+	err := SetMkldnn(true)
+	if MkldnnAvailable() != (err == nil) || MkldnnEnabled() != MkldnnAvailable() {
+		t.Errorf("SetMkldnn(true) in a build with oneDNN %v: %v, enabled %v", MkldnnAvailable(), err, MkldnnEnabled())
+	}
+}
+
+// TestGuardConvolutionsSettings: LDTORCH_MKLDNN's values, and an error naming it for others.
+func TestGuardConvolutionsSettings(t *testing.T) {
+	was := MkldnnEnabled()
+	defer func() {
+		if MkldnnAvailable() {
+			ok(t, SetMkldnn(was))
+		}
+	}()
+	t.Setenv(MkldnnEnv, "sometimes")
+	if _, err := GuardConvolutions(); err == nil || !strings.Contains(err.Error(), MkldnnEnv+`="sometimes"`) {
+		t.Errorf("LDTORCH_MKLDNN=sometimes: %v", err)
+	}
+	t.Setenv(MkldnnEnv, "off")
+	g, err := GuardConvolutions()
+	ok(t, err)
+	if MkldnnEnabled() || g.Enabled() || g.Checked {
+		t.Errorf("off: enabled %v, guard %+v", MkldnnEnabled(), g)
+	}
+	// Off already: the check has nothing of oneDNN's to check.
+	t.Setenv(MkldnnEnv, "")
+	g, err = GuardConvolutions()
+	ok(t, err)
+	if g.Checked || g.Enabled() || (g.Available && g.Setting != "off") {
+		t.Errorf("after off, unset: %+v", g)
+	}
+	if !MkldnnAvailable() {
+		return
+	}
+	t.Setenv(MkldnnEnv, "on")
+	g, err = GuardConvolutions()
+	ok(t, err)
+	if !MkldnnEnabled() || !g.Enabled() || g.Checked || !strings.Contains(g.Summary(), "unchecked") {
+		t.Errorf("on: enabled %v, guard %+v", MkldnnEnabled(), g)
+	}
+	t.Setenv(MkldnnEnv, "check")
+	g, err = GuardConvolutions()
+	ok(t, err)
+	if !g.Checked || g.Enabled() != g.Check.OK() || MkldnnEnabled() != g.Enabled() || (g.TurnedOff && !g.After.OK()) {
+		t.Errorf("check: enabled %v, guard %+v", MkldnnEnabled(), g)
+	}
+	t.Log(g.Summary())
+}
