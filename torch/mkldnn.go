@@ -33,19 +33,20 @@ func SetMkldnn(enabled bool) error { return cerr("set_mkldnn", C.ldt_set_mkldnn(
 
 // ConvCheck is what CheckConvolutions found.
 type ConvCheck struct {
-	Cases int // convolutions compared
+	Layers  int   // layers compared
+	Threads []int // at these libtorch thread counts each
 	// Worst is the largest float32 error of any value or gradient, in units of the rounding
 	// bound of its sums (2·n·2⁻²⁴·scale, n the number of terms): at most 1 is float32 rounding.
 	Worst     float64
-	WorstCase string // which convolution and quantity, e.g. "1→6 channels, 5×5: d/dx"
+	WorstCase string // which convolution and quantity, e.g. "1→6 channels, 5×5, 1 thread: d/dx"
 }
 
 // OK reports whether every value and gradient was within float32 rounding of float64.
-func (c ConvCheck) OK() bool { return c.Cases > 0 && c.Worst <= 1 }
+func (c ConvCheck) OK() bool { return c.Layers > 0 && len(c.Threads) > 0 && c.Worst <= 1 }
 
 func (c ConvCheck) String() string {
 	if c.OK() {
-		return fmt.Sprintf("%d float32 convolutions agree with float64 (worst %.2g of the rounding bound)", c.Cases, c.Worst)
+		return fmt.Sprintf("float32 convolutions of %d layers agree with float64 at %s (worst %.2g of the rounding bound)", c.Layers, threadCounts(c.Threads), c.Worst)
 	}
 	return fmt.Sprintf("float32 convolutions disagree with float64: %s off by %.3g times the rounding bound", c.WorstCase, c.Worst)
 }
@@ -96,9 +97,46 @@ func checkConvolutions(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
 	defer runtime.UnlockOSThread()
 	prev := C.ldt_set_grad_enabled(1)
 	defer C.ldt_set_grad_enabled(prev)
+	var res ConvCheck
+	// At the thread count in use and at one thread (runs pin their own --threads later):
+	// oneDNN's kernels and blockings can depend on it.
+	threads := []int{NumThreads()}
+	if threads[0] > 1 {
+		threads = append(threads, 1)
+		defer func() { _ = SetNumThreads(threads[0]) }()
+	}
+	for _, n := range threads {
+		if err := SetNumThreads(n); err != nil {
+			return res, err
+		}
+		if err := checkConvolutionsAt(conv, n, &res); err != nil {
+			return res, err
+		}
+		res.Threads = append(res.Threads, n)
+	}
+	res.Layers = len(convCheckCases)
+	return res, nil
+}
+
+// threadCounts is "1 thread" or "2 and 1 threads".
+func threadCounts(n []int) string {
+	if len(n) == 1 && n[0] == 1 {
+		return "1 thread"
+	}
+	s := ""
+	for i, k := range n {
+		if i > 0 {
+			s += " and "
+		}
+		s += fmt.Sprint(k)
+	}
+	return s + " threads"
+}
+
+// checkConvolutionsAt runs every case at the current thread count n, into res.
+func checkConvolutionsAt(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error), n int, res *ConvCheck) error {
 	sc := NewScope()
 	defer sc.Close()
-	var res ConvCheck
 	rng := rand.New(rand.NewPCG(2718, 2818))
 	for _, c := range convCheckCases {
 		// The same float32 values in both precisions: inputs, weights, bias and the
@@ -121,21 +159,21 @@ func checkConvolutions(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
 			}
 			t32, err := FromFloat32(v, s...)
 			if err != nil {
-				return res, err
+				return err
 			}
 			t64, err := t32.ToDType(Double)
 			if err != nil {
-				return res, err
+				return err
 			}
 			in32, in64 = append(in32, t32), append(in64, t64)
 		}
 		got, err := convAndGradients(conv, c, in32)
 		if err != nil {
-			return res, err
+			return err
 		}
 		want, err := convAndGradients(Conv2d, c, in64)
 		if err != nil {
-			return res, err
+			return err
 		}
 		// The longest sum: an output's (over cin/groups · kh · kw products), an input
 		// gradient's (over cout/groups · kh · kw) or a weight's and bias's (over the batch
@@ -147,12 +185,11 @@ func checkConvolutions(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error)
 				e = math.Inf(1)
 			}
 			if e > res.Worst {
-				res.Worst, res.WorstCase = e, c.String()+": "+name
+				res.Worst, res.WorstCase = e, fmt.Sprintf("%v, %s: %s", c, threadCounts([]int{n}), name)
 			}
 		}
-		res.Cases++
 	}
-	return res, nil
+	return nil
 }
 
 // convAndGradients returns conv's output and the gradients of Σ y·u with respect to x, w

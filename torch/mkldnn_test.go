@@ -10,10 +10,14 @@ import (
 // convolutions are within rounding of float64 on every layer of the check, with oneDNN and
 // without it (libtorch's own code, which float64 always runs).
 func TestCheckConvolutionsAgree(t *testing.T) {
+	threads := NumThreads()
 	c, err := CheckConvolutions()
 	ok(t, err)
-	if !c.OK() || c.Cases != len(convCheckCases) {
-		t.Fatalf("%d cases: %v", c.Cases, c)
+	if NumThreads() != threads {
+		t.Errorf("%d threads after the check, %d before", NumThreads(), threads)
+	}
+	if !c.OK() || c.Layers != len(convCheckCases) || len(c.Threads) != min(NumThreads(), 2) || c.Threads[len(c.Threads)-1] != 1 {
+		t.Fatalf("%d layers at %v threads: %v", c.Layers, c.Threads, c)
 	}
 	t.Logf("oneDNN enabled %v: %v", MkldnnEnabled(), c)
 	if !MkldnnEnabled() {
