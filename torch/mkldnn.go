@@ -82,11 +82,12 @@ func (c convCheckCase) String() string {
 	return fmt.Sprintf("%d→%d channels%s, %d×%d", c.x[1], c.w[0], g, c.w[2], c.w[3])
 }
 
-// CheckConvolutions computes libtorch's conv2d and its gradients with respect to the input,
-// weight and bias, in float32 and in float64 from the same float32 values, for a few layers
-// of the networks here, on the CPU, with whatever backend libtorch picks now (see
-// SetMkldnn), and reports how far the float32 results are from the float64 ones. It takes a
-// few tens of milliseconds and leaves no tensor behind.
+// CheckConvolutions computes libtorch's conv2d (without and with a graph) and its gradients
+// with respect to the input, weight and bias, in float32 and in float64 from the same
+// float32 values, for a few layers of the networks here, on the CPU, at the thread count in
+// use and at one, with whatever backend libtorch picks now (see SetMkldnn), and reports how
+// far the float32 results are from the float64 ones. It takes a few tens of milliseconds
+// and leaves no tensor behind.
 func CheckConvolutions() (ConvCheck, error) { return checkConvolutions(Conv2d) }
 
 // checkConvolutions is CheckConvolutions with conv in place of Conv2d (tests give it a
@@ -179,7 +180,7 @@ func checkConvolutionsAt(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, erro
 		// gradient's (over cout/groups · kh · kw) or a weight's and bias's (over the batch
 		// and the output positions).
 		terms := max(c.w[1]*c.w[2]*c.w[3], c.w[0]/c.groups*c.w[2]*c.w[3], c.x[0]*ho*wo)
-		for i, name := range []string{"values", "d/dx", "d/dw", "d/db"}[:len(got)] {
+		for i, name := range []string{"values without a graph", "values", "d/dx", "d/dw", "d/db"}[:len(got)] {
 			e := roundingBounds(got[i], want[i], terms)
 			if math.IsNaN(e) {
 				e = math.Inf(1)
@@ -192,8 +193,9 @@ func checkConvolutionsAt(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, erro
 	return nil
 }
 
-// convAndGradients returns conv's output and the gradients of Σ y·u with respect to x, w
-// and the bias, as float64s; in holds x, w, u and the bias (if any).
+// convAndGradients returns conv's output, computed without and with a graph, and the
+// gradients of Σ y·u with respect to x, w and the bias, as float64s; in holds x, w, u and the
+// bias (if any). Grad mode is on when it is called.
 func convAndGradients(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error), c convCheckCase, in []*Tensor) ([][]float64, error) {
 	leaves := []*Tensor{in[0], in[1]}
 	var bias *Tensor
@@ -206,7 +208,15 @@ func convAndGradients(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error),
 			return nil, err
 		}
 	}
-	y, err := conv(in[0], in[1], bias, Conv2dOpts{Padding: c.pad, Groups: c.groups})
+	opts := Conv2dOpts{Padding: c.pad, Groups: c.groups}
+	// Without a graph first (evaluation's forward; libtorch may pick another kernel).
+	C.ldt_set_grad_enabled(0)
+	y0, err := conv(in[0], in[1], bias, opts)
+	C.ldt_set_grad_enabled(1)
+	if err != nil {
+		return nil, err
+	}
+	y, err := conv(in[0], in[1], bias, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +225,7 @@ func convAndGradients(conv func(x, w, b *Tensor, o Conv2dOpts) (*Tensor, error),
 		return nil, err
 	}
 	var out [][]float64
-	for _, t := range append([]*Tensor{y}, g...) {
+	for _, t := range append([]*Tensor{y0, y}, g...) {
 		v, err := t.Float64s()
 		if err != nil {
 			return nil, err
