@@ -266,10 +266,8 @@ type ConvGuard struct {
 	Check     ConvCheck // that comparison
 	TurnedOff bool      // they disagreed, and oneDNN is now off
 	After     ConvCheck // with oneDNN off, the same comparison (when TurnedOff)
+	Enabled   bool      // oneDNN computes float32 convolutions after the guard
 }
-
-// Enabled reports whether oneDNN computes float32 convolutions after the guard.
-func (g ConvGuard) Enabled() bool { return g.Available && g.Setting != "off" && !g.TurnedOff }
 
 // Summary is one line on the guard's outcome, for `ldtorch version` and logs.
 func (g ConvGuard) Summary() string {
@@ -282,6 +280,8 @@ func (g ConvGuard) Summary() string {
 		return "oneDNN convolutions, unchecked (" + MkldnnEnv + "=on)"
 	case g.TurnedOff:
 		return fmt.Sprintf("oneDNN convolutions OFF: on this CPU its %s; libtorch's own: %s", g.Check, g.After)
+	case !g.Enabled:
+		return "oneDNN convolutions off (switched off by the program: torch.SetMkldnn)"
 	default:
 		return "oneDNN convolutions, checked: " + g.Check.String()
 	}
@@ -293,8 +293,8 @@ func (g ConvGuard) Summary() string {
 // setting or a failed computation, never for a disagreement: that is in the result (its
 // Summary says what happened). Programs call it once, before training; the library never
 // calls it by itself.
-func GuardConvolutions() (ConvGuard, error) {
-	g := ConvGuard{Available: MkldnnAvailable(), Setting: os.Getenv(MkldnnEnv)}
+func GuardConvolutions() (g ConvGuard, err error) {
+	g = ConvGuard{Available: MkldnnAvailable(), Setting: os.Getenv(MkldnnEnv)}
 	switch g.Setting {
 	case "", "check":
 		g.Setting = "check"
@@ -305,15 +305,13 @@ func GuardConvolutions() (ConvGuard, error) {
 	if !g.Available {
 		return g, nil
 	}
+	defer func() { g.Enabled = MkldnnEnabled() }()
 	if g.Setting != "check" {
 		return g, SetMkldnn(g.Setting == "on")
 	}
 	if !MkldnnEnabled() {
-		// Switched off already (SetMkldnn): nothing of oneDNN's runs.
-		g.Setting = "off"
-		return g, nil
+		return g, nil // switched off already (SetMkldnn): nothing of oneDNN's runs
 	}
-	var err error
 	if g.Check, err = CheckConvolutions(); err != nil {
 		return g, err
 	}
@@ -321,7 +319,7 @@ func GuardConvolutions() (ConvGuard, error) {
 	if g.Check.OK() {
 		return g, nil
 	}
-	if err := SetMkldnn(false); err != nil {
+	if err = SetMkldnn(false); err != nil {
 		return g, err
 	}
 	g.TurnedOff = true

@@ -103,7 +103,7 @@ func (e *env) versionAction(c *cli.Context) error {
 		v.BLASCore = torch.BLASCore()
 		v.SIMDLoops = torch.SIMDLoopsISA()
 		g, _ := e.guardConvolutions() // run before the action; a bad LDTORCH_MKLDNN stopped it
-		v.Mkldnn, v.MkldnnOn = g.Summary(), g.Enabled()
+		v.Mkldnn, v.MkldnnOn = g.Summary(), g.Enabled
 		if v.CUDA {
 			v.GPUs = gpus(v.CUDADevices)
 		}
