@@ -183,11 +183,16 @@ func modelsState(t *testing.T, l *train.Models, i int) ([]string, []*torch.Tenso
 //   - float64: batched and sequential agree to 1e-9 (max relative difference per tensor);
 //     this is the exactness check, free of float32 noise;
 //   - float32: each tensor agrees with the sequential path's to 1e-4 (max relative
-//     difference), or else the batched result is no further from the float64 result than
-//     the sequential float32 result is (‖bat32 − seq64‖ ≤ 4 ‖seq32 − seq64‖ + 1e-6, norms
-//     relative): in float32 Adam's normalisation amplifies rounding in near-zero gradients,
-//     and the RR ridge solve is ill-conditioned, so the sequential path is itself only that
-//     close to exact (it differs from itself by more than 1e-4 between 1 and 2 threads);
+//     difference), or else the batched result is about as close to the float64 result as
+//     the sequential float32 result is: ‖bat32 − seq64‖ ≤ max(4 ‖seq32 − seq64‖, 1e-4),
+//     norms relative. In float32 Adam's normalisation amplifies rounding in near-zero
+//     gradients, and the RR ridge solve is ill-conditioned, so the sequential path is itself
+//     only that close to exact (it differs from itself by more than 1e-4 between 1 and 2
+//     threads). The floor: with libtorch 2.6, AlexCifarNet's grouped convolutions end 3 Adam
+//     steps 4.0e-5 (AMD EPYC family 25) and 4.4e-5 (family 26) from float64 where the
+//     sequential path ends 7.7e-6 and 1.7e-6: float32 rounding, since the float64 paths
+//     agree to 1e-12 (libtorch 1.13: within 4×). A batching fault (a model's slice mixed
+//     with another's) is off by far more, and the float64 comparison catches any at 1e-9;
 //   - accuracies: within one test example (they are equal in every case here).
 func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 	tScope(t)
@@ -233,7 +238,7 @@ func checkBatchedAgreement(t *testing.T, bc batchedCase) {
 				// here); 1e-6 leaves room for a BLAS that blocks views differently.
 				t.Errorf("float32, model %d: %s differs from the sequential path by %.3g (max relative; tolerance 1e-6 with per-model bodies)", i, name, dMax)
 			}
-			if dMax > 1e-4 && eBat > 4*eSeq+1e-6 {
+			if dMax > 1e-4 && eBat > max(4*eSeq, 1e-4) {
 				t.Errorf("float32, model %d: %s differs from the sequential path by %.3g (max relative) and is %.3g from float64, the sequential %.3g",
 					i, name, dMax, eBat, eSeq)
 			}
