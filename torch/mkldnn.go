@@ -258,6 +258,19 @@ func roundingBounds(got, want []float64, terms int64) float64 {
 // convolutions off unchecked, "on" keeps them unchecked; unset or "check", they are checked.
 const MkldnnEnv = "LDTORCH_MKLDNN"
 
+// MkldnnSetting reads LDTORCH_MKLDNN: "check" when it is unset, "on" or "off"; any other
+// value is an error naming the variable.
+func MkldnnSetting() (string, error) {
+	switch v := os.Getenv(MkldnnEnv); v {
+	case "", "check":
+		return "check", nil
+	case "on", "off":
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s=%q: want check (the default), on or off", MkldnnEnv, v)
+	}
+}
+
 // ConvGuard is what GuardConvolutions did.
 type ConvGuard struct {
 	Available bool      // libtorch has oneDNN
@@ -294,13 +307,9 @@ func (g ConvGuard) Summary() string {
 // Summary says what happened). Programs call it once, before training; the library never
 // calls it by itself.
 func GuardConvolutions() (g ConvGuard, err error) {
-	g = ConvGuard{Available: MkldnnAvailable(), Setting: os.Getenv(MkldnnEnv)}
-	switch g.Setting {
-	case "", "check":
-		g.Setting = "check"
-	case "on", "off":
-	default:
-		return g, fmt.Errorf("%s=%q: want check, on or off", MkldnnEnv, g.Setting)
+	g = ConvGuard{Available: MkldnnAvailable()}
+	if g.Setting, err = MkldnnSetting(); err != nil {
+		return g, err
 	}
 	if !g.Available {
 		return g, nil

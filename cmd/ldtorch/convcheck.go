@@ -25,20 +25,17 @@ var (
 )
 
 // guardConvolutions runs torch.GuardConvolutions once per process (and setting), warning on
-// stderr when it switched oneDNN off or could not check. Only an unknown LDTORCH_MKLDNN is
-// an error (a usage error).
-func (e *env) guardConvolutions() (torch.ConvGuard, error) {
+// stderr when it switched oneDNN off or could not check; runContext has refused an unknown
+// LDTORCH_MKLDNN before.
+func (e *env) guardConvolutions() torch.ConvGuard {
 	convGuardMu.Lock()
 	defer convGuardMu.Unlock()
 	setting := os.Getenv(torch.MkldnnEnv)
 	if g, ok := convGuardDone[setting]; ok {
-		return g, nil
-	}
-	if err := mkldnnSettingError(); err != nil {
-		return torch.ConvGuard{}, err
+		return g
 	}
 	if torch.CheckABI() != nil {
-		return torch.ConvGuard{}, nil // the command reports the stale shim
+		return torch.ConvGuard{} // the command reports the stale shim
 	}
 	g, err := torch.GuardConvolutions()
 	switch {
@@ -50,16 +47,14 @@ func (e *env) guardConvolutions() (torch.ConvGuard, error) {
 		fmt.Fprintf(e.stderr, "ldtorch: warning: %s (%s=on keeps oneDNN)\n", g.Summary(), torch.MkldnnEnv)
 	}
 	convGuardDone[setting] = g
-	return g, nil
+	return g
 }
 
 // mkldnnSettingError is a usage error for an LDTORCH_MKLDNN that is not check, on or off
 // (every command refuses one, as it does a wrong LDTORCH_MALLOC).
 func mkldnnSettingError() error {
-	switch v := os.Getenv(torch.MkldnnEnv); v {
-	case "", "check", "on", "off":
-		return nil
-	default:
-		return usageErrorf("%s=%q: want check (the default), on or off", torch.MkldnnEnv, v)
+	if _, err := torch.MkldnnSetting(); err != nil {
+		return usageErrorf("%v", err)
 	}
+	return nil
 }

@@ -182,7 +182,7 @@ func runContext(parent context.Context, args []string, stdout, stderr io.Writer)
 	e.args, e.command = leafArgs(app.Commands, args)
 	err := mkldnnSettingError()
 	if err == nil && computeCommands[e.command] {
-		_, err = e.guardConvolutions()
+		e.guardConvolutions()
 	}
 	if err == nil {
 		err = app.RunContext(ctx, args)

@@ -102,7 +102,7 @@ func (e *env) versionAction(c *cli.Context) error {
 		v.DirectConv = torch.DirectConvISA()
 		v.BLASCore = torch.BLASCore()
 		v.SIMDLoops = torch.SIMDLoopsISA()
-		g, _ := e.guardConvolutions() // run before the action; a bad LDTORCH_MKLDNN stopped it
+		g := e.guardConvolutions() // run before the action: this is its result
 		v.Mkldnn, v.MkldnnOn = g.Summary(), g.Enabled
 		if v.CUDA {
 			v.GPUs = gpus(v.CUDADevices)
