@@ -47,6 +47,12 @@ func (e *env) guardConvolutions() torch.ConvGuard {
 		fmt.Fprintf(e.stderr, "ldtorch: warning: %s (%s=on keeps oneDNN)\n", g.Summary(), torch.MkldnnEnv)
 	}
 	convGuardDone[setting] = g
+	if g.TurnedOff {
+		// The processes this one starts (--nproc ranks, sweep jobs) inherit the decision
+		// rather than check and warn again; later calls here still report this outcome.
+		os.Setenv(torch.MkldnnEnv, "off")
+		convGuardDone["off"] = g
+	}
 	return g
 }
 

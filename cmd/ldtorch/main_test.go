@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/devicetest"
 )
 
 // Most tests call the CLI in-process (runContext, the binary's own entry point, with
@@ -62,8 +64,19 @@ func testMain(m *testing.M) int {
 	}
 	os.Setenv("LDTORCH_DATA", empty)
 	os.Setenv("OMP_NUM_THREADS", "1")
+	// The command's check of libtorch's oneDNN convolutions (convcheck.go), once for the
+	// suite: where it switches oneDNN off, in-process calls find it off and started binaries
+	// are told so (binaryCommand), so that its warning does not add a line to the stderr of
+	// the tests that want exactly one. TestConvolutionCheck runs the check itself.
+	flag.Parse()
+	if g := devicetest.GuardConvolutions("cmd", testing.Verbose()); g.TurnedOff {
+		binaryMkldnn = torch.MkldnnEnv + "=off"
+	}
 	return m.Run()
 }
+
+// binaryMkldnn is LDTORCH_MKLDNN=off where testMain's check switched oneDNN off, else "".
+var binaryMkldnn string
 
 // builtBinary builds the ldtorch binary once and returns its path.
 func builtBinary(t *testing.T) string {
@@ -154,6 +167,9 @@ func binaryCommand(t *testing.T, env []string, args ...string) *exec.Cmd {
 	}
 	// Later entries win over earlier ones with the same name (os/exec keeps the last).
 	cmd.Env = append(cmd.Env, "LDTORCH_DATA="+t.TempDir())
+	if binaryMkldnn != "" {
+		cmd.Env = append(cmd.Env, binaryMkldnn)
+	}
 	cmd.Env = append(cmd.Env, env...)
 	return cmd
 }

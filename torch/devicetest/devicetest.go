@@ -42,8 +42,8 @@ func Device(tb testing.TB) torch.Device {
 
 // GuardConvolutions is torch.GuardConvolutions for a test binary's TestMain, as the
 // command runs it: a wrong LDTORCH_MKLDNN or a failed check ends the binary (exit 1); oneDNN
-// switched off, or any outcome under go test -v, is said on stderr.
-func GuardConvolutions(pkg string, verbose bool) {
+// switched off, or any outcome under go test -v, is said on stderr. It returns the outcome.
+func GuardConvolutions(pkg string, verbose bool) torch.ConvGuard {
 	g, err := torch.GuardConvolutions()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s tests: %v\n", pkg, err)
@@ -52,4 +52,5 @@ func GuardConvolutions(pkg string, verbose bool) {
 	if verbose || g.TurnedOff {
 		fmt.Fprintf(os.Stderr, "%s tests: %s\n", pkg, g.Summary())
 	}
+	return g
 }
