@@ -15,35 +15,51 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// baselines runs every baseline named in the config.
-func (l *loop) baselines(ctx context.Context) (map[string]BaselineResult, error) {
+// baselines runs every baseline named in the config, taking from ph those an earlier part
+// of the run finished, and records each in ph.
+func (l *loop) baselines(ctx context.Context, ph *phases) (map[string]BaselineResult, error) {
 	out := map[string]BaselineResult{}
 	in := l.in
 	for _, name := range in.cfg.Baselines {
 		if name == "none" {
 			continue
 		}
-		l.note(Progress{Phase: "baseline", Message: name})
-		start := time.Now()
-		table, err := l.baselineTable(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("baseline %s: %w", name, err)
-		}
-		res, err := l.stepSearchAndTest(ctx, name, table)
-		table.Free()
-		if err != nil {
-			return nil, fmt.Errorf("baseline %s: %w", name, err)
-		}
 		key := name
 		if in.rr() {
 			key += "_rr"
 		}
+		res, took, err := l.baseline(ctx, name, key, ph)
+		if err != nil {
+			return nil, fmt.Errorf("baseline %s: %w", name, err)
+		}
 		out[key] = res
-		if err := l.onPhase(phaseRecord{name: "baseline", baseline: key, mean: res.Mean, std: res.Std, took: time.Since(start)}); err != nil {
+		if err := ph.baselineDone(key, res, took); err != nil {
+			l.note(Progress{Phase: "baseline", Message: "warning: " + err.Error()})
+		}
+		if err := l.onPhase(phaseRecord{name: "baseline", baseline: key, mean: res.Mean, std: res.Std, took: took}); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// baseline is one baseline's result and the time it took: from an earlier part of the run
+// when ph holds it, else trained.
+func (l *loop) baseline(ctx context.Context, name, key string, ph *phases) (BaselineResult, time.Duration, error) {
+	if b := ph.baseline(key); b != nil {
+		l.clock.priorWall += b.Seconds
+		l.note(Progress{Phase: "baseline", Message: fmt.Sprintf("%s: the result finished before the resume (%s)", name, PhasesFile)})
+		return b.Result, secondsDuration(b.Seconds), nil
+	}
+	l.note(Progress{Phase: "baseline", Message: name})
+	start := time.Now()
+	table, err := l.baselineTable(ctx, name)
+	if err != nil {
+		return BaselineResult{}, 0, err
+	}
+	res, err := l.stepSearchAndTest(ctx, name, table)
+	table.Free()
+	return res, time.Since(start), err
 }
 
 // baselineTable builds the baseline's label table (N, classes) on the device.

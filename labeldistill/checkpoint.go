@@ -102,6 +102,9 @@ type checkpointer struct {
 	dir  string
 	keep int
 	last position // of the last checkpoint written or loaded
+	// written is that checkpoint's time stamp (its meta's "written"), which with its step
+	// names it (phases.go).
+	written string
 }
 
 func (c *checkpointer) observer() observer {
@@ -445,7 +448,7 @@ func (c *checkpointer) write(l *loop, reason string, pos position) error {
 	if err := checkpoint.Write(path, meta, arrays); err != nil {
 		return err
 	}
-	c.last = pos
+	c.last, c.written = pos, meta.Written
 	l.note(Progress{Phase: "checkpoint", Epoch: min(pos.epoch, in.cfg.Epochs), Epochs: in.cfg.Epochs, Message: fmt.Sprintf("wrote %s (%s)", path, reason)})
 	if err := checkpoint.Prune(c.dir, c.keep); err != nil {
 		l.note(Progress{Phase: "checkpoint", Message: fmt.Sprintf("warning: could not remove old checkpoints: %v", err)})

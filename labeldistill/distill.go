@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
@@ -255,7 +256,11 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		l.observers = append(l.observers, progressObserver(o.progress))
 	}
 	if resumeDir != "" {
-		if ckpt.last, err = l.resume(resumeDir); err != nil {
+		if ckpt.last, ckpt.written, err = l.resume(resumeDir); err != nil {
+			return nil, err
+		}
+	} else if writeCkpts {
+		if err := removePhases(ckptDir); err != nil {
 			return nil, err
 		}
 	}
@@ -268,15 +273,20 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	if l.best.labels == nil {
 		return nil, &DivergedError{Purpose: "validation", Models: len(l.vals), Steps: l.T(), Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
+	// The phases after the meta-loop are tied to the final checkpoint, when there is one.
+	final, phasesDir := checkpointID{Step: -1}, ""
+	if ckpt.last == l.pos && ckpt.written != "" {
+		final = checkpointID{Step: l.pos.step, Written: ckpt.written}
+	}
+	if writeCkpts {
+		phasesDir = ckptDir
+	}
+	ph := l.newPhases(phasesDir, resumeDir, final)
 	res := l.result()
-	testStart := time.Now()
-	if err := l.finalTest(ctx, res, saver); err != nil {
+	if err := l.testPhase(ctx, res, saver, ph); err != nil {
 		return nil, err
 	}
-	if err := l.onPhase(phaseRecord{name: "test", mean: res.TestMean, std: res.TestStd, took: time.Since(testStart)}); err != nil {
-		return nil, err
-	}
-	if res.Baselines, err = l.baselines(ctx); err != nil {
+	if res.Baselines, err = l.baselines(ctx, ph); err != nil {
 		return nil, err
 	}
 	res.WallSeconds = l.wallSeconds()
@@ -319,6 +329,33 @@ func (l *loop) result() *Result {
 		StepLRs:     l.best.lrs,
 	}
 }
+
+// testPhase is the final test: taken from an earlier part of the run when ph holds it and
+// no test model is to be saved, else trained (finalTest). Either way it is recorded in ph
+// and the history.
+func (l *loop) testPhase(ctx context.Context, res *Result, saver *train.ModelSaver, ph *phases) error {
+	var took time.Duration
+	if t := ph.test(); t != nil && saver == nil {
+		res.TestAccuracies, res.TestMean, res.TestStd, res.TestDiverged = slices.Clone(t.Accuracies), t.Mean, t.Std, t.Diverged
+		took = secondsDuration(t.Seconds)
+		l.clock.priorWall += t.Seconds
+		l.note(Progress{Phase: "test", Message: fmt.Sprintf("the %d test models' accuracies are those finished before the resume (%s)",
+			len(t.Accuracies)+t.Diverged, PhasesFile)})
+	} else {
+		start := time.Now()
+		if err := l.finalTest(ctx, res, saver); err != nil {
+			return err
+		}
+		took = time.Since(start)
+	}
+	if err := ph.testDone(res, took); err != nil {
+		l.note(Progress{Phase: "test", Message: "warning: " + err.Error()})
+	}
+	return l.onPhase(phaseRecord{name: "test", mean: res.TestMean, std: res.TestStd, took: took})
+}
+
+// secondsDuration is s seconds as a time.Duration.
+func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 // finalTest trains M fresh models (eval_arch) for the kept T on the kept values, saving
 // them through saver when it is not nil.

@@ -113,19 +113,20 @@ func CheckpointConfig(dir string) (cfg config.Config, path, ckptDir string, err 
 
 // resume loads the newest valid checkpoint in dir into the freshly set-up loop. Corrupt
 // checkpoints are skipped with a warning; a checkpoint of another configuration or other
-// data is refused with an error naming the difference.
-func (l *loop) resume(dir string) (position, error) {
+// data is refused with an error naming the difference. It returns the position resumed
+// at and the checkpoint's time stamp.
+func (l *loop) resume(dir string) (position, string, error) {
 	f, m, err := newestCheckpoint(dir, func(err error) {
 		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: skipping invalid checkpoint: %v", err)})
 	})
 	if err != nil {
-		return position{}, err
+		return position{}, "", err
 	}
 	if err := l.compatible(f.Path, m); err != nil {
-		return position{}, err
+		return position{}, "", err
 	}
 	if err := l.restore(f, m); err != nil {
-		return position{}, fmt.Errorf("resume from %s: %w", f.Path, err)
+		return position{}, "", fmt.Errorf("resume from %s: %w", f.Path, err)
 	}
 	// The index file the base examples were read from, when this call does not name it.
 	if o, was := l.in.origin, m.BaseOrigin; o != nil && o.File == "" && was != nil && was.Selection == o.Selection {
@@ -143,7 +144,7 @@ func (l *loop) resume(dir string) (position, error) {
 		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s was written with libtorch %s, this is libtorch %s: the run continues, but not bit-identically to an uninterrupted run (kernels and random streams may differ)",
 			f.Path, m.LibtorchVersion, v)})
 	}
-	return l.pos, nil
+	return l.pos, m.Written, nil
 }
 
 // compatible refuses a checkpoint written under another configuration or data.

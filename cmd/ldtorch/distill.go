@@ -345,6 +345,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		for _, p := range oldCkpts {
 			os.Remove(p)
 		}
+		os.Remove(filepath.Join(ckptDir, labeldistill.PhasesFile)) // the old run's finished phases
 	}
 	saveModels, err := saveModelsFlag(c)
 	if err != nil {

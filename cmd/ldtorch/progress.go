@@ -97,7 +97,12 @@ func (pr *progress) update(p labeldistill.Progress) {
 		case "test":
 			msg = "final test: " + p.Message
 		case "baseline":
-			msg = "baseline " + p.Message + ": step search and test models"
+			// A baseline's start is its bare name; a message about it ("true: the result
+			// finished before the resume ...") is shown as it is.
+			msg = "baseline " + p.Message
+			if !strings.Contains(p.Message, ":") {
+				msg += ": step search and test models"
+			}
 		default:
 			if p.Message != "" {
 				msg += ": " + p.Message

@@ -1,0 +1,218 @@
+package labeldistill
+
+// phases.go: the phases after the meta-loop (the final test, then each baseline) survive a
+// cut. They train many fresh models (a ConvNet-3 run on one core: 17 min of test models,
+// 56 min of its true-label baseline), and a run stopped among them used to train them all
+// again on resume. Now, when the run writes checkpoints, each finished phase's result is
+// saved to <checkpoints>/phases.json, tied to the final checkpoint (its step and the time
+// stamp in its meta); a resumed run whose newest checkpoint is that one, under the same
+// settings, takes those results from the file and trains only the phases not finished.
+// The results are those the uninterrupted run computes: the phases start from the kept
+// values of the final checkpoint and draw their models from the run's seed.
+//
+// The file is not used (its phases are trained again) when the resume changes a setting
+// other than where files are and how often they are written (threads and device change
+// floating-point results), when the newest checkpoint is another one, or for the final test
+// when the resumed run saves its test models (WithSaveModels), which the file does not
+// hold. Only rank 0 writes it; every rank reads it on resume, so that all decide alike.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
+)
+
+// PhasesFile is the name, inside a checkpoint folder, of the finished phases' results.
+const PhasesFile = "phases.json"
+
+const phasesFormat = "ldtorch phases 1"
+
+// phasesFileMaxBytes bounds phases.json read back: a few baselines of at most thousands of
+// models each.
+const phasesFileMaxBytes = 64 << 20
+
+// checkpointID names one checkpoint: its step and the time stamp written in its meta.
+type checkpointID struct {
+	Step    int    `json:"step"`
+	Written string `json:"written"`
+}
+
+// finishedTest is the final test's outcome.
+type finishedTest struct {
+	Accuracies []float64 `json:"accuracies"`
+	Mean       float64   `json:"mean"`
+	Std        float64   `json:"std"`
+	Diverged   int       `json:"diverged_models,omitempty"`
+	Seconds    float64   `json:"seconds"`
+}
+
+// finishedBaseline is one baseline's outcome.
+type finishedBaseline struct {
+	Result  BaselineResult `json:"result"`
+	Seconds float64        `json:"seconds"`
+}
+
+// phasesState is phases.json.
+type phasesState struct {
+	Format     string                      `json:"format"`
+	Checkpoint checkpointID                `json:"checkpoint"`
+	Config     config.Config               `json:"config"`
+	DataDigest string                      `json:"data_digest"`
+	WorldSize  int                         `json:"world_size"`
+	Test       *finishedTest               `json:"test,omitempty"`
+	Baselines  map[string]finishedBaseline `json:"baselines,omitempty"` // by key ("true_rr")
+}
+
+// phases are the post-loop phases' results of one run: those taken from an earlier part
+// (reused) and those it records (into dir; "" records nothing).
+type phases struct {
+	dir    string
+	state  phasesState
+	reused phasesState // what an earlier part finished; zero when nothing is reused
+}
+
+// settingsKeepResults are the operational settings (config.IsOperational) whose change
+// leaves the phases' results as they were: where files are and how often they are written.
+// Threads, device and TF32 change floating-point results.
+var settingsKeepResults = map[string]bool{
+	"data_dir": true, "out": true, "checkpoint_every": true, "history_every": true,
+	"grad_var_window": true, "allow_unknown_data": true,
+}
+
+// newPhases sets up the phases of a run whose meta-loop ended at the checkpoint final
+// (Step -1: none written or loaded, then nothing is recorded). dir is the folder phases.json
+// is written to (rank 0's checkpoint folder; "" for none); resumeDir, when the run was
+// resumed, the folder it read its checkpoint from, whose phases.json is reused where it
+// matches. A phases.json that cannot be used is noted and trained past, never an error.
+func (l *loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
+	in := l.in
+	key := phasesState{Format: phasesFormat, Checkpoint: final, Config: in.cfg, DataDigest: in.dataDigest(), WorldSize: l.par.size()}
+	p := &phases{state: key}
+	if final.Step < 0 || final.Written == "" || l.pos.epoch != in.cfg.Epochs+1 {
+		return p // no final checkpoint to tie results to
+	}
+	p.dir = dir
+	if resumeDir == "" {
+		return p
+	}
+	path := filepath.Join(resumeDir, PhasesFile)
+	earlier, err := readPhases(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return p
+	case err != nil:
+		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s not used, the phases after the meta-loop run again: %v", path, err)})
+		return p
+	}
+	why := ""
+	switch {
+	case earlier.Checkpoint != final:
+		why = fmt.Sprintf("it belongs to checkpoint step %d written %s, the run resumed from step %d written %s",
+			earlier.Checkpoint.Step, earlier.Checkpoint.Written, final.Step, final.Written)
+	case earlier.DataDigest != key.DataDigest:
+		why = "it was computed on other data"
+	case earlier.WorldSize != key.WorldSize:
+		why = fmt.Sprintf("it was computed by %d process(es), this run has %d", earlier.WorldSize, key.WorldSize)
+	default:
+		for _, name := range config.Diff(earlier.Config, in.cfg) {
+			if !settingsKeepResults[name] {
+				why = fmt.Sprintf("the setting %s changed since", name)
+				break
+			}
+		}
+	}
+	if why != "" {
+		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("%s not used (%s): the phases after the meta-loop run again", path, why)})
+		return p
+	}
+	p.reused = *earlier
+	return p
+}
+
+// readPhases reads and checks a phases.json.
+func readPhases(path string) (*phasesState, error) {
+	b, err := boundedread.ReadRegularFile(path, phasesFileMaxBytes, "finished phases file")
+	if err != nil {
+		return nil, err
+	}
+	var s phasesState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Format != phasesFormat {
+		return nil, fmt.Errorf("%s: format %q, want %q", path, s.Format, phasesFormat)
+	}
+	if t := s.Test; t != nil && len(t.Accuracies) == 0 {
+		return nil, fmt.Errorf("%s: the test phase has no accuracies", path)
+	}
+	for k, b := range s.Baselines {
+		if len(b.Result.Accuracies) == 0 {
+			return nil, fmt.Errorf("%s: baseline %s has no accuracies", path, k)
+		}
+	}
+	return &s, nil
+}
+
+// save writes the results recorded so far (nothing when the run records none).
+func (p *phases) save() error {
+	if p.dir == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(p.state, "", " ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", PhasesFile, err)
+	}
+	if err := atomicfile.WriteFile(filepath.Join(p.dir, PhasesFile), append(b, '\n')); err != nil {
+		return fmt.Errorf("saving the finished phases: %w", err)
+	}
+	return nil
+}
+
+// test is the final test's result from an earlier part, or nil.
+func (p *phases) test() *finishedTest { return p.reused.Test }
+
+// baseline is baseline key's result from an earlier part, or nil.
+func (p *phases) baseline(key string) *finishedBaseline {
+	if b, ok := p.reused.Baselines[key]; ok {
+		return &b
+	}
+	return nil
+}
+
+// testDone records the final test's result.
+func (p *phases) testDone(res *Result, took time.Duration) error {
+	p.state.Test = &finishedTest{Accuracies: slices.Clone(res.TestAccuracies), Mean: res.TestMean, Std: res.TestStd,
+		Diverged: res.TestDiverged, Seconds: took.Seconds()}
+	return p.save()
+}
+
+// baselineDone records baseline key's result.
+func (p *phases) baselineDone(key string, res BaselineResult, took time.Duration) error {
+	if p.state.Baselines == nil {
+		p.state.Baselines = map[string]finishedBaseline{}
+	}
+	res.Accuracies = slices.Clone(res.Accuracies)
+	res.ValidationErrors = maps.Clone(res.ValidationErrors)
+	p.state.Baselines[key] = finishedBaseline{Result: res, Seconds: took.Seconds()}
+	return p.save()
+}
+
+// removePhases deletes dir's phases.json, so that a fresh run's folder holds no results of
+// an earlier run's.
+func removePhases(dir string) error {
+	err := os.Remove(filepath.Join(dir, PhasesFile))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("removing an earlier run's %s: %w", PhasesFile, err)
+	}
+	return nil
+}
