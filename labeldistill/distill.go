@@ -246,6 +246,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		l.observers = append(l.observers, h.observer())
 	}
 	ckpt := &checkpointer{dir: ckptDir, keep: checkpoint.DefaultKeep, last: position{-1, -1, -1}}
+	resumedAt := position{-1, -1, -1}
 	if o.keepSet {
 		ckpt.keep = o.keep
 	}
@@ -259,6 +260,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		if ckpt.last, ckpt.written, err = l.resume(resumeDir); err != nil {
 			return nil, err
 		}
+		resumedAt = ckpt.last
 	} else if writeCkpts {
 		if err := removePhases(ckptDir); err != nil {
 			return nil, err
@@ -273,15 +275,20 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	if l.best.labels == nil {
 		return nil, &DivergedError{Purpose: "validation", Models: len(l.vals), Steps: l.T(), Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
-	// The phases after the meta-loop are tied to the final checkpoint, when there is one.
-	final, phasesDir := checkpointID{Step: -1}, ""
+	// The phases after the meta-loop are tied to the final checkpoint, when there is one;
+	// those of an earlier part are reused only when this part ran no meta-step (it resumed
+	// from that final checkpoint).
+	final, phasesDir, reuseFrom := checkpointID{Step: -1}, "", ""
 	if ckpt.last == l.pos && ckpt.written != "" {
 		final = checkpointID{Step: l.pos.step, Written: ckpt.written}
 	}
 	if writeCkpts {
 		phasesDir = ckptDir
 	}
-	ph := l.newPhases(phasesDir, resumeDir, final)
+	if resumeDir != "" && resumedAt == l.pos {
+		reuseFrom = resumeDir
+	}
+	ph := l.newPhases(phasesDir, reuseFrom, final)
 	res := l.result()
 	if err := l.testPhase(ctx, res, saver, ph); err != nil {
 		return nil, err

@@ -91,9 +91,9 @@ var settingsKeepResults = map[string]bool{
 
 // newPhases sets up the phases of a run whose meta-loop ended at the checkpoint final
 // (Step -1: none written or loaded, then nothing is recorded). dir is the folder phases.json
-// is written to (rank 0's checkpoint folder; "" for none); resumeDir, when the run was
-// resumed, the folder it read its checkpoint from, whose phases.json is reused where it
-// matches. A phases.json that cannot be used is noted and trained past, never an error.
+// is written to (rank 0's checkpoint folder; "" for none); resumeDir, when the run resumed
+// from final itself (no meta-step since), the folder it read it from, whose phases.json is
+// reused where it matches. A phases.json that cannot be used is noted and trained past, never an error.
 func (l *loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
 	in := l.in
 	key := phasesState{Format: phasesFormat, Checkpoint: final, Config: in.cfg, DataDigest: in.dataDigest(), WorldSize: l.par.size()}

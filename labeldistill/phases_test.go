@@ -140,6 +140,16 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 		}
 	})
 
+	t.Run("extended", func(t *testing.T) {
+		dir := cut(t)
+		c := cfg
+		c.Epochs++ // the run goes on past the final checkpoint: its phases are another run's
+		_, r := resume(t, c, dir)
+		if !slices.Equal(r.trained, []string{"test", "baseline"}) || r.said("finished before the resume") {
+			t.Fatalf("trained %v, messages %q: want every phase trained again", r.trained, r.messages)
+		}
+	})
+
 	t.Run("damaged file", func(t *testing.T) {
 		dir := cut(t)
 		if err := os.WriteFile(filepath.Join(dir, PhasesFile), []byte(`{"format": "ldtorch phases 1", "test": {`), 0o644); err != nil {
