@@ -388,6 +388,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
 		opts = append(opts, labeldistill.WithGroup(rank.group))
 	}
+	started := time.Now()
 	res, err := labeldistill.Distill(ctx, cfg, opts...)
 	pr.done()
 	if err == nil && ctx.Err() != nil {
@@ -405,6 +406,9 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 				world := 1
 				if rank.group != nil {
 					world = rank.group.Size()
+				}
+				if st, err := os.Stat(filepath.Join(ckptDir, labeldistill.PhasesFile)); err == nil && st.ModTime().After(started) {
+					msg += fmt.Sprintf("; the final test and the baselines it finished are kept in %s", filepath.Join(ckptDir, labeldistill.PhasesFile))
 				}
 				msg += "; continue with: " + resumeCommand(c, cfg.Out, world)
 			}
