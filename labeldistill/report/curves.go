@@ -137,6 +137,9 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 	if err := addPoints(tp, resetSteps, red, draw.CrossGlyph{}, "model reset"); err != nil {
 		return nil, err
 	}
+	if err := addPoints(tp, resumePoints(recs), grey, draw.TriangleGlyph{}, "resumed from a checkpoint"); err != nil {
+		return nil, err
+	}
 	for _, p := range []*plot.Plot{loss, errs, val, tp} {
 		p.X.Label.Text = "meta-step"
 		p.X.Tick.Marker = stepTicks{}
@@ -152,6 +155,22 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 		p.Y.Max += 0.15 * (p.Y.Max - p.Y.Min)
 	}
 	return renderPNG([][]*plot.Plot{{loss, errs}, {val, tp}}, 10*vg.Inch, 7*vg.Inch)
+}
+
+// resumePoints are the meta-steps a resumed run went on from (the history's resume lines),
+// each at the T of the last step line up to it (0 before the first).
+func resumePoints(recs []labeldistill.HistoryRecord) plotter.XYs {
+	var xys plotter.XYs
+	t := 0
+	for _, r := range recs {
+		switch r.Kind {
+		case labeldistill.HistoryStep:
+			t = r.T
+		case labeldistill.HistoryResume:
+			xys = append(xys, plotter.XY{X: float64(r.Step), Y: float64(t)})
+		}
+	}
+	return xys
 }
 
 // accuracyEntry is one bar of the accuracy summary.

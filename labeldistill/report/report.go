@@ -332,7 +332,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		}
 		if err := save(Figure{Name: "learning_curves.png", Title: "Learning curves",
 			Caption: "From " + labeldistill.HistoryFile + ": the label loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
-				"the validation accuracy of a fresh model (the labels kept are the best validated), and T with the model resets."}, png); err != nil {
+				"the validation accuracy of a fresh model (the labels kept are the best validated), and T with the model resets and the meta-steps a resumed run went on from."}, png); err != nil {
 			return nil, err
 		}
 	}

@@ -379,3 +379,28 @@ func TestCompactTickLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestResumePoints: each resume line of a history is marked at the meta-step it went on
+// from, at the T of the last step line before it.
+func TestResumePoints(t *testing.T) {
+	h := []labeldistill.HistoryRecord{
+		{Kind: labeldistill.HistoryStart},
+		{Kind: labeldistill.HistoryResume, Step: 0},
+		{Kind: labeldistill.HistoryStep, Step: 1, T: 1},
+		{Kind: labeldistill.HistoryStep, Step: 2, T: 2},
+		{Kind: labeldistill.HistoryValidation, Step: 2, T: 9},
+		{Kind: labeldistill.HistoryResume, Step: 2},
+		{Kind: labeldistill.HistoryStep, Step: 3, T: 3},
+		{Kind: labeldistill.HistoryResume, Step: 3},
+	}
+	got := resumePoints(h)
+	want := [][2]float64{{0, 0}, {2, 2}, {3, 3}}
+	if len(got) != len(want) {
+		t.Fatalf("resume points %v, want %v", got, want)
+	}
+	for i, p := range got {
+		if p.X != want[i][0] || p.Y != want[i][1] {
+			t.Fatalf("resume points %v, want %v", got, want)
+		}
+	}
+}
