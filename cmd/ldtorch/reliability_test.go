@@ -116,7 +116,8 @@ const signalLimit = 15 * time.Second
 // kill the run without a checkpoint); meanwhile a second run into the same --out is refused
 // naming the folder and the holder's PID; SIGTERM during the final test with T < 50 and
 // SIGINT while evaluate scores its models stop within seconds with exit 130 and no
-// artifact (both used to be ignored until the end).
+// artifact (both used to be ignored until the end); SIGTERM in the second baseline says the
+// finished test and baseline are kept, and the resume takes them without training them.
 func TestSignalsHonoured(t *testing.T) {
 	shared := sharedDatasets(t)
 	t.Run("SIGHUP in the meta-loop, one run per folder", func(t *testing.T) {
@@ -179,6 +180,35 @@ func TestSignalsHonoured(t *testing.T) {
 		noFile(t, filepath.Join(out, "report.json"))
 		if !strings.Contains(r.log.String(), "--resume "+out) {
 			t.Errorf("no --resume hint:\n%s", r.log.String())
+		}
+	})
+	t.Run("SIGTERM in a baseline keeps the finished phases", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out")
+		args := tinyDistill(shared, out, "--epochs", "1", "--eval-models", "4", "--baselines", "true,smooth")
+		r := startBinary(t, args...)
+		r.waitFor(t, "baseline smooth: step search and test models", 2*time.Minute)
+		if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
+			t.Fatalf("after SIGTERM: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+		phases := filepath.Join(out, "checkpoints", "phases.json")
+		if !strings.Contains(r.log.String(), "the final test and the baselines it finished are kept in "+phases) {
+			t.Errorf("the interruption does not name %s:\n%s", phases, r.log.String())
+		}
+		res := ldtorch(t, nil, "distill", "--resume", out, "--data-dir", shared)
+		if res.code != 0 {
+			t.Fatalf("--resume: exit %d: %s", res.code, res.stderr)
+		}
+		for _, want := range []string{"final test: the 4 test models' accuracies are those finished before the resume (phases.json)",
+			"baseline true: the result finished before the resume (phases.json)", "baseline smooth: step search and test models"} {
+			if !strings.Contains(res.stderr, want) {
+				t.Errorf("the resume does not say %q:\n%s", want, res.stderr)
+			}
+		}
+		if rep := readReport(t, out); len(rep["baselines"].(map[string]any)) != 2 {
+			t.Errorf("report.json baselines %v, want true_rr and smooth_rr", rep["baselines"])
 		}
 	})
 	t.Run("SIGINT while evaluate scores", func(t *testing.T) {
