@@ -81,13 +81,15 @@ type phases struct {
 	reused phasesState // what an earlier part finished; zero when nothing is reused
 }
 
-// settingsKeepResults are the operational settings (config.IsOperational) whose change
-// leaves the phases' results as they were: where files are and how often they are written.
-// Threads, device and TF32 change floating-point results.
-var settingsKeepResults = map[string]bool{
-	"data_dir": true, "out": true, "checkpoint_every": true, "history_every": true,
-	"grad_var_window": true, "allow_unknown_data": true,
-}
+// changesRounding are the operational settings (config.IsOperational) that a resume may
+// change but that change floating-point results: results computed under the old value are
+// not reused. The other operational settings (where files are, how often they are written)
+// leave the phases' results as they were.
+var changesRounding = map[string]bool{"device": true, "threads": true, "allow_tf32": true}
+
+// keepsResults reports whether a change of the setting named field leaves the phases'
+// results as they were.
+func keepsResults(field string) bool { return config.IsOperational(field) && !changesRounding[field] }
 
 // newPhases sets up the phases of a run whose meta-loop ended at the checkpoint final
 // (Step -1: none written or loaded, then nothing is recorded). dir is the folder phases.json
@@ -125,7 +127,7 @@ func (l *loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
 		why = fmt.Sprintf("it was computed by %d process(es), this run has %d", earlier.WorldSize, key.WorldSize)
 	default:
 		for _, name := range config.Diff(earlier.Config, in.cfg) {
-			if !settingsKeepResults[name] {
+			if !keepsResults(name) {
 				why = fmt.Sprintf("the setting %s changed since", name)
 				break
 			}
