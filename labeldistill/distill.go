@@ -278,7 +278,8 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	// The phases after the meta-loop are tied to the final checkpoint, when there is one;
 	// those of an earlier part are reused only when this part ran no meta-step (it resumed
 	// from that final checkpoint).
-	final, phasesDir, reuseFrom := checkpointID{Step: -1}, "", ""
+	var final checkpointID // none (Written "") unless the loop ended at a checkpoint
+	phasesDir, reuseFrom := "", ""
 	if ckpt.last == l.pos && ckpt.written != "" {
 		final = checkpointID{Step: l.pos.step, Written: ckpt.written}
 	}

@@ -2,17 +2,19 @@ package labeldistill
 
 // phases.go: the phases after the meta-loop (the final test, then each baseline) survive a
 // cut. They train many fresh models (a ConvNet-3 run on one core: 17 min of test models,
-// 56 min of its true-label baseline), and a run stopped among them used to train them all
-// again on resume. Now, when the run writes checkpoints, each finished phase's result is
+// 56 min of its true-label baseline), so a run stopped among them keeps the finished ones:
+// when the run writes checkpoints, each finished phase's result is
 // saved to <checkpoints>/phases.json, tied to the final checkpoint (its step and the time
 // stamp in its meta); a resumed run whose newest checkpoint is that one, under the same
-// settings, takes those results from the file and trains only the phases not finished.
+// settings and with no meta-step run since, takes those results from the file and trains
+// only the phases not finished.
 // The results are those the uninterrupted run computes: the phases start from the kept
 // values of the final checkpoint and draw their models from the run's seed.
 //
 // The file is not used (its phases are trained again) when the resume changes a setting
 // other than where files are and how often they are written (threads and device change
-// floating-point results), when the newest checkpoint is another one, or for the final test
+// floating-point results), when the run resumed from another checkpoint or ran meta-steps
+// after it (an extended run, or one resumed from an older checkpoint), or for the final test
 // when the resumed run saves its test models (WithSaveModels), which the file does not
 // hold. Only rank 0 writes it; every rank reads it on resume, so that all decide alike.
 
@@ -92,18 +94,19 @@ var changesRounding = map[string]bool{"device": true, "threads": true, "allow_tf
 func keepsResults(field string) bool { return config.IsOperational(field) && !changesRounding[field] }
 
 // newPhases sets up the phases of a run whose meta-loop ended at the checkpoint final
-// (Step -1: none written or loaded, then nothing is recorded). dir is the folder phases.json
-// is written to (rank 0's checkpoint folder; "" for none); resumeDir, when the run resumed
-// from final itself (no meta-step since), the folder it read it from, whose phases.json is
-// reused where it matches. A phases.json that cannot be used is noted and trained past, never an error.
+// (Written "": none written or loaded, then nothing is recorded). dir is the folder
+// phases.json is written to (rank 0's checkpoint folder; "" for none); resumeDir, when the
+// run resumed from final itself (no meta-step since), the folder it read it from, whose
+// phases.json is reused where it matches. A phases.json that cannot be used is noted and
+// trained past, never an error.
 func (l *loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
 	in := l.in
-	key := phasesState{Format: phasesFormat, Checkpoint: final, Config: in.cfg, DataDigest: in.dataDigest(), WorldSize: l.par.size()}
-	p := &phases{state: key}
-	if final.Step < 0 || final.Written == "" || l.pos.epoch != in.cfg.Epochs+1 {
-		return p // no final checkpoint to tie results to
+	if final.Written == "" || l.pos.epoch != in.cfg.Epochs+1 || (dir == "" && resumeDir == "") {
+		return &phases{} // no final checkpoint to tie results to, or nothing to record or reuse
 	}
-	p.dir = dir
+	// The data digest hashes every split: computed only when results are recorded or reused.
+	key := phasesState{Format: phasesFormat, Checkpoint: final, Config: in.cfg, DataDigest: in.dataDigest(), WorldSize: l.par.size()}
+	p := &phases{dir: dir, state: key}
 	if resumeDir == "" {
 		return p
 	}
