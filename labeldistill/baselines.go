@@ -7,6 +7,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"time"
 
@@ -51,15 +52,20 @@ func (l *loop) baseline(ctx context.Context, name, key string, ph *phases) (Base
 		l.note(Progress{Phase: "baseline", Message: fmt.Sprintf("%s: the result finished before the resume (%s)", name, PhasesFile)})
 		return b.Result, secondsDuration(b.Seconds), nil
 	}
-	l.note(Progress{Phase: "baseline", Message: name})
-	start := time.Now()
+	r := ph.begin(l, key, true, train.Mode(l.in.dev))
+	msg := name
+	if r.rec.Steps > 0 {
+		msg += fmt.Sprintf(": its step search (%d steps) and %d of the %d test models finished before the resume (%s)",
+			r.rec.Steps, len(r.rec.Models), l.in.cfg.EvalModels, PhasesFile)
+	}
+	l.note(Progress{Phase: "baseline", Message: msg})
 	table, err := l.baselineTable(ctx, name)
 	if err != nil {
 		return BaselineResult{}, 0, err
 	}
-	res, err := l.stepSearchAndTest(ctx, name, table)
+	res, err := l.stepSearchAndTest(ctx, name, table, r)
 	table.Free()
-	return res, time.Since(start), err
+	return res, r.took(), err
 }
 
 // baselineTable builds the baseline's label table (N, classes) on the device.
@@ -149,27 +155,31 @@ func (l *loop) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 
 // stepSearchAndTest trains one model continuously, measuring validation error after each
 // step count of the grid; the best (earliest on ties) is used to train M fresh models
-// whose test accuracies are reported.
-func (l *loop) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor) (BaselineResult, error) {
+// whose test accuracies are reported. What r holds from an earlier part (the search, the
+// first test models) is not trained again.
+func (l *loop) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor, r *phaseTraining) (BaselineResult, error) {
 	in := l.in
 	res := BaselineResult{}
 	tr := in.evalTrainer(in.net, in.base.x, table)
-	tr.Progress = func(done, total int) {
-		l.note(Progress{Phase: "baseline", Message: name + ": step search", Done: done, Total: total})
-	}
-	var err error
-	res.Steps, res.ValidationErrors, err = tr.SearchSteps(ctx, in.cfg.BaselineSteps, train.Seed(in.seed, "baseline-search-"+name, 0),
-		func(m *train.Models) (float64, error) { return l.par.validationAccuracy(ctx, m, in.validation) })
-	if err != nil {
-		return res, err
+	if r.rec.Steps > 0 {
+		res.Steps, res.ValidationErrors = r.rec.Steps, maps.Clone(r.rec.ValidationErrors)
+	} else {
+		tr.Progress = func(done, total int) {
+			l.note(Progress{Phase: "baseline", Message: name + ": step search", Done: done, Total: total})
+		}
+		var err error
+		res.Steps, res.ValidationErrors, err = tr.SearchSteps(ctx, in.cfg.BaselineSteps, train.Seed(in.seed, "baseline-search-"+name, 0),
+			func(m *train.Models) (float64, error) { return l.par.validationAccuracy(ctx, m, in.validation) })
+		if err != nil {
+			return res, err
+		}
+		r.searched(res.Steps, res.ValidationErrors)
 	}
 	tr.Net = in.evalNet
 	tr.Progress = func(done, total int) {
 		l.note(Progress{Phase: "baseline", Message: name + ": test models", Done: done, Total: total})
 	}
-	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
-		return tr.TestRange(ctx, res.Steps, lo, hi, in.seed, "baseline-test-"+name, in.test.x, in.test.y, train.Mode(in.dev))
-	}, in.cfg.EvalModels)
+	accs, err := l.testModels(ctx, tr, res.Steps, "baseline-test-"+name, r)
 	if err != nil {
 		return res, err
 	}

@@ -350,11 +350,15 @@ func (l *loop) testPhase(ctx context.Context, res *Result, saver *train.ModelSav
 		l.note(Progress{Phase: "test", Message: fmt.Sprintf("the %d test models' accuracies are those finished before the resume (%s)",
 			len(t.Accuracies)+t.Diverged, PhasesFile)})
 	} else {
-		start := time.Now()
-		if err := l.finalTest(ctx, res, saver); err != nil {
+		r := ph.begin(l, "test", saver == nil, train.Mode(l.in.dev))
+		if k := len(r.rec.Models); k > 0 {
+			l.note(Progress{Phase: "test", Message: fmt.Sprintf("%d of the %d test models were scored before the resume (%s)",
+				k, l.in.cfg.EvalModels, PhasesFile)})
+		}
+		if err := l.finalTest(ctx, res, saver, r); err != nil {
 			return err
 		}
-		took = time.Since(start)
+		took = r.took()
 	}
 	if err := ph.testDone(res, took); err != nil {
 		l.note(Progress{Phase: "test", Message: "warning: " + err.Error()})
@@ -365,9 +369,9 @@ func (l *loop) testPhase(ctx context.Context, res *Result, saver *train.ModelSav
 // secondsDuration is s seconds as a time.Duration.
 func secondsDuration(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// finalTest trains M fresh models (eval_arch) for the kept T on the kept values, saving
-// them through saver when it is not nil.
-func (l *loop) finalTest(ctx context.Context, res *Result, saver *train.ModelSaver) error {
+// finalTest trains M fresh models (eval_arch) for the kept T on the kept values, after
+// those r holds from an earlier part, saving them through saver when it is not nil.
+func (l *loop) finalTest(ctx context.Context, res *Result, saver *train.ModelSaver, r *phaseTraining) error {
 	in := l.in
 	l.note(Progress{Phase: "test", Message: fmt.Sprintf("training %d models for %d steps", in.cfg.EvalModels, res.T)})
 	s := torch.NewScope()
@@ -381,9 +385,7 @@ func (l *loop) finalTest(ctx context.Context, res *Result, saver *train.ModelSav
 	if saver != nil {
 		tr.Trained = saver.Save
 	}
-	accs, err := l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
-		return tr.TestRange(ctx, res.T, lo, hi, in.seed, "test", in.test.x, in.test.y, train.Mode(in.dev))
-	}, in.cfg.EvalModels)
+	accs, err := l.testModels(ctx, tr, res.T, "test", r)
 	if err != nil {
 		return fmt.Errorf("final evaluation: %w", err)
 	}

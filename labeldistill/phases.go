@@ -19,17 +19,21 @@ package labeldistill
 // hold. Only rank 0 writes it; every rank reads it on resume, so that all decide alike.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -64,6 +68,23 @@ type finishedBaseline struct {
 	Seconds float64        `json:"seconds"`
 }
 
+// unfinishedPhase is the phase in progress when the run was cut, with what it had finished:
+// a baseline's step search, and the test models scored so far (models 0..len(Models)-1).
+type unfinishedPhase struct {
+	Phase            string          `json:"phase"`                       // "test", or a baseline's key ("true_rr")
+	Steps            int             `json:"steps,omitempty"`             // a baseline's searched step count (0: not searched)
+	ValidationErrors map[int]float64 `json:"validation_errors,omitempty"` // that search's errors
+	Models           []scoredModel   `json:"models,omitempty"`
+	Seconds          float64         `json:"seconds"` // the phase's time up to the latest record
+}
+
+// scoredModel is one test model's outcome (a diverged model's accuracy is NaN, which JSON
+// cannot hold).
+type scoredModel struct {
+	Accuracy float64 `json:"accuracy"`
+	Diverged bool    `json:"diverged,omitempty"`
+}
+
 // phasesState is phases.json.
 type phasesState struct {
 	Format     string                      `json:"format"`
@@ -73,6 +94,7 @@ type phasesState struct {
 	WorldSize  int                         `json:"world_size"`
 	Test       *finishedTest               `json:"test,omitempty"`
 	Baselines  map[string]finishedBaseline `json:"baselines,omitempty"` // by key ("true_rr")
+	Unfinished *unfinishedPhase            `json:"unfinished,omitempty"`
 }
 
 // phases are the post-loop phases' results of one run: those taken from an earlier part
@@ -165,6 +187,16 @@ func readPhases(path string) (*phasesState, error) {
 			return nil, fmt.Errorf("%s: baseline %s has no accuracies", path, k)
 		}
 	}
+	if u := s.Unfinished; u != nil {
+		if u.Phase == "" || u.Steps < 0 || (u.Phase != "test" && u.Steps == 0) {
+			return nil, fmt.Errorf("%s: the unfinished phase %q has no step search (steps %d)", path, u.Phase, u.Steps)
+		}
+		for i, m := range u.Models {
+			if !m.Diverged && !(m.Accuracy >= 0 && m.Accuracy <= 100) {
+				return nil, fmt.Errorf("%s: the unfinished phase %s: model %d's accuracy %v is not a percentage", path, u.Phase, i, m.Accuracy)
+			}
+		}
+	}
 	return &s, nil
 }
 
@@ -198,6 +230,7 @@ func (p *phases) baseline(key string) *finishedBaseline {
 func (p *phases) testDone(res *Result, took time.Duration) error {
 	p.state.Test = &finishedTest{Accuracies: slices.Clone(res.TestAccuracies), Mean: res.TestMean, Std: res.TestStd,
 		Diverged: res.TestDiverged, Seconds: took.Seconds()}
+	p.state.Unfinished = nil
 	return p.save()
 }
 
@@ -209,7 +242,86 @@ func (p *phases) baselineDone(key string, res BaselineResult, took time.Duration
 	res.Accuracies = slices.Clone(res.Accuracies)
 	res.ValidationErrors = maps.Clone(res.ValidationErrors)
 	p.state.Baselines[key] = finishedBaseline{Result: res, Seconds: took.Seconds()}
+	p.state.Unfinished = nil
 	return p.save()
+}
+
+// phaseTraining is one phase being trained (the final test, or a baseline by its key), continued
+// from what an earlier part of the run finished of it, and recorded as it goes.
+type phaseTraining struct {
+	l     *loop
+	ph    *phases
+	rec   unfinishedPhase // what is finished of the phase, the earlier part's included
+	prior float64         // seconds the earlier part spent on it
+	start time.Time
+	// tracked: each test model is recorded as soon as it is scored (one process, the
+	// models' bodies one after another: trained one at a time they give the same bits as
+	// together, so a resume continues after the last recorded model).
+	tracked bool
+	warned  bool
+}
+
+// begin starts phase, continuing an earlier part's record of it when reuse is true (the
+// final test does not when it saves its models: the record holds no models).
+func (p *phases) begin(l *loop, phase string, reuse bool, mode nets.BodyMode) *phaseTraining {
+	r := &phaseTraining{l: l, ph: p, rec: unfinishedPhase{Phase: phase}, start: time.Now(),
+		tracked: p.dir != "" && p.state.WorldSize == 1 && mode == nets.BodyPerModel}
+	if u := p.reused.Unfinished; reuse && u != nil && u.Phase == phase && len(u.Models) <= l.in.cfg.EvalModels {
+		r.rec = *u
+		r.rec.Models = slices.Clone(u.Models)
+		r.rec.ValidationErrors = maps.Clone(u.ValidationErrors)
+		r.prior = u.Seconds
+		l.clock.priorWall += u.Seconds
+	}
+	return r
+}
+
+// took is the phase's time, the earlier part's included.
+func (r *phaseTraining) took() time.Duration { return secondsDuration(r.prior) + time.Since(r.start) }
+
+// accuracies are the finished models' accuracies (NaN: diverged), in model order.
+func (r *phaseTraining) accuracies() []float64 {
+	accs := make([]float64, len(r.rec.Models))
+	for i, m := range r.rec.Models {
+		accs[i] = m.Accuracy
+		if m.Diverged {
+			accs[i] = math.NaN()
+		}
+	}
+	return accs
+}
+
+// searched records a baseline's step search.
+func (r *phaseTraining) searched(steps int, errs map[int]float64) {
+	r.rec.Steps, r.rec.ValidationErrors = steps, maps.Clone(errs)
+	r.record()
+}
+
+// scored records test models scored in order after those recorded.
+func (r *phaseTraining) scored(accs []float64) {
+	for _, a := range accs {
+		if math.IsNaN(a) {
+			r.rec.Models = append(r.rec.Models, scoredModel{Diverged: true})
+		} else {
+			r.rec.Models = append(r.rec.Models, scoredModel{Accuracy: a})
+		}
+	}
+	r.record()
+}
+
+// record saves the phase's progress; a failure is a warning, given once.
+func (r *phaseTraining) record() {
+	r.rec.Seconds = r.took().Seconds()
+	rec := r.rec
+	r.ph.state.Unfinished = &rec
+	if err := r.ph.save(); err != nil && !r.warned {
+		r.warned = true
+		phase := "baseline"
+		if r.rec.Phase == "test" {
+			phase = "test"
+		}
+		r.l.note(Progress{Phase: phase, Message: "warning: " + err.Error()})
+	}
 }
 
 // removePhases deletes dir's phases.json, so that a fresh run's folder holds no results of
@@ -220,4 +332,33 @@ func removePhases(dir string) error {
 		return fmt.Errorf("removing an earlier run's %s: %w", PhasesFile, err)
 	}
 	return nil
+}
+
+// testModels trains and scores the phase's M test models with tr for steps each (model i
+// from Seed(seed, purpose, i)) and returns their accuracies (NaN: diverged), in model
+// order: those r holds from an earlier part, then the rest, each recorded as it is scored
+// when r is tracked. In a data-parallel run each rank trains its share (nothing is held or
+// recorded there).
+func (l *loop) testModels(ctx context.Context, tr *train.Trainer, steps int, purpose string, r *phaseTraining) ([]float64, error) {
+	in := l.in
+	mode := train.Mode(in.dev)
+	if l.par.size() > 1 {
+		return l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
+			return tr.TestRange(ctx, steps, lo, hi, in.seed, purpose, in.test.x, in.test.y, mode)
+		}, in.cfg.EvalModels)
+	}
+	if r.tracked {
+		tr.Together = 1
+		tr.Scored = func(_ int, accs []float64) error {
+			r.scored(accs)
+			return nil
+		}
+		defer func() { tr.Scored = nil }()
+	}
+	done := r.accuracies()
+	rest, err := tr.TestRange(ctx, steps, len(done), in.cfg.EvalModels, in.seed, purpose, in.test.x, in.test.y, mode)
+	if err != nil {
+		return nil, err
+	}
+	return append(done, rest...), nil
 }

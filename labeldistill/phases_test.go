@@ -190,3 +190,111 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 		}
 	})
 }
+
+// A run cut inside a phase (after some of its test models were scored, or after a
+// baseline's step search) resumes after the last recorded model: only the rest trains, and
+// the results are the uninterrupted run's bit for bit (which trained its models together,
+// the cut run one at a time).
+func TestResumeWithinAPhase(t *testing.T) {
+	ckptRestoreThreads(t)
+	ds := ckptDataset(t)
+	cfg := ckptConfig(config.MethodRR)
+	cfg.EvalModels = 4
+	cfg.Baselines = []string{config.BaselineTrue}
+	cfg.BaselineSteps = []int{10, 50, 100}
+	want, err := Distill(context.Background(), cfg, WithData(ds))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// progress lists what a run said and the work totals of the test models it trained, and
+	// cancels it once a quarter of the models named by cutIn ("test", "true: test models")
+	// is done and the next one is under way.
+	type seen struct {
+		messages []string
+		totals   map[string]int // by "phase: message": the largest Total reported
+	}
+	progress := func(s *seen, cutIn string) (context.Context, RunOption) {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.totals = map[string]int{}
+		return ctx, WithProgress(func(p Progress) {
+			what := p.Phase + ": " + p.Message
+			if p.Message != "" {
+				s.messages = append(s.messages, what)
+			}
+			if p.Total > 0 {
+				s.totals[what] = max(s.totals[what], p.Total)
+				if (what == cutIn || (cutIn == "test" && p.Phase == "test")) && 4*p.Done > p.Total+p.Total/4 {
+					cancel()
+				}
+			}
+		})
+	}
+	said := func(s *seen, part string) bool {
+		return slices.ContainsFunc(s.messages, func(m string) bool { return strings.Contains(m, part) })
+	}
+
+	for _, tc := range []struct {
+		name, cutIn, phase string
+	}{
+		{"test", "test", "test"},
+		{"baseline", "baseline: true: test models", "true_rr"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			var cut seen
+			ctx, opt := progress(&cut, tc.cutIn)
+			if _, err := Distill(ctx, cfg, WithData(ds), WithCheckpointDir(dir), opt); !errors.Is(err, context.Canceled) {
+				t.Fatalf("cut in %s: got %v, want context.Canceled", tc.cutIn, err)
+			}
+			s, err := readPhases(filepath.Join(dir, PhasesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := s.Unfinished
+			if u == nil || u.Phase != tc.phase || len(u.Models) != 1 {
+				t.Fatalf("%s after the cut: unfinished %+v; want %s with one model", PhasesFile, u, tc.phase)
+			}
+			if tc.phase != "test" && (u.Steps != want.Baselines[tc.phase].Steps || !reflect.DeepEqual(u.ValidationErrors, want.Baselines[tc.phase].ValidationErrors)) {
+				t.Fatalf("recorded step search %d %v, uninterrupted %d %v", u.Steps, u.ValidationErrors, want.Baselines[tc.phase].Steps, want.Baselines[tc.phase].ValidationErrors)
+			}
+
+			var r seen
+			ctx, opt = progress(&r, "")
+			got, err := Distill(ctx, cfg, WithData(ds), WithResume(dir), opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireSameResult(t, "resumed within "+tc.phase, got, want)
+			if !reflect.DeepEqual(got.Baselines, want.Baselines) {
+				t.Fatalf("baselines %+v, uninterrupted %+v", got.Baselines, want.Baselines)
+			}
+			// Three of the four models trained: three quarters of the cut run's total.
+			models := "baseline: true: test models"
+			if tc.phase == "test" {
+				models = "test: "
+			}
+			if g, w := r.totals[models], cut.totals[models]*3/4; g != w {
+				t.Fatalf("resumed: the %q work totals %d, want %d (three of the four models)", models, g, w)
+			}
+			if tc.phase == "test" {
+				if !said(&r, "1 of the 4 test models were scored before the resume") {
+					t.Fatalf("messages %q: want the test's recorded model named", r.messages)
+				}
+			} else if !said(&r, "true: its step search (") || !said(&r, "and 1 of the 4 test models finished before the resume") ||
+				r.totals["baseline: true: step search"] != 0 {
+				t.Fatalf("messages %q, totals %v: want the step search taken from the record, not run", r.messages, r.totals)
+			}
+			s, err = readPhases(filepath.Join(dir, PhasesFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Unfinished != nil || s.Test == nil || len(s.Baselines) != 1 {
+				t.Fatalf("%s after the resume: unfinished %+v, test %v, baselines %v", PhasesFile, s.Unfinished, s.Test, s.Baselines)
+			}
+			if got.WallSeconds < u.Seconds {
+				t.Fatalf("wall %.3f s: less than the cut phase's recorded %.3f s", got.WallSeconds, u.Seconds)
+			}
+		})
+	}
+}

@@ -408,7 +408,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 					world = rank.group.Size()
 				}
 				if st, err := os.Stat(filepath.Join(ckptDir, labeldistill.PhasesFile)); err == nil && st.ModTime().After(started) {
-					msg += fmt.Sprintf("; the final test and the baselines it finished are kept in %s", filepath.Join(ckptDir, labeldistill.PhasesFile))
+					msg += fmt.Sprintf("; what it finished of the final test and the baselines (each test model as it was scored) is kept in %s", filepath.Join(ckptDir, labeldistill.PhasesFile))
 				}
 				msg += "; continue with: " + resumeCommand(c, cfg.Out, world)
 			}

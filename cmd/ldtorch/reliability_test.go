@@ -194,7 +194,7 @@ func TestSignalsHonoured(t *testing.T) {
 			t.Fatalf("after SIGTERM: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
 		}
 		phases := filepath.Join(out, "checkpoints", "phases.json")
-		if !strings.Contains(r.log.String(), "the final test and the baselines it finished are kept in "+phases) {
+		if !strings.Contains(r.log.String(), "what it finished of the final test and the baselines (each test model as it was scored) is kept in "+phases) {
 			t.Errorf("the interruption does not name %s:\n%s", phases, r.log.String())
 		}
 		res := ldtorch(t, nil, "distill", "--resume", out, "--data-dir", shared)

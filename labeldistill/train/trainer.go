@@ -55,6 +55,10 @@ type Trainer struct {
 	// and scored, before they are freed: l's model j is model first+j (seeded
 	// Seed(seed, purpose, first+j)). It must not change them (ModelSaver.Save saves them).
 	Trained func(first int, l *Models) error
+	// Scored, when set, is called by TestRange with each group's accuracies as soon as the
+	// group is scored (after Trained): accs[j] is model first+j's, NaN when it diverged. A
+	// run that checkpoints records them, so that a cut test resumes after the last group.
+	Scored func(first int, accs []float64) error
 	// Schedule, when set, replaces the random minibatches and Opt: method dd's fixed
 	// order and learnt step sizes.
 	Schedule *Schedule
@@ -260,6 +264,11 @@ func (tr *Trainer) TestRange(ctx context.Context, steps, lo, hi int, seed uint64
 		for i, d := range diverged {
 			if d {
 				a[i] = math.NaN() // KeepFinite counts and drops it
+			}
+		}
+		if tr.Scored != nil {
+			if err := tr.Scored(first, a); err != nil {
+				return nil, err
 			}
 		}
 		accs = append(accs, a...)
