@@ -7,7 +7,9 @@ package labeldistill
 // saved to <checkpoints>/phases.json, tied to the final checkpoint (its step and the time
 // stamp in its meta); a resumed run whose newest checkpoint is that one, under the same
 // settings and with no meta-step run since, takes those results from the file and trains
-// only the phases not finished.
+// only the phases not finished. The phase in progress is recorded as it goes (a baseline's
+// step search; in a single-process CPU run each test model as it is scored), and a resume
+// continues it after the last record.
 // The results are those the uninterrupted run computes: the phases start from the kept
 // values of the final checkpoint and draw their models from the run's seed.
 //
