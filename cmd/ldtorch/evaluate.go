@@ -40,8 +40,9 @@ func (e *env) evaluateCommand() *cli.Command {
 			"(docs/ALGORITHM.md §13): ConvNet-3 models trained for 1000 epochs with SGD and DSA over a learning-rate " +
 			"grid, the distilled images with hard and with distilled labels, random real images with a full-data " +
 			"model's labels, and the full data; it reports hlr, ior and score and writes DIR/evaluations/ddranking.json. " +
-			"Stopped (interrupted, killed), the same command goes on from its last save (DIR/evaluations/ddranking-partial-*/, " +
-			"and the full-data model's training beside its cache entry).",
+			"Stopped (interrupted, killed), the same command goes on where it was: on the CPU after the last model scored " +
+			"(DIR/evaluations/evaluate-partial-*/; not with --save-models), under --protocol ddranking from its last save " +
+			"(DIR/evaluations/ddranking-partial-*/, and the full-data model's training beside its cache entry).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
 			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet or convnet (default: the artifact's eval arch; ddranking: convnet)", EnvVars: ev("arch")},
@@ -228,6 +229,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
+	ec.Notes = func(s string) { pr.note("%s", s) }
+	ec.ProgressDir = filepath.Join(dir, artifact.EvaluationsFolder)
 	how := ec.Optimizer + map[bool]string{true: ", RR head"}[*ec.RR]
 	if ec.Recipe == artifact.RecipeDD {
 		how = "method dd's learnt step sizes, fixed order"
@@ -236,6 +239,11 @@ func (e *env) evaluateAction(c *cli.Context) error {
 		ec.Models, arch, how, steps, art.Shape[0], test.N, cfg.Dataset)
 	res, err := artifact.Evaluate(c.Context, art, test, ec)
 	if err := evaluationError(c, dir, err); err != nil {
+		var ee *exitError
+		if dev, _ := torch.ParseDevice(ec.Device); errors.As(err, &ee) && ee.code == exitInterrupted && ec.SaveModels == "" && !dev.IsCUDA() {
+			ee.msg = fmt.Sprintf("interrupted; the same command goes on after the last scored model (kept in %s)",
+				filepath.Join(dir, artifact.EvaluationsFolder, "evaluate-partial-*"))
+		}
 		return err
 	}
 	if c.Bool("json") {

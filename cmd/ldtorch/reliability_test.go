@@ -213,9 +213,10 @@ func TestSignalsHonoured(t *testing.T) {
 	})
 	t.Run("SIGINT while evaluate scores", func(t *testing.T) {
 		art := tinyRun(t)
-		// One training step, then groups of 32 models score 10,000 test images, fifteen times:
-		// the first progress line (after ~10 s) comes while they score, also on a CPU that
-		// scores 96 models in under 9 s. The signal stops the rest, so more models cost nothing.
+		// One training step, then each model scores 10,000 test images (one at a time: the
+		// evaluation records each as it is scored), 480 times: the first progress line (after
+		// ~10 s) comes while they score, also on a fast CPU. The signal stops the rest, so more
+		// models cost nothing.
 		r := startBinary(t, "evaluate", "--distilled", art, "--data-dir", shared, "--steps", "1", "--models", "480", "--threads", "1")
 		r.waitFor(t, "scoring blocks", 2*time.Minute)
 		if err := r.cmd.Process.Signal(os.Interrupt); err != nil {
@@ -223,6 +224,9 @@ func TestSignalsHonoured(t *testing.T) {
 		}
 		if code := r.exitWithin(t, signalLimit); code != exitInterrupted {
 			t.Fatalf("after SIGINT: exit %d, want %d:\n%s", code, exitInterrupted, r.log.String())
+		}
+		if want := "the same command goes on after the last scored model (kept in " + filepath.Join(art, "evaluations", "evaluate-partial-*") + ")"; !strings.Contains(r.log.String(), want) {
+			t.Errorf("the interruption does not say %q:\n%s", want, r.log.String())
 		}
 	})
 }

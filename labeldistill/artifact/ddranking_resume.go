@@ -97,31 +97,17 @@ func openProgress(evalDir string, key ddrKey, every time.Duration, note func(str
 	if every < 0 {
 		return p, nil
 	}
-	b, err := json.Marshal(key)
-	if err != nil {
+	var raw []byte
+	var err error
+	if p.dir, p.unlock, raw, err = openKeyedProgress(evalDir, ddrPartialPrefix, key); err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(b)
-	p.dir = filepath.Join(evalDir, ddrPartialPrefix+hex.EncodeToString(sum[:8]))
-	if err := atomicfile.EnsureWritableDir(p.dir); err != nil {
-		return nil, fmt.Errorf("cannot keep the evaluation's progress in %s: %w", p.dir, err)
-	}
-	// One evaluation per settings at a time: a second one would record into, and at its end
-	// remove, the folder the first is using.
-	if p.unlock, err = atomicfile.LockDir(p.dir); err != nil {
-		var le *atomicfile.LockedError
-		if errors.As(err, &le) {
-			return nil, fmt.Errorf("the same evaluation (same artifact, data and settings) is running: %w", err)
-		}
-		return nil, err
-	}
-	raw, err := boundedread.ReadRegularFile(p.statePath(), 16<<20, "an evaluation's progress")
-	if errors.Is(err, fs.ErrNotExist) {
+	if raw == nil {
 		return p, nil
 	}
 	var st ddrState
 	want, _ := json.Marshal(key)
-	if err != nil || json.Unmarshal(raw, &st) != nil || st.Done == nil {
+	if json.Unmarshal(raw, &st) != nil || st.Done == nil {
 		p.note(fmt.Sprintf("%s is unreadable: its trainings are done again", p.statePath()))
 		return p, nil
 	}
@@ -137,7 +123,42 @@ func openProgress(evalDir string, key ddrKey, every time.Duration, note func(str
 	return p, nil
 }
 
-func (p *ddrProgress) statePath() string { return filepath.Join(p.dir, "state.json") }
+// openKeyedProgress makes (or finds) the progress folder of an evaluation with settings key
+// under evalDir, named prefix and a digest of key, and locks it; state is its state.json
+// (nil when there is none; unreadable: an empty, non-nil slice).
+func openKeyedProgress(evalDir, prefix string, key any) (dir string, unlock func(), state []byte, err error) {
+	b, err := json.Marshal(key)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	sum := sha256.Sum256(b)
+	dir = filepath.Join(evalDir, prefix+hex.EncodeToString(sum[:8]))
+	if err := atomicfile.EnsureWritableDir(dir); err != nil {
+		return "", nil, nil, fmt.Errorf("cannot keep the evaluation's progress in %s: %w", dir, err)
+	}
+	// One evaluation per settings at a time: a second one would record into, and at its end
+	// remove, the folder the first is using.
+	if unlock, err = atomicfile.LockDir(dir); err != nil {
+		var le *atomicfile.LockedError
+		if errors.As(err, &le) {
+			return "", nil, nil, fmt.Errorf("the same evaluation (same artifact, data and settings) is running: %w", err)
+		}
+		return "", nil, nil, err
+	}
+	state, err = boundedread.ReadRegularFile(filepath.Join(dir, progressStateFile), 16<<20, "an evaluation's progress")
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		state = nil
+	case err != nil:
+		state = []byte{}
+	}
+	return dir, unlock, state, nil
+}
+
+// progressStateFile is the state of an evaluation's progress folder.
+const progressStateFile = "state.json"
+
+func (p *ddrProgress) statePath() string { return filepath.Join(p.dir, progressStateFile) }
 
 func (p *ddrProgress) note(s string) {
 	if p.onNote != nil {

@@ -52,6 +52,12 @@ type EvalConfig struct {
 	// (train.SavedModels, with each model's test accuracy). A folder already holding saved
 	// models is refused (a *FieldError naming "save-models").
 	SaveModels string
+	// ProgressDir, when set, is the folder (an artifact's evaluations/) where an evaluation on
+	// the CPU that does not save its models records each model as it is scored, so that the
+	// same evaluation run again after a stop goes on after the last one (evaluate_resume.go).
+	ProgressDir string
+	// Notes, when set, hears what the evaluation resumes from, and warnings about its progress.
+	Notes func(string)
 }
 
 // Recipes of EvalConfig.Recipe.
@@ -300,9 +306,24 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 		tr.Net = net.XavierInit()
 		tr.Schedule = labeldistill.DDSchedule(int(s[0]), cfg.DDSteps, art.StepLRs)
 	}
-	accs, err := tr.Test(ctx, ec.Steps, ec.Models, uint64(ec.Seed), "evaluate", x, y)
+	mode := train.Mode(dev)
+	progress := &evalProgress{}
+	if ec.ProgressDir != "" && saver == nil && mode == nets.BodyPerModel {
+		if progress, err = openEvalProgress(ec.ProgressDir, art, test, ec); err != nil {
+			return nil, err
+		}
+		defer progress.close()
+		tr.Together = 1 // recorded model by model: the same bits as together on the CPU
+		tr.Scored = progress.scored
+	}
+	done := progress.accuracies()
+	rest, err := tr.TestRange(ctx, ec.Steps, len(done), ec.Models, uint64(ec.Seed), "evaluate", x, y, mode)
 	if err != nil {
 		return nil, err
+	}
+	accs := append(done, rest...)
+	if err := progress.finish(); err != nil && ec.Notes != nil {
+		ec.Notes("warning: " + err.Error())
 	}
 	if saver != nil {
 		if err := saver.WriteManifest(net, *ec.RR, ec.Steps, accs); err != nil {
