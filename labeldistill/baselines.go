@@ -56,7 +56,7 @@ func (l *loop) baseline(ctx context.Context, name, key string, ph *phases) (Base
 	msg := name
 	if r.rec.Steps > 0 {
 		msg += fmt.Sprintf(": its step search (%d steps) and %d of the %d test models finished before the resume (%s)",
-			r.rec.Steps, len(r.rec.Models), l.in.cfg.EvalModels, PhasesFile)
+			r.rec.Steps, len(r.rec.Accuracies), l.in.cfg.EvalModels, PhasesFile)
 	}
 	l.note(Progress{Phase: "baseline", Message: msg})
 	table, err := l.baselineTable(ctx, name)

@@ -351,7 +351,7 @@ func (l *loop) testPhase(ctx context.Context, res *Result, saver *train.ModelSav
 			len(t.Accuracies)+t.Diverged, PhasesFile)})
 	} else {
 		r := ph.begin(l, "test", saver == nil, train.Mode(l.in.dev))
-		if k := len(r.rec.Models); k > 0 {
+		if k := len(r.rec.Accuracies); k > 0 {
 			l.note(Progress{Phase: "test", Message: fmt.Sprintf("%d of the %d test models were scored before the resume (%s)",
 				k, l.in.cfg.EvalModels, PhasesFile)})
 		}

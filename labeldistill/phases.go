@@ -27,7 +27,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,20 +70,13 @@ type finishedBaseline struct {
 }
 
 // unfinishedPhase is the phase in progress when the run was cut, with what it had finished:
-// a baseline's step search, and the test models scored so far (models 0..len(Models)-1).
+// a baseline's step search, and the test models scored so far (models 0..len(Accuracies)-1).
 type unfinishedPhase struct {
 	Phase            string          `json:"phase"`                       // "test", or a baseline's key ("true_rr")
 	Steps            int             `json:"steps,omitempty"`             // a baseline's searched step count (0: not searched)
 	ValidationErrors map[int]float64 `json:"validation_errors,omitempty"` // that search's errors
-	Models           []scoredModel   `json:"models,omitempty"`
-	Seconds          float64         `json:"seconds"` // the phase's time up to the latest record
-}
-
-// scoredModel is one test model's outcome (a diverged model's accuracy is NaN, which JSON
-// cannot hold).
-type scoredModel struct {
-	Accuracy float64 `json:"accuracy"`
-	Diverged bool    `json:"diverged,omitempty"`
+	Accuracies       []*float64      `json:"accuracies,omitempty"`        // train.Nullable: null for a diverged model
+	Seconds          float64         `json:"seconds"`                     // the phase's time up to the latest record
 }
 
 // phasesState is phases.json.
@@ -193,9 +185,9 @@ func readPhases(path string) (*phasesState, error) {
 		if u.Phase == "" || u.Steps < 0 || (u.Phase != "test" && u.Steps == 0) {
 			return nil, fmt.Errorf("%s: the unfinished phase %q has no step search (steps %d)", path, u.Phase, u.Steps)
 		}
-		for i, m := range u.Models {
-			if !m.Diverged && !(m.Accuracy >= 0 && m.Accuracy <= 100) {
-				return nil, fmt.Errorf("%s: the unfinished phase %s: model %d's accuracy %v is not a percentage", path, u.Phase, i, m.Accuracy)
+		for i, a := range u.Accuracies {
+			if a != nil && !(*a >= 0 && *a <= 100) {
+				return nil, fmt.Errorf("%s: the unfinished phase %s: model %d's accuracy %v is not a percentage", path, u.Phase, i, *a)
 			}
 		}
 	}
@@ -268,9 +260,9 @@ type phaseTraining struct {
 func (p *phases) begin(l *loop, phase string, reuse bool, mode nets.BodyMode) *phaseTraining {
 	r := &phaseTraining{l: l, ph: p, rec: unfinishedPhase{Phase: phase}, start: time.Now(),
 		tracked: p.dir != "" && p.state.WorldSize == 1 && mode == nets.BodyPerModel}
-	if u := p.reused.Unfinished; reuse && u != nil && u.Phase == phase && len(u.Models) <= l.in.cfg.EvalModels {
+	if u := p.reused.Unfinished; reuse && u != nil && u.Phase == phase && len(u.Accuracies) <= l.in.cfg.EvalModels {
 		r.rec = *u
-		r.rec.Models = slices.Clone(u.Models)
+		r.rec.Accuracies = slices.Clone(u.Accuracies)
 		r.rec.ValidationErrors = maps.Clone(u.ValidationErrors)
 		r.prior = u.Seconds
 		l.clock.priorWall += u.Seconds
@@ -282,16 +274,7 @@ func (p *phases) begin(l *loop, phase string, reuse bool, mode nets.BodyMode) *p
 func (r *phaseTraining) took() time.Duration { return secondsDuration(r.prior) + time.Since(r.start) }
 
 // accuracies are the finished models' accuracies (NaN: diverged), in model order.
-func (r *phaseTraining) accuracies() []float64 {
-	accs := make([]float64, len(r.rec.Models))
-	for i, m := range r.rec.Models {
-		accs[i] = m.Accuracy
-		if m.Diverged {
-			accs[i] = math.NaN()
-		}
-	}
-	return accs
-}
+func (r *phaseTraining) accuracies() []float64 { return train.FromNullable(r.rec.Accuracies) }
 
 // searched records a baseline's step search.
 func (r *phaseTraining) searched(steps int, errs map[int]float64) {
@@ -301,13 +284,7 @@ func (r *phaseTraining) searched(steps int, errs map[int]float64) {
 
 // scored records test models scored in order after those recorded.
 func (r *phaseTraining) scored(accs []float64) {
-	for _, a := range accs {
-		if math.IsNaN(a) {
-			r.rec.Models = append(r.rec.Models, scoredModel{Diverged: true})
-		} else {
-			r.rec.Models = append(r.rec.Models, scoredModel{Accuracy: a})
-		}
-	}
+	r.rec.Accuracies = append(r.rec.Accuracies, train.Nullable(accs)...)
 	r.record()
 }
 

@@ -252,7 +252,7 @@ func TestResumeWithinAPhase(t *testing.T) {
 				t.Fatal(err)
 			}
 			u := s.Unfinished
-			if u == nil || u.Phase != tc.phase || len(u.Models) != 1 {
+			if u == nil || u.Phase != tc.phase || len(u.Accuracies) != 1 {
 				t.Fatalf("%s after the cut: unfinished %+v; want %s with one model", PhasesFile, u, tc.phase)
 			}
 			if tc.phase != "test" && (u.Steps != want.Baselines[tc.phase].Steps || !reflect.DeepEqual(u.ValidationErrors, want.Baselines[tc.phase].ValidationErrors)) {

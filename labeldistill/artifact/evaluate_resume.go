@@ -13,12 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
@@ -130,27 +130,12 @@ func (p *evalProgress) close() {
 }
 
 // accuracies are the models scored earlier (NaN: diverged), in model order.
-func (p *evalProgress) accuracies() []float64 {
-	accs := make([]float64, len(p.state.Accuracy))
-	for i, a := range p.state.Accuracy {
-		accs[i] = math.NaN()
-		if a != nil {
-			accs[i] = *a
-		}
-	}
-	return accs
-}
+func (p *evalProgress) accuracies() []float64 { return train.FromNullable(p.state.Accuracy) }
 
 // scored records models scored after those recorded (train.Trainer.Scored); a failure to
 // save is a warning, given once.
 func (p *evalProgress) scored(_ int, accs []float64) error {
-	for _, a := range accs {
-		var v *float64
-		if !math.IsNaN(a) {
-			v = &a
-		}
-		p.state.Accuracy = append(p.state.Accuracy, v)
-	}
+	p.state.Accuracy = append(p.state.Accuracy, train.Nullable(accs)...)
 	if p.dir == "" {
 		return nil
 	}

@@ -35,6 +35,30 @@ func KeepFinite(accs []float64) (kept []float64, diverged int) {
 	return kept, diverged
 }
 
+// Nullable is accs as JSON can hold them: a diverged model's NaN becomes null. Progress
+// records (a cut phase's, a stopped evaluation's) store scored models this way.
+func Nullable(accs []float64) []*float64 {
+	out := make([]*float64, len(accs))
+	for i, a := range accs {
+		if !math.IsNaN(a) {
+			out[i] = &a
+		}
+	}
+	return out
+}
+
+// FromNullable undoes Nullable: null is NaN (a diverged model).
+func FromNullable(accs []*float64) []float64 {
+	out := make([]float64, len(accs))
+	for i, a := range accs {
+		out[i] = math.NaN()
+		if a != nil {
+			out[i] = *a
+		}
+	}
+	return out
+}
+
 // MeanStd returns the mean and the POPULATION standard deviation of xs,
 // sqrt(Σ(x − mean)² / n) (divide by n, not n − 1). This is numpy's np.std default
 // (ddof = 0), which the reference code and hence the paper's "± std" over 20 models use;

@@ -30,3 +30,19 @@ func TestBestSteps(t *testing.T) {
 		t.Errorf("BestSteps with mismatched lengths = %d, want 0", got)
 	}
 }
+
+// TestNullable: a diverged model's NaN is null in a progress record and NaN again when read.
+func TestNullable(t *testing.T) {
+	accs := []float64{97.5, math.NaN(), 0, 100}
+	n := Nullable(accs)
+	if len(n) != 4 || n[1] != nil || n[0] == nil || *n[0] != 97.5 || *n[2] != 0 || *n[3] != 100 {
+		t.Fatalf("Nullable(%v) = %v", accs, n)
+	}
+	back := FromNullable(n)
+	if len(back) != 4 || back[0] != 97.5 || !math.IsNaN(back[1]) || back[2] != 0 || back[3] != 100 {
+		t.Fatalf("FromNullable: %v, want %v", back, accs)
+	}
+	if len(Nullable(nil)) != 0 || len(FromNullable(nil)) != 0 {
+		t.Fatal("empty input: want empty output")
+	}
+}
