@@ -55,6 +55,9 @@ type metaBatch struct {
 	// the whole batch. current is the base batch after the update, detached.
 	update  func(grads []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error)
 	current func() (x, y *torch.Tensor, err error)
+	// shard, when not nil, is this rank's part of the base batch (method rr in a
+	// data-parallel run): rrStep computes only its rows' features and sums θ's gradient.
+	shard *baseShard
 }
 
 // metaMethod is one meta-step through model m (ldStep, §4; rrStep, §5): the meta-gradient

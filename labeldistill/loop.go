@@ -483,6 +483,10 @@ func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 		return out, err
 	}
 	b.current = func() (*torch.Tensor, *torch.Tensor, error) { return l.baseBatch(b.idx, true) }
+	b.shard = l.par.baseShard(l.in.cfg, l.model.rr, int(bi.Shape()[0]))
+	if l.par != nil {
+		l.par.lastReduce = 0
+	}
 	out, err := l.method(l.model, b)
 	if err != nil {
 		torch.FreeAll(grads)

@@ -6,8 +6,8 @@ package labeldistill
 // outer loss on its contiguous shard of the N_o target batch; one all-reduce per
 // meta-step sums the shard-size-weighted label gradients, losses and wrong-prediction
 // counts, so every rank takes the same label step and sees the same error (hence the same
-// reset decisions). The inner step and its backward to the labels are not split: every
-// rank computes them (identically) itself. Evaluation models are split across ranks and
+// reset decisions). LD's inner step and its backward to the labels are not split: every
+// rank computes them (identically) itself; LD RR's base batch is (baseShard, below). Evaluation models are split across ranks and
 // their accuracies gathered; the validation split is scored in parts. Only rank 0 writes
 // files.
 
@@ -52,7 +52,7 @@ func followRoot(ctx context.Context) (context.Context, context.CancelFunc) {
 // parallel is this run's place in its group; the zero value (and nil) is a lone process.
 type parallel struct {
 	g          *dist.Group
-	lastReduce time.Duration // wall time of the last meta-step's all-reduce (benchmarks)
+	lastReduce time.Duration // wall time of the last meta-step's all-reduces (benchmarks; stepOn zeroes it)
 }
 
 func (p *parallel) size() int {
@@ -127,7 +127,7 @@ func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, 
 	if err := p.g.AllReduceSum(buf); err != nil {
 		return nil, stepOutputs{}, err
 	}
-	p.lastReduce = time.Since(t0)
+	p.lastReduce += time.Since(t0)
 	sums := make([]*torch.Tensor, len(grads))
 	var at int64
 	for i, g := range grads {
@@ -261,4 +261,104 @@ func (p *parallel) validationAccuracy(ctx context.Context, m *train.Models, v de
 		return 0, err
 	}
 	return 100 * counts[0] / float64(n), nil
+}
+
+// baseShard is this rank's part of an LD RR meta-step's base batch, rows [lo, hi) of its n,
+// in a data-parallel run that learns labels only. The base batch's features and the model's
+// own step on it (rrFeatureStep) are what every rank would otherwise compute whole and
+// identically: a third of an RR meta-step on MNIST with two ranks (docs/BENCHMARKS.md). Split,
+// each rank runs the network on its rows alone; one all-reduce gathers the feature rows, so
+// the ridge solve, the target loss and the labels' gradient see the whole batch as before;
+// the model's step differentiates the whole batch's loss on every rank, reaching θ through
+// the rank's own rows only, and a second all-reduce sums those parts of θ's gradient. The
+// sums differ from one process's in their last bits (as the outer batch's already do). Nil
+// where the base batch is not split: one process, method ld, learnt images, or fewer base
+// examples in a batch than ranks.
+type baseShard struct {
+	p         *parallel
+	lo, hi, n int
+}
+
+// baseShard returns this rank's part of an N_i-row base batch of method rr, or nil.
+func (p *parallel) baseShard(cfg config.Config, rr bool, innerBatch int) *baseShard {
+	if p.size() == 1 || !rr || cfg.LearnsImages() || innerBatch < p.size() {
+		return nil
+	}
+	lo, hi := shardOf(innerBatch, p.rank(), p.size())
+	return &baseShard{p: p, lo: lo, hi: hi, n: innerBatch}
+}
+
+// features is Z = [f_θ(x), 1] of the whole base batch x (n rows): this rank's rows computed
+// here, attached to θ, the others' received, without a graph. Every rank holds the same
+// values (the received sum: a row plus zeros).
+func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error) {
+	var c torch.Chain
+	own := c.T(l.features(c.T(x.Narrow(0, int64(s.lo), int64(s.hi-s.lo))), true))
+	if c.Err() != nil {
+		return nil, c.Err()
+	}
+	d := own.Shape()[1]
+	all := c.T(torch.Zeros([]int64{int64(s.n), d}, torch.WithDType(own.DType()), torch.OnDevice(own.Device())))
+	c.Check(torch.NoGrad(func() error {
+		mine := c.T(all.Narrow(0, int64(s.lo), int64(s.hi-s.lo)))
+		if c.Err() != nil {
+			return c.Err()
+		}
+		return mine.Copy_(own)
+	}))
+	if c.Err() != nil {
+		return nil, c.Err()
+	}
+	t0 := time.Now()
+	if err := s.p.g.AllReduceSum(all); err != nil {
+		return nil, err
+	}
+	s.p.lastReduce += time.Since(t0)
+	// own + (received − own) is the received value exactly (a −0 row entry became +0 in
+	// the sum), with own's gradient: every rank computes the same bits from here.
+	mine := c.T(all.Narrow(0, int64(s.lo), int64(s.hi-s.lo)))
+	attached := c.T(own.Add(c.T(mine.Sub(c.T(own.Detach())))))
+	parts := []*torch.Tensor{attached}
+	if s.lo > 0 {
+		parts = append([]*torch.Tensor{c.T(all.Narrow(0, 0, int64(s.lo)))}, parts...)
+	}
+	if s.hi < s.n {
+		parts = append(parts, c.T(all.Narrow(0, int64(s.hi), int64(s.n-s.hi))))
+	}
+	z := c.T(torch.Cat(parts, 0))
+	return z, c.Err()
+}
+
+// sum adds up the ranks' parts of θ's gradient, in place, in one all-reduce (float32 sums of
+// two parts are the float64 sums rounded: the same bits).
+func (s *baseShard) sum(grads []*torch.Tensor) error {
+	sc := torch.NewScope()
+	defer sc.Close()
+	var c torch.Chain
+	flat := make([]*torch.Tensor, len(grads))
+	for i, g := range grads {
+		flat[i] = c.T(g.Reshape(-1))
+	}
+	buf := c.T(torch.Cat(flat, 0))
+	if c.Err() != nil {
+		return c.Err()
+	}
+	t0 := time.Now()
+	if err := s.p.g.AllReduceSum(buf); err != nil {
+		return err
+	}
+	s.p.lastReduce += time.Since(t0)
+	var at int64
+	for _, g := range grads {
+		n := g.Numel()
+		part := c.T(c.T(buf.Narrow(0, at, n)).Reshape(g.Shape()...))
+		if c.Err() != nil {
+			return c.Err()
+		}
+		if err := torch.NoGrad(func() error { return g.Copy_(part) }); err != nil {
+			return err
+		}
+		at += n
+	}
+	return nil
 }

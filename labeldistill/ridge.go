@@ -14,12 +14,19 @@ import (
 // ranks); then soft-CE of the base batch under the same, still attached W against the
 // updated labels, whose gradient reaches θ through the features and the ridge solve, and s;
 // Adam steps on θ and s. Nothing is read back to the host: the label loss, the target error
-// and the solve's status are left in the outputs, in the caller's scope.
+// and the solve's status are left in the outputs, in the caller's scope. With b.shard the
+// base features are this rank's rows computed and the others' received, and θ's gradient is
+// summed over the ranks (baseShard).
 func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
-	zb := c.T(l.features(b.x, true))
+	var zb *torch.Tensor
+	if b.shard != nil {
+		zb = c.T(b.shard.features(l, b.x))
+	} else {
+		zb = c.T(l.features(b.x, true))
+	}
 	if c.Err() != nil {
 		return stepOutputs{}, c.Err()
 	}
@@ -51,7 +58,7 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	if err != nil {
 		return stepOutputs{}, err
 	}
-	if err := rrFeatureStep(l, zb, w, ybNew, &c); err != nil {
+	if err := rrFeatureStep(l, zb, w, ybNew, b.shard, &c); err != nil {
 		return stepOutputs{}, err
 	}
 	s.Keep(out.loss, out.wrong, out.info)
@@ -61,12 +68,16 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 // rrFeatureStep is §5 step 5 of the meta-step: soft-CE of s·Z·W against the (updated)
 // labels, Adam on θ and s, and W kept (detached) for the next step. (Evaluation models take
 // the same step in train.Models.Step.)
-func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, c *torch.Chain) error {
+func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, shard *baseShard, c *torch.Chain) error {
 	featLoss := c.T(torch.SoftCrossEntropy(c.T(train.RRLogits(zb, w, l.scale)), yb))
 	if c.Err() != nil {
 		return c.Err()
 	}
-	if err := train.Descend(featLoss, l.params, l.opt, []*torch.Tensor{l.scale}, l.sOpt); err != nil {
+	var combine func([]*torch.Tensor) error // a split base batch: θ's gradient is the ranks' parts summed
+	if shard != nil {
+		combine = shard.sum
+	}
+	if err := train.DescendCombined(featLoss, l.params, l.opt, []*torch.Tensor{l.scale}, l.sOpt, combine); err != nil {
 		return err
 	}
 	return torch.NoGrad(func() error { return l.w.Copy_(w) })

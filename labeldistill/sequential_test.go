@@ -45,7 +45,7 @@ func trainStepSequential(l *learner, baseX, table, idx *torch.Tensor) error {
 		return err
 	}
 	w := c.T(train.PseudoStep(l.w, wl, l.cfg.RidgePseudoStep))
-	return rrFeatureStep(l, zb, w, yb, &c)
+	return rrFeatureStep(l, zb, w, yb, nil, &c)
 }
 
 // trainSequential returns a new model trained for steps from a fresh initialisation drawn with seed.

@@ -115,6 +115,41 @@ func TestParallelMatchesOneRank(t *testing.T) {
 	t.Run("killed rank, then resume", func(t *testing.T) { killedRankThenResume(t, shared, two) })
 }
 
+// TestParallelRRSplitsTheBaseBatch: LD RR over two ranks splits the base batch too (each
+// rank runs the network on its 5 or 4 of the 9 base rows; their features are gathered and
+// their parts of θ's gradient summed: labeldistill's TestBaseShardGivesOneProcesssGradient
+// checks that in float64) and learns one process's labels to rounding over 8 meta-steps.
+// Further on, float32 runs drift apart: Adam divides each θ gradient by its own scale, so a
+// gradient that is zero to rounding in one run and not in the other moves a weight by up to
+// the learning rate (32 meta-steps: labels 7e-4 apart). The ranks themselves agree bit for
+// bit (the run checks it at every validation).
+func TestParallelRRSplitsTheBaseBatch(t *testing.T) {
+	shared := sharedDatasets(t)
+	dir := t.TempDir()
+	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
+	rr := []string{"--method", "rr", "--inner-batch", "9", "--epochs", "2", "--validate-every", "1",
+		"--reset-window", "100", "--eval-models", "1", "--baselines", "none"}
+	if r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, one, rr...)...); r.code != 0 {
+		t.Fatalf("1 rank: exit %d\n%s", r.code, r.stderr)
+	}
+	if r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, parallelArgs(shared, two, append(rr, "--nproc", "2")...)...); r.code != 0 {
+		t.Fatalf("2 ranks: exit %d\n%s", r.code, r.stderr)
+	}
+	a, b := readRun(t, one), readRun(t, two)
+	if len(a.Labels) != len(b.Labels) || len(a.Labels) == 0 {
+		t.Fatalf("label tables of %d and %d values", len(a.Labels), len(b.Labels))
+	}
+	d := maxAbsDiff(a.Labels, b.Labels)
+	if d > labelTolerance {
+		t.Errorf("labels differ by up to %.3g, tolerance %.g", d, labelTolerance)
+	}
+	ra, rb := a.Report, b.Report
+	if ra.MetaSteps != 8 || ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
+		t.Errorf("meta-steps %d/%d (want 8), T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
+	}
+	t.Logf("max |Δlabel| %.3g after %d meta-steps", d, ra.MetaSteps)
+}
+
 // startRank starts one rank the way torchrun does: through the environment.
 func startRank(t *testing.T, args []string, rank, world, port int, timeout string, stderr *bytes.Buffer) *exec.Cmd {
 	t.Helper()

@@ -55,12 +55,24 @@ func NewOptimizer(spec OptSpec, cfg config.Config, params []*torch.Tensor) (Opti
 // opt on the parameters' gradients and, when scales are given, sOpt on the scales' (RR's s):
 // the training step of every model, one or many, LD and RR.
 func Descend(loss *torch.Tensor, params []*torch.Tensor, opt Optimizer, scales []*torch.Tensor, sOpt *torch.Adam) error {
+	return DescendCombined(loss, params, opt, scales, sOpt, nil)
+}
+
+// DescendCombined is Descend with combine, when not nil, applied to the parameters'
+// gradients (in place) before opt's step: a data-parallel run's sum over the ranks of
+// their parts of one loss's gradient. The scales' gradients are not combined.
+func DescendCombined(loss *torch.Tensor, params []*torch.Tensor, opt Optimizer, scales []*torch.Tensor, sOpt *torch.Adam, combine func(grads []*torch.Tensor) error) error {
 	inputs := append(append([]*torch.Tensor{}, params...), scales...)
 	grads, err := torch.Grad([]*torch.Tensor{loss}, inputs, torch.GradOpts{})
 	if err != nil {
 		return err
 	}
 	n := len(params)
+	if combine != nil {
+		if err := combine(grads[:n]); err != nil {
+			return err
+		}
+	}
 	if err := opt.StepWith(grads[:n]); err != nil {
 		return err
 	}
