@@ -7,9 +7,9 @@ package labeldistill
 // meta-step sums the shard-size-weighted label gradients, losses and wrong-prediction
 // counts, so every rank takes the same label step and sees the same error (hence the same
 // reset decisions). LD's inner step and its backward to the labels are not split: every
-// rank computes them (identically) itself; LD RR's base batch is (baseShard, below). Evaluation models are split across ranks and
-// their accuracies gathered; the validation split is scored in parts. Only rank 0 writes
-// files.
+// rank computes them (identically) itself; LD RR's base batch is (baseShard, below).
+// Evaluation models are split across ranks and their accuracies gathered; the validation
+// split is scored in parts. Only rank 0 writes files.
 
 import (
 	"context"
@@ -266,7 +266,9 @@ func (p *parallel) validationAccuracy(ctx context.Context, m *train.Models, v de
 // baseShard is this rank's part of an LD RR meta-step's base batch, rows [lo, hi) of its n,
 // in a data-parallel run that learns labels only. The base batch's features and the model's
 // own step on it (rrFeatureStep) are what every rank would otherwise compute whole and
-// identically: a third of an RR meta-step on MNIST with two ranks (docs/BENCHMARKS.md). Split,
+// identically (29 % of a LeNet RR meta-step on MNIST, more for larger networks;
+// docs/BENCHMARKS.md, prediction 45: the split pays for ConvNet-3 and AlexCifarNet, and
+// costs LeNet what it saves). Split,
 // each rank runs the network on its rows alone; one all-reduce gathers the feature rows, so
 // the ridge solve, the target loss and the labels' gradient see the whole batch as before;
 // the model's step differentiates the whole batch's loss on every rank, reaching θ through
@@ -329,8 +331,8 @@ func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error)
 	return z, c.Err()
 }
 
-// sum adds up the ranks' parts of θ's gradient, in place, in one all-reduce (float32 sums of
-// two parts are the float64 sums rounded: the same bits).
+// sum adds up the ranks' parts of θ's gradient, in place, in one float32 all-reduce (with
+// two ranks the float32 sum is the exact sum rounded once, as a float64 sum would give).
 func (s *baseShard) sum(grads []*torch.Tensor) error {
 	sc := torch.NewScope()
 	defer sc.Close()

@@ -64,31 +64,9 @@ func maxAbsDiff(a, b []float32) float64 {
 
 func TestParallelMatchesOneRank(t *testing.T) {
 	shared := sharedDatasets(t)
-	dir := t.TempDir()
-	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
-	start := time.Now()
-	if r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, one)...); r.code != 0 {
-		t.Fatalf("1 rank: exit %d\n%s", r.code, r.stderr)
-	}
-	t1 := time.Since(start)
-	start = time.Now()
-	r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, parallelArgs(shared, two, "--nproc", "2")...)
-	if r.code != 0 {
-		t.Fatalf("2 ranks: exit %d\n%s", r.code, r.stderr)
-	}
-	t2 := time.Since(start)
-	a, b := readRun(t, one), readRun(t, two)
-	if len(a.Labels) != len(b.Labels) || len(a.Labels) == 0 {
-		t.Fatalf("label tables of %d and %d values", len(a.Labels), len(b.Labels))
-	}
-	d := maxAbsDiff(a.Labels, b.Labels)
-	if d > labelTolerance {
-		t.Errorf("labels differ by up to %.3g, tolerance %.g", d, labelTolerance)
-	}
+	two := filepath.Join(t.TempDir(), "two")
+	a, b, d, t1, t2 := oneAndTwoRanks(t, shared, two)
 	ra, rb := a.Report, b.Report
-	if ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
-		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
-	}
 	if len(ra.Validations) != len(rb.Validations) || ra.BestValidation.Epoch != rb.BestValidation.Epoch ||
 		math.Abs(ra.BestValidation.Accuracy-rb.BestValidation.Accuracy) > 0.5 {
 		t.Errorf("validations %+v (1 rank) vs %+v (2 ranks, validation split scored in halves)", ra.Validations, rb.Validations)
@@ -124,30 +102,46 @@ func TestParallelMatchesOneRank(t *testing.T) {
 // the learning rate (32 meta-steps: labels 7e-4 apart). The ranks themselves agree bit for
 // bit (the run checks it at every validation).
 func TestParallelRRSplitsTheBaseBatch(t *testing.T) {
-	shared := sharedDatasets(t)
-	dir := t.TempDir()
-	one, two := filepath.Join(dir, "one"), filepath.Join(dir, "two")
 	rr := []string{"--method", "rr", "--inner-batch", "9", "--epochs", "2", "--validate-every", "1",
 		"--reset-window", "100", "--eval-models", "1", "--baselines", "none"}
-	if r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, one, rr...)...); r.code != 0 {
+	a, _, d, _, _ := oneAndTwoRanks(t, sharedDatasets(t), filepath.Join(t.TempDir(), "two"), rr...)
+	if a.Report.MetaSteps != 8 {
+		t.Errorf("%d meta-steps, want 8", a.Report.MetaSteps)
+	}
+	t.Logf("max |Δlabel| %.3g after %d meta-steps", d, a.Report.MetaSteps)
+}
+
+// oneAndTwoRanks runs parallelArgs(extra) as one process and as two ranks (writing two),
+// and checks what every two-rank run must give: one process's labels within
+// labelTolerance (d is the largest difference), its meta-steps, T and resets. It returns
+// both artifacts and both wall times.
+func oneAndTwoRanks(t *testing.T, shared, two string, extra ...string) (a, b *artifact.Artifact, d float64, t1, t2 time.Duration) {
+	t.Helper()
+	one := filepath.Join(t.TempDir(), "one")
+	start := time.Now()
+	if r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, one, extra...)...); r.code != 0 {
 		t.Fatalf("1 rank: exit %d\n%s", r.code, r.stderr)
 	}
-	if r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, parallelArgs(shared, two, append(rr, "--nproc", "2")...)...); r.code != 0 {
+	t1 = time.Since(start)
+	start = time.Now()
+	r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, parallelArgs(shared, two, append(extra, "--nproc", "2")...)...)
+	if r.code != 0 {
 		t.Fatalf("2 ranks: exit %d\n%s", r.code, r.stderr)
 	}
-	a, b := readRun(t, one), readRun(t, two)
+	t2 = time.Since(start)
+	a, b = readRun(t, one), readRun(t, two)
 	if len(a.Labels) != len(b.Labels) || len(a.Labels) == 0 {
 		t.Fatalf("label tables of %d and %d values", len(a.Labels), len(b.Labels))
 	}
-	d := maxAbsDiff(a.Labels, b.Labels)
+	d = maxAbsDiff(a.Labels, b.Labels)
 	if d > labelTolerance {
 		t.Errorf("labels differ by up to %.3g, tolerance %.g", d, labelTolerance)
 	}
 	ra, rb := a.Report, b.Report
-	if ra.MetaSteps != 8 || ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
-		t.Errorf("meta-steps %d/%d (want 8), T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
+	if ra.MetaSteps != rb.MetaSteps || ra.T != rb.T || !reflect.DeepEqual(ra.Resets, rb.Resets) {
+		t.Errorf("meta-steps %d/%d, T %d/%d, resets %v/%v (1 rank / 2 ranks)", ra.MetaSteps, rb.MetaSteps, ra.T, rb.T, ra.Resets, rb.Resets)
 	}
-	t.Logf("max |Δlabel| %.3g after %d meta-steps", d, ra.MetaSteps)
+	return a, b, d, t1, t2
 }
 
 // startRank starts one rank the way torchrun does: through the environment.
