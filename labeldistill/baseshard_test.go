@@ -40,15 +40,7 @@ func TestBaseShardGivesOneProcesssGradient(t *testing.T) {
 // baseShardRank is one rank: a float64 LeNet RR learner and a 9-row base batch, the same on
 // both ranks (one seed); the feature step's loss differentiated whole, then split.
 func baseShardRank(t *testing.T) {
-	cfgEnv, ok, err := dist.FromEnv()
-	if err != nil || !ok {
-		t.Fatalf("rank environment: %v (set: %v)", err, ok)
-	}
-	g, err := dist.Init(cfgEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := tJoinRank(t)
 	tScope(t)
 	T := tT(t)
 	const rows, classes = 9, 10

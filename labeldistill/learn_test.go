@@ -208,15 +208,7 @@ func TestLearntImagesOverTwoRanks(t *testing.T) {
 // imagesRankChild is one rank of TestLearntImagesOverTwoRanks: rank 0 writes the kept
 // images into out/images.npz.
 func imagesRankChild(t *testing.T, out string) {
-	cfg, ok, err := dist.FromEnv()
-	if err != nil || !ok {
-		t.Fatalf("rank environment: %v (set: %v)", err, ok)
-	}
-	g, err := dist.Init(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := tJoinRank(t)
 	res, err := Distill(context.Background(), learnConfig("images"), WithData(ckptDataset(t)), WithGroup(g))
 	if err != nil {
 		g.Abort(err)

@@ -185,15 +185,7 @@ func TestLoopReducesAToyLearnableOverTwoRanks(t *testing.T) {
 // toyRankChild is one rank of TestLoopReducesAToyLearnableOverTwoRanks: rank 0 writes the
 // kept images into out/images.npz.
 func toyRankChild(t *testing.T, out string) {
-	cfg, ok, err := dist.FromEnv()
-	if err != nil || !ok {
-		t.Fatalf("rank environment: %v (set: %v)", err, ok)
-	}
-	g, err := dist.Init(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
+	g := tJoinRank(t)
 	res, err := Distill(context.Background(), toyConfig(), WithData(ckptDataset(t)), withLearn(newBiasImage), WithGroup(g))
 	if err != nil {
 		g.Abort(err)

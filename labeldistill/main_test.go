@@ -16,6 +16,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/devicetest"
+	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
 func TestMain(m *testing.M) {
@@ -51,6 +52,22 @@ func tOK(tb testing.TB, err error) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// tJoinRank joins the data-parallel group described by the environment (a child process
+// that dist.Launch started as one rank of a test); the test's cleanup closes it.
+func tJoinRank(tb testing.TB) *dist.Group {
+	tb.Helper()
+	cfg, ok, err := dist.FromEnv()
+	if err != nil || !ok {
+		tb.Fatalf("rank environment: %v (set: %v)", err, ok)
+	}
+	g, err := dist.Init(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(g.Close)
+	return g
 }
 
 // tScope opens a Scope that the test's cleanup closes.
