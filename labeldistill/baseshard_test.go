@@ -1,8 +1,8 @@
 package labeldistill
 
-// baseshard_test.go: LD RR's base batch split over two ranks (baseShard) gives one process's
-// features and θ gradient, in float64, and each rank's own part of that gradient is a part,
-// not the whole.
+// baseshard_test.go: the base batch split over two ranks (baseShard) gives one process's
+// gradients, in float64: LD RR's features and θ gradient, LD's inner gradient, θ′ and label
+// gradient; and each rank's own part of a gradient is a part, not the whole.
 
 import (
 	"context"
@@ -20,7 +20,9 @@ import (
 
 func TestBaseShardGivesOneProcesssGradient(t *testing.T) {
 	if os.Getenv("LDTORCH_SHARD_RANK") != "" {
-		baseShardRank(t)
+		g := tJoinRank(t)
+		baseShardRank(t, g)
+		ldShardRank(t, g)
 		return
 	}
 	if !torch.DistributedAvailable() {
@@ -39,8 +41,7 @@ func TestBaseShardGivesOneProcesssGradient(t *testing.T) {
 
 // baseShardRank is one rank: a float64 LeNet RR learner and a 9-row base batch, the same on
 // both ranks (one seed); the feature step's loss differentiated whole, then split.
-func baseShardRank(t *testing.T) {
-	g := tJoinRank(t)
+func baseShardRank(t *testing.T, g *dist.Group) {
 	tScope(t)
 	T := tT(t)
 	const rows, classes = 9, 10
@@ -72,7 +73,7 @@ func baseShardRank(t *testing.T) {
 	want := thetaGrad(whole)
 
 	p := &parallel{g: g}
-	shard := p.baseShard(cfg, true, rows)
+	shard := p.baseShard(cfg, net, rows)
 	if shard == nil || shard.hi-shard.lo != []int{5, 4}[g.Rank()] {
 		t.Fatalf("rank %d: shard %+v, want rows %v", g.Rank(), shard, [][2]int{{0, 5}, {5, 9}}[g.Rank()])
 	}
@@ -95,5 +96,80 @@ func baseShardRank(t *testing.T) {
 	if !t.Failed() {
 		fmt.Fprintf(os.Stderr, "rank %d: rows [%d, %d) of %d; features and θ's gradient (%d tensors) agree with one process's within 1e-12\n",
 			g.Rank(), shard.lo, shard.hi, rows, len(got))
+	}
+}
+
+// ldShardRank is one rank: a float64 LeNet classifier, a 9-row base batch with learnt
+// labels and a 7-example target batch, the same on both ranks (one seed); LD's meta-step
+// (inner gradient, θ′, target loss, label gradient) taken whole, then with the base rows
+// split 5/4 and the target examples 4/3, the label gradients combined as the meta-loop does.
+func ldShardRank(t *testing.T, g *dist.Group) {
+	tScope(t)
+	T := tT(t)
+	const rows, targets, classes, alpha = 9, 7, 10, 0.05
+	cfg := config.Default()
+	cfg.Method, cfg.InnerBatch = config.MethodLD, rows
+	net := tNeed[*nets.Net](t)(nets.New("lenet", 1, 28, 28, classes))
+	gen := tNeed[*torch.Generator](t)(torch.NewGenerator(73))
+	defer gen.Close()
+	l := &learner{net: net, specs: net.Params(), cfg: cfg}
+	l.params = tNeed[[]*torch.Tensor](t)(nets.InitParams(l.specs, gen, torch.CPU, torch.Double))
+	defer torch.FreeAll(l.params)
+	x := T(torch.Randn([]int64{rows, 1, 28, 28}, gen, torch.WithDType(torch.Double)))
+	labels := T(torch.Randn([]int64{rows, classes}, gen, torch.WithDType(torch.Double), torch.WithRequiresGrad()))
+	y := T(torch.Softmax(labels, 1))
+	xt := T(torch.Randn([]int64{targets, 1, 28, 28}, gen, torch.WithDType(torch.Double)))
+	yt := T(torch.FromInt64([]int64{3, 1, 4, 1, 5, 9, 2}, targets))
+
+	// one process: the whole base and target batches
+	inner := T(torch.SoftCrossEntropy(T(net.Forward(l.params, nil, x, true)), y))
+	wholeG := tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{inner}, l.params, torch.GradOpts{CreateGraph: true}))
+	var c torch.Chain
+	wantFast, _, err := innerStep(l, wholeG, nil, alpha, &c)
+	tOK(t, err)
+	loss := T(torch.CrossEntropyInRange(T(net.Forward(wantFast, nil, xt, true)), yt))
+	wantDY := tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{loss}, []*torch.Tensor{labels}, torch.GradOpts{}))
+
+	// two ranks
+	p := &parallel{g: g}
+	shard := p.baseShard(cfg, net, rows)
+	if shard == nil || !shard.rowParts || shard.hi-shard.lo != []int{5, 4}[g.Rank()] {
+		t.Fatalf("rank %d: shard %+v, want rows %v, label rows as parts", g.Rank(), shard, [][2]int{{0, 5}, {5, 9}}[g.Rank()])
+	}
+	y = T(torch.Softmax(labels, 1)) // its own graph, as each meta-step builds its base batch
+	innerPart := T(torch.SoftCrossEntropy(T(net.Forward(l.params, nil, T(shard.rows(x)), true)), T(shard.rows(y))))
+	innerPart = T(innerPart.MulScalar(shard.share()))
+	partG := tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{innerPart}, l.params, torch.GradOpts{CreateGraph: true}))
+	fast, summed, err := innerStep(l, partG, shard, alpha, &c)
+	tOK(t, err)
+	tOK(t, c.Err())
+	for i := range partG {
+		if d := relDiff(t, partG[i], wholeG[i]); d < 1e-3 {
+			t.Errorf("rank %d, %s: the rank's part of the inner gradient is already the whole (%.3g off): nothing was split", g.Rank(), l.specs[i].Name, d)
+		}
+		if d := relDiff(t, summed[i], wholeG[i]); d > 1e-12 {
+			t.Errorf("rank %d, %s: summed inner gradient differs from one process's by %.3g (relative)", g.Rank(), l.specs[i].Name, d)
+		}
+		if d := relDiff(t, fast[i], wantFast[i]); d > 1e-12 {
+			t.Errorf("rank %d, %s: θ′ differs from one process's by %.3g (relative)", g.Rank(), l.specs[i].Name, d)
+		}
+	}
+	lo, hi := shardOf(targets, g.Rank(), 2)
+	lossPart := T(torch.CrossEntropyInRange(T(net.Forward(fast, nil, T(xt.Narrow(0, int64(lo), int64(hi-lo))), true)),
+		T(yt.Narrow(0, int64(lo), int64(hi-lo)))))
+	dY, err := shard.labelGradient(lossPart, fast, []*torch.Tensor{labels}, float64(hi-lo)/targets)
+	tOK(t, err)
+	if d := relDiff(t, dY[0], wantDY[0]); d < 1e-3 {
+		t.Errorf("rank %d: the rank's label gradient is already the whole (%.3g off): nothing was split", g.Rank(), d)
+	}
+	zero := T(torch.Zeros([]int64{}, torch.WithDType(torch.Double)))
+	got, _, err := p.combine(dY, lossPart, zero, hi-lo, targets, true)
+	tOK(t, err)
+	if d := relDiff(t, got[0], wantDY[0]); d > 1e-12 {
+		t.Errorf("rank %d: combined label gradient differs from one process's by %.3g (relative)", g.Rank(), d)
+	}
+	if !t.Failed() {
+		fmt.Fprintf(os.Stderr, "rank %d: LD, base rows [%d, %d) of %d, target [%d, %d) of %d; inner gradient, θ′ and label gradient agree with one process's within 1e-12\n",
+			g.Rank(), shard.lo, shard.hi, rows, lo, hi, targets)
 	}
 }

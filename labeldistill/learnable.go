@@ -55,8 +55,8 @@ type metaBatch struct {
 	// the whole batch. current is the base batch after the update, detached.
 	update  func(grads []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error)
 	current func() (x, y *torch.Tensor, err error)
-	// shard, when not nil, is this rank's part of the base batch (method rr in a
-	// data-parallel run): rrStep computes only its rows' features and sums θ's gradient.
+	// shard, when not nil, is this rank's part of the base batch (a data-parallel run that
+	// learns labels): the method runs the network on its rows only (baseShard).
 	shard *baseShard
 }
 

@@ -386,8 +386,8 @@ func (l *loop) baseBatch(idx *torch.Tensor, detach bool) (x, y *torch.Tensor, er
 // update is a meta-step's metaBatch.update: the meta-gradients combined over the ranks,
 // and each learnable stepped with its part. It returns the combined gradients too, for the
 // observers (seeGradients, after the step: they only read them).
-func (l *loop) update(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) ([]*torch.Tensor, stepOutputs, error) {
-	all, out, err := l.par.combine(grads, loss, wrong, n, total)
+func (l *loop) update(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int, rowParts bool) ([]*torch.Tensor, stepOutputs, error) {
+	all, out, err := l.par.combine(grads, loss, wrong, n, total, rowParts)
 	if err != nil {
 		return nil, stepOutputs{}, err
 	}
@@ -476,14 +476,15 @@ func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 	if b.x, b.y, err = l.baseBatch(b.idx, false); err != nil {
 		return nil, nil, 0, err
 	}
+	b.shard = l.par.baseShard(l.in.cfg, l.model.net, int(bi.Shape()[0]))
+	rowParts := b.shard != nil && b.shard.rowParts
 	b.update = func(gs []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error) {
 		var out stepOutputs
-		grads, out, err = l.update(gs, loss, wrong, n, total)
+		grads, out, err = l.update(gs, loss, wrong, n, total, rowParts)
 		torch.Escape(grads...) // out of the method's scope: the caller frees them
 		return out, err
 	}
 	b.current = func() (*torch.Tensor, *torch.Tensor, error) { return l.baseBatch(b.idx, true) }
-	b.shard = l.par.baseShard(l.in.cfg, l.model.rr, int(bi.Shape()[0]))
 	if l.par != nil {
 		l.par.lastReduce = 0
 	}

@@ -6,8 +6,8 @@ package labeldistill
 // outer loss on its contiguous shard of the N_o target batch; one all-reduce per
 // meta-step sums the shard-size-weighted label gradients, losses and wrong-prediction
 // counts, so every rank takes the same label step and sees the same error (hence the same
-// reset decisions). LD's inner step and its backward to the labels are not split: every
-// rank computes them (identically) itself; LD RR's base batch is (baseShard, below).
+// reset decisions). The base batch is split too where no layer couples its rows
+// (baseShard, below).
 // Evaluation models are split across ranks and their accuracies gathered; the validation
 // split is scored in parts. Only rank 0 writes files.
 
@@ -20,6 +20,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -100,14 +101,15 @@ func (p *parallel) checkShards(cfg config.Config, nTarget int) error {
 }
 
 // combine turns this rank's shard results into the whole batch's, on the device: grads are
-// the gradients of the shard's mean loss with respect to the learnt parameters, loss that
-// mean (a scalar), wrong its number of wrong predictions (a scalar), n the shard size and
-// total the batch size. One all-reduce (float64) carries (n/total)·grads, (n/total)·loss
-// and the wrong count, so the error is computed exactly as one process would
-// (100·wrong/total). It returns the combined gradients and the step's outputs (for the
-// whole batch). A lone process returns its inputs untouched. Nothing is read back to the
-// host.
-func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int) ([]*torch.Tensor, stepOutputs, error) {
+// the gradients of the shard's mean loss with respect to the learnt parameters (or, with
+// rowParts, this rank's base rows' part of the whole batch's gradient: baseShard), loss
+// that mean (a scalar), wrong its number of wrong predictions (a scalar), n the shard size
+// and total the batch size. One all-reduce (float64) carries (n/total)·grads (grads as they
+// are with rowParts), (n/total)·loss and the wrong count, so the error is computed exactly
+// as one process would (100·wrong/total). It returns the combined gradients and the step's
+// outputs (for the whole batch). A lone process returns its inputs untouched. Nothing is
+// read back to the host.
+func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, total int, rowParts bool) ([]*torch.Tensor, stepOutputs, error) {
 	if p.size() == 1 {
 		return grads, stepOutputs{loss: loss, wrong: wrong, batch: int64(n)}, nil // n = total alone
 	}
@@ -115,7 +117,11 @@ func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, 
 	var c torch.Chain
 	parts := make([]*torch.Tensor, 0, len(grads)+2)
 	for _, g := range grads {
-		parts = append(parts, c.T(c.T(c.T(g.ToDType(torch.Double)).Reshape(-1)).MulScalar(w)))
+		part := c.T(c.T(g.ToDType(torch.Double)).Reshape(-1))
+		if !rowParts {
+			part = c.T(part.MulScalar(w))
+		}
+		parts = append(parts, part)
 	}
 	wLoss := c.T(c.T(c.T(loss.ToDType(torch.Double)).Reshape(1)).MulScalar(w))
 	count := c.T(c.T(wrong.ToDType(torch.Double)).Reshape(1))
@@ -263,39 +269,59 @@ func (p *parallel) validationAccuracy(ctx context.Context, m *train.Models, v de
 	return 100 * counts[0] / float64(n), nil
 }
 
-// baseShard is this rank's part of an LD RR meta-step's base batch, rows [lo, hi) of its n,
-// in a data-parallel run that learns labels only. The base batch's features and the model's
-// own step on it (rrFeatureStep) are what every rank would otherwise compute whole and
-// identically (29 % of a LeNet RR meta-step on MNIST, more for larger networks;
-// docs/BENCHMARKS.md, prediction 45: the split pays for ConvNet-3 and AlexCifarNet, and
-// costs LeNet what it saves). Split,
-// each rank runs the network on its rows alone; one all-reduce gathers the feature rows, so
-// the ridge solve, the target loss and the labels' gradient see the whole batch as before;
-// the model's step differentiates the whole batch's loss on every rank, reaching θ through
-// the rank's own rows only, and a second all-reduce sums those parts of θ's gradient. The
-// sums differ from one process's in their last bits (as the outer batch's already do). Nil
-// where the base batch is not split: one process, method ld, learnt images, or fewer base
-// examples in a batch than ranks.
+// baseShard is this rank's part of a meta-step's base batch, rows [lo, hi) of its n, in a
+// data-parallel run that learns labels only. The base batch's network work is what every
+// rank would otherwise compute whole and identically (LD RR: 29 % of a LeNet meta-step on
+// MNIST, more for larger networks; docs/BENCHMARKS.md, predictions 45 and 46). Split, each
+// rank runs the network on its rows alone:
+//
+//   - LD RR (rrStep): one all-reduce gathers the feature rows, so the ridge solve, the
+//     target loss and the labels' gradient see the whole batch as before; the model's step
+//     differentiates the whole batch's loss on every rank, reaching θ through the rank's own
+//     rows only, and a second all-reduce sums those parts of θ's gradient.
+//   - LD (ldStep): each rank's rows give their part of the inner gradient g, and one
+//     all-reduce sums the parts (θ′ and the model's Adam step use the sum); the target loss
+//     reaches a rank's labels only through its own part of g, so its gradient with respect
+//     to θ′ is summed over the ranks (a second all-reduce) and pulled back through that
+//     part; each rank's label gradient is then its own rows' (rowParts), which the labels'
+//     all-reduce adds up.
+//
+// The sums differ from one process's in their last bits (as the outer batch's already do).
+// Nil where the base batch is not split: one process, learnt images (and method dd), a
+// network with BatchNorm (its statistics couple the rows), or fewer base examples in a
+// batch than ranks.
 type baseShard struct {
 	p         *parallel
 	lo, hi, n int
+	// rowParts: the label gradient this rank hands to the update is its own rows' part of the
+	// whole batch's (LD), not its outer shard's gradient of the whole base batch (LD RR).
+	rowParts bool
 }
 
-// baseShard returns this rank's part of an N_i-row base batch of method rr, or nil.
-func (p *parallel) baseShard(cfg config.Config, rr bool, innerBatch int) *baseShard {
-	if p.size() == 1 || !rr || cfg.LearnsImages() || innerBatch < p.size() {
+// baseShard returns this rank's part of an N_i-row base batch of a run on net, or nil.
+func (p *parallel) baseShard(cfg config.Config, net *nets.Net, innerBatch int) *baseShard {
+	if p.size() == 1 || cfg.LearnsImages() || len(net.Buffers) > 0 || innerBatch < p.size() {
 		return nil
 	}
 	lo, hi := shardOf(innerBatch, p.rank(), p.size())
-	return &baseShard{p: p, lo: lo, hi: hi, n: innerBatch}
+	return &baseShard{p: p, lo: lo, hi: hi, n: innerBatch, rowParts: cfg.Method == config.MethodLD}
 }
+
+// rows is this rank's rows of a base-batch tensor (images or labels), with its graph.
+func (s *baseShard) rows(t *torch.Tensor) (*torch.Tensor, error) {
+	return t.Narrow(0, int64(s.lo), int64(s.hi-s.lo))
+}
+
+// share is this rank's rows' share of the base batch: a mean over them, times share, is
+// their part of the whole batch's mean.
+func (s *baseShard) share() float64 { return float64(s.hi-s.lo) / float64(s.n) }
 
 // features is Z = [f_θ(x), 1] of the whole base batch x (n rows): this rank's rows computed
 // here, attached to θ, the others' received, without a graph. Every rank holds the same
 // values (the received sum: a row plus zeros).
 func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error) {
 	var c torch.Chain
-	own := c.T(l.features(c.T(x.Narrow(0, int64(s.lo), int64(s.hi-s.lo))), true))
+	own := c.T(l.features(c.T(s.rows(x)), true))
 	if c.Err() != nil {
 		return nil, c.Err()
 	}
@@ -331,8 +357,9 @@ func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error)
 	return z, c.Err()
 }
 
-// sum adds up the ranks' parts of θ's gradient, in place, in one float32 all-reduce (with
-// two ranks the float32 sum is the exact sum rounded once, as a float64 sum would give).
+// sum adds up the ranks' parts of θ-sized tensors (a gradient), in place, in one float32
+// all-reduce (with two ranks the float32 sum is the exact sum rounded once, as a float64
+// sum would give).
 func (s *baseShard) sum(grads []*torch.Tensor) error {
 	sc := torch.NewScope()
 	defer sc.Close()
@@ -363,4 +390,26 @@ func (s *baseShard) sum(grads []*torch.Tensor) error {
 		at += n
 	}
 	return nil
+}
+
+// labelGradient is LD's meta-gradient with respect to params (the labels) in a split base
+// batch: the target loss reaches this rank's labels only through its rows' part of the
+// inner gradient, inside fast (θ′, innerStep). loss is the mean over this rank's outer
+// shard and share that shard's part of the target batch: the weighted loss's gradient with
+// respect to θ′, summed over the ranks, is the whole target batch's, and pulled back
+// through fast it gives this rank's rows' part of the whole label gradient (zero on every
+// other row), which combine adds up as it is (rowParts).
+func (s *baseShard) labelGradient(loss *torch.Tensor, fast, params []*torch.Tensor, share float64) ([]*torch.Tensor, error) {
+	weighted, err := loss.MulScalar(share)
+	if err != nil {
+		return nil, err
+	}
+	outer, err := torch.Grad([]*torch.Tensor{weighted}, fast, torch.GradOpts{RetainGraph: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.sum(outer); err != nil {
+		return nil, err
+	}
+	return torch.Grad(fast, params, torch.GradOpts{GradOutputs: outer})
 }

@@ -62,6 +62,10 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
+// TestParallelMatchesOneRank: LD over two ranks (the outer batch and the 10 base rows split
+// 5/5: labeldistill's TestBaseShardGivesOneProcesssGradient checks the split in float64)
+// learns one process's labels, validations, test accuracies and baseline; resumed after a
+// killed rank, it ends as an uninterrupted two-rank run.
 func TestParallelMatchesOneRank(t *testing.T) {
 	shared := sharedDatasets(t)
 	two := filepath.Join(t.TempDir(), "two")
