@@ -110,6 +110,44 @@ func (pg *ProcessGroup) AllReduceSum(ts ...*Tensor) error {
 	return cerr(op, C.ldt_dist_all_reduce_sum(pg.h, &hs[0], C.int(len(hs))))
 }
 
+// PendingAllReduce is an all-reduce started by StartAllReduceSum and not yet waited for.
+type PendingAllReduce struct {
+	pg *ProcessGroup
+	h  C.ldt_work
+}
+
+// StartAllReduceSum starts summing t over all ranks, in place, and returns at once, so the
+// caller can work on while the ranks exchange; Wait returns when the sum is in t. t must be
+// neither read nor written until then. Collectives run in the order they are started, on
+// every rank; a started one must be waited for before the group is closed.
+func (pg *ProcessGroup) StartAllReduceSum(t *Tensor) (*PendingAllReduce, error) {
+	const op = "dist_all_reduce_sum_start"
+	if err := pg.live(op); err != nil {
+		return nil, err
+	}
+	h, err := t.handle(op)
+	if err != nil {
+		return nil, err
+	}
+	var w C.ldt_work
+	if err := cerr(op, C.ldt_dist_all_reduce_sum_start(pg.h, h, &w)); err != nil {
+		return nil, err
+	}
+	return &PendingAllReduce{pg: pg, h: w}, nil
+}
+
+// Wait returns when the all-reduce has ended, with its error if it failed (a rank gone, the
+// group's timeout). It may be called once.
+func (p *PendingAllReduce) Wait() error {
+	const op = "dist_work_wait"
+	if p == nil || p.h == nil {
+		return errorf(op, "no all-reduce to wait for (none started, or already waited for)")
+	}
+	h := p.h
+	p.h = nil
+	return cerr(op, C.ldt_dist_work_wait(p.pg.h, h))
+}
+
 // Broadcast copies each tensor of rank root into the same tensor of every other rank.
 func (pg *ProcessGroup) Broadcast(root int, ts ...*Tensor) error {
 	const op = "dist_broadcast"

@@ -57,8 +57,13 @@ struct ldt_process_group_s {
   int size = 0;
   std::chrono::microseconds spin{0};  // how long a collective's caller polls before it sleeps
 };
+// A collective started and not yet waited for (ldt_dist_all_reduce_sum_start).
+struct ldt_work_s {
+  c10::intrusive_ptr<c10d::Work> work;
+};
 #else
 struct ldt_process_group_s {};
+struct ldt_work_s {};
 #endif
 
 namespace {
@@ -197,6 +202,41 @@ ldt_error ldt_dist_all_reduce_sum(ldt_process_group pg, const ldt_tensor *ts, in
       run(g, g.gloo->allreduce(one, o));
     }
 #else
+    no_gloo();
+#endif
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_dist_all_reduce_sum_start(ldt_process_group pg, ldt_tensor t, ldt_work *out) {
+  LDT_TRY {
+#ifdef LDT_WITH_GLOO
+    if (out == nullptr) throw std::invalid_argument("null output");
+    *out = nullptr;
+    auto &g = PG(pg);
+    std::vector<at::Tensor> one{ldt::T(t)};
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    auto w = std::make_unique<ldt_work_s>();
+    w->work = g.gloo->allreduce(one, o);
+    *out = w.release();
+#else
+    no_gloo();
+#endif
+  }
+  LDT_CATCH
+}
+
+ldt_error ldt_dist_work_wait(ldt_process_group pg, ldt_work w) {
+  LDT_TRY {
+#ifdef LDT_WITH_GLOO
+    if (w == nullptr) return nullptr;
+    std::unique_ptr<ldt_work_s> own(w);  // freed however the wait ends
+    if (pg == nullptr) throw std::invalid_argument("null process group (destroyed or never created)");
+    run(*pg, own->work);
+#else
+    (void)pg;
+    (void)w;
     no_gloo();
 #endif
   }

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 18
+#define LDT_ABI_VERSION 19
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -31,6 +31,7 @@ typedef struct ldt_tensor_s *ldt_tensor;
 typedef struct ldt_generator_s *ldt_generator;
 typedef char *ldt_error;
 typedef struct ldt_process_group_s *ldt_process_group;
+typedef struct ldt_work_s *ldt_work;
 typedef struct ldt_graph_s *ldt_graph;
 
 /* ---- runtime (core.cc) ---------------------------------------------------------------- */
@@ -343,6 +344,12 @@ LDT_API ldt_error ldt_dist_init(ldt_process_group *out, const char *addr, int po
                                 int64_t timeout_ms, int64_t spin_us);
 LDT_API ldt_error ldt_dist_all_reduce_sum(ldt_process_group pg, const ldt_tensor *ts, int n);
 LDT_API ldt_error ldt_dist_broadcast(ldt_process_group pg, const ldt_tensor *ts, int n, int root);
+/* An all-reduce (sum) of one tensor that runs while the caller goes on: start returns at once
+ * with *out, and wait returns when the sum is in t (polling as the group's collectives do),
+ * or with the collective's error; either way it frees w (NULL: a no-op). Until then t must
+ * not be read or written. Collectives of the group still run in the order they are started. */
+LDT_API ldt_error ldt_dist_all_reduce_sum_start(ldt_process_group pg, ldt_tensor t, ldt_work *out);
+LDT_API ldt_error ldt_dist_work_wait(ldt_process_group pg, ldt_work w);
 LDT_API ldt_error ldt_dist_barrier(ldt_process_group pg);
 /* The store, for small notes between ranks (e.g. which rank failed). get blocks until the
  * key exists or the timeout passes; it copies at most cap bytes and sets *n to the length. */

@@ -416,6 +416,43 @@ func (g *Group) AllReduceSum(ts ...*torch.Tensor) error {
 	return g.check("all-reduce", g.pg.AllReduceSum(ts...))
 }
 
+// PendingSum is an all-reduce started by StartAllReduceSum; Wait ends it.
+type PendingSum struct {
+	g      *Group
+	p      *torch.PendingAllReduce
+	waited bool
+}
+
+// StartAllReduceSum starts summing t over the ranks, in place, and returns at once: work
+// that does not need the sum can run while the ranks exchange. t must be neither read nor
+// written before Wait, and every rank must start the same collectives in the same order.
+func (g *Group) StartAllReduceSum(t *torch.Tensor) (*PendingSum, error) {
+	if g.pg == nil {
+		return &PendingSum{}, nil
+	}
+	if g.stuck {
+		return nil, errStuck
+	}
+	p, err := g.pg.StartAllReduceSum(t)
+	if err != nil {
+		return nil, g.check("all-reduce", err)
+	}
+	return &PendingSum{g: g, p: p}, nil
+}
+
+// Wait returns when the sum is in the tensor, or with the failure (a RankError naming the
+// rank at fault, as AllReduceSum's). It may be called once.
+func (s *PendingSum) Wait() error {
+	if s.waited {
+		return errors.New("dist: this all-reduce was already waited for")
+	}
+	s.waited = true
+	if s.g == nil {
+		return nil
+	}
+	return s.g.check("all-reduce", s.p.Wait())
+}
+
 // Broadcast copies rank root's tensors into every rank's.
 func (g *Group) Broadcast(root int, ts ...*torch.Tensor) error {
 	if g.pg == nil {

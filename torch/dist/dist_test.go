@@ -100,6 +100,37 @@ func runWorker(scenario string) int {
 		if err := g.Barrier(); err != nil {
 			return fail("barrier: %v", err)
 		}
+		// two all-reduces started, a blocking one between them, both waited for after:
+		// each sum lands in its own tensor
+		a := torch.Must(torch.FromFloat32([]float32{float32(r + 1), 1}, 2))
+		b := torch.Must(torch.FromFloat64([]float64{float64(10 * (r + 1))}, 1))
+		pa, err := g.StartAllReduceSum(a)
+		if err != nil {
+			return fail("start: %v", err)
+		}
+		between := []float64{float64(r)}
+		if err := g.SumFloat64s(between); err != nil {
+			return fail("sum between started ones: %v", err)
+		}
+		pb, err := g.StartAllReduceSum(b)
+		if err != nil {
+			return fail("start: %v", err)
+		}
+		if err := pb.Wait(); err != nil {
+			return fail("wait: %v", err)
+		}
+		if err := pa.Wait(); err != nil {
+			return fail("wait: %v", err)
+		}
+		if got := torch.Must(a.Float32s()); got[0] != s || got[1] != float32(n) {
+			return fail("started all-reduce gave %v, want [%v %v]", got, s, n)
+		}
+		if got := torch.Must(b.Float64s()); got[0] != 10*float64(s) || between[0] != float64(n*(n-1)/2) {
+			return fail("started all-reduce gave %v (want %v), the one between %v", got, 10*s, between)
+		}
+		if err := pa.Wait(); err == nil || !strings.Contains(err.Error(), "already waited") {
+			return fail("a second Wait: %v", err)
+		}
 		return 0
 	case "late-peer":
 		// rank 1 reaches the all-reduce 1.5 s after rank 0, which prints the CPU time it
@@ -506,6 +537,13 @@ func TestClosedGroup(t *testing.T) {
 	var pg *torch.ProcessGroup
 	if err := pg.Barrier(); err == nil {
 		t.Error("Barrier on a nil group: no error")
+	}
+	if _, err := pg.StartAllReduceSum(torch.Must(torch.Zeros([]int64{2}))); err == nil {
+		t.Error("StartAllReduceSum on a nil group: no error")
+	}
+	var pending *torch.PendingAllReduce
+	if err := pending.Wait(); err == nil || !strings.Contains(err.Error(), "no all-reduce to wait for") {
+		t.Errorf("Wait with nothing started: %v", err)
 	}
 	pg.Close()
 	if _, err := torch.NewProcessGroup(torch.ProcessGroupOptions{Addr: "127.0.0.1", Port: 1, Rank: 3, WorldSize: 2, Timeout: time.Second}); err == nil || !strings.Contains(err.Error(), "rank 3 is outside") {
