@@ -316,10 +316,20 @@ func (s *baseShard) rows(t *torch.Tensor) (*torch.Tensor, error) {
 // their part of the whole batch's mean.
 func (s *baseShard) share() float64 { return float64(s.hi-s.lo) / float64(s.n) }
 
-// features is Z = [f_θ(x), 1] of the whole base batch x (n rows): this rank's rows computed
-// here, attached to θ, the others' received, without a graph. Every rank holds the same
-// values (the received sum: a row plus zeros).
-func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error) {
+// featureGather is a base batch's feature rows on their way to every rank: started by
+// startFeatures, ended by finish, so that work which does not need them (LD RR's target
+// features) runs while the ranks exchange.
+type featureGather struct {
+	s       *baseShard
+	own     *torch.Tensor // this rank's rows, attached to θ
+	all     *torch.Tensor // every rank's rows: this rank's and zeros, summed in place
+	pending *dist.PendingSum
+}
+
+// startFeatures computes this rank's rows of Z = [f_θ(x), 1] for the whole base batch x
+// (n rows) and starts the all-reduce that gives every rank the others' (each rank sends its
+// rows and zeros elsewhere).
+func (s *baseShard) startFeatures(l *learner, x *torch.Tensor) (*featureGather, error) {
 	var c torch.Chain
 	own := c.T(l.features(c.T(s.rows(x)), true))
 	if c.Err() != nil {
@@ -337,11 +347,24 @@ func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error)
 	if c.Err() != nil {
 		return nil, c.Err()
 	}
-	t0 := time.Now()
-	if err := s.p.g.AllReduceSum(all); err != nil {
+	pending, err := s.p.g.StartAllReduceSum(all)
+	if err != nil {
 		return nil, err
 	}
-	s.p.lastReduce += time.Since(t0)
+	return &featureGather{s: s, own: own, all: all, pending: pending}, nil
+}
+
+// finish waits for the other ranks' rows and returns Z: this rank's rows attached to θ, the
+// others' without a graph. Every rank holds the same values (the received sum: a row plus
+// zeros). It must be called once for every startFeatures, also on an error path.
+func (f *featureGather) finish() (*torch.Tensor, error) {
+	t0 := time.Now()
+	if err := f.pending.Wait(); err != nil {
+		return nil, err
+	}
+	f.s.p.lastReduce += time.Since(t0) // the wait: what the exchange cost this rank
+	s, own, all := f.s, f.own, f.all
+	var c torch.Chain
 	// own + (received − own) is the received value exactly (a −0 row entry became +0 in
 	// the sum), with own's gradient: every rank computes the same bits from here.
 	mine := c.T(all.Narrow(0, int64(s.lo), int64(s.hi-s.lo)))
@@ -355,6 +378,15 @@ func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error)
 	}
 	z := c.T(torch.Cat(parts, 0))
 	return z, c.Err()
+}
+
+// features is Z of the whole base batch x, gathered without other work in between.
+func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error) {
+	f, err := s.startFeatures(l, x)
+	if err != nil {
+		return nil, err
+	}
+	return f.finish()
 }
 
 // sum adds up the ranks' parts of θ-sized tensors (a gradient), in place, in one float32

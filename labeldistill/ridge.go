@@ -15,15 +15,26 @@ import (
 // updated labels, whose gradient reaches θ through the features and the ridge solve, and s;
 // Adam steps on θ and s. Nothing is read back to the host: the label loss, the target error
 // and the solve's status are left in the outputs, in the caller's scope. With b.shard the
-// base features are this rank's rows computed and the others' received, and θ's gradient is
-// summed over the ranks (baseShard).
+// base features are this rank's rows computed and the others' received (while the target
+// features are computed), and θ's gradient is summed over the ranks (baseShard).
 func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	var c torch.Chain
-	var zb *torch.Tensor
+	var zb, zt *torch.Tensor
+	targetFeatures := func() {
+		c.Check(torch.NoGrad(func() (err error) {
+			zt, err = l.features(b.xt, true)
+			return err
+		}))
+	}
 	if b.shard != nil {
-		zb = c.T(b.shard.features(l, b.x))
+		gather, err := b.shard.startFeatures(l, b.x)
+		if err != nil {
+			return stepOutputs{}, err
+		}
+		targetFeatures()          // θ only: computed while the ranks exchange the base features
+		zb = c.T(gather.finish()) // also after an error above: every started collective ends
 	} else {
 		zb = c.T(l.features(b.x, true))
 	}
@@ -34,11 +45,9 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	if err != nil {
 		return stepOutputs{}, err
 	}
-	var zt *torch.Tensor
-	c.Check(torch.NoGrad(func() (err error) {
-		zt, err = l.features(b.xt, true)
-		return err
-	}))
+	if zt == nil {
+		targetFeatures()
+	}
 	logitsT := c.T(train.RRLogits(zt, w, l.scale))
 	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, b.yt)) // yt: dataset labels, checked on load
 	wrong := c.T(train.WrongCount(logitsT, b.yt))
