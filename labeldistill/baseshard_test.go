@@ -77,7 +77,7 @@ func baseShardRank(t *testing.T, g *dist.Group) {
 	if shard == nil || shard.hi-shard.lo != []int{5, 4}[g.Rank()] {
 		t.Fatalf("rank %d: shard %+v, want rows %v", g.Rank(), shard, [][2]int{{0, 5}, {5, 9}}[g.Rank()])
 	}
-	split := T(shard.features(l, x))
+	split := T(tNeed[*featureGather](t)(shard.startFeatures(l, x)).finish())
 	if d := relDiff(t, split, whole); d > 1e-12 {
 		t.Errorf("rank %d: gathered features differ from one process's by %.3g (relative)", g.Rank(), d)
 	}

@@ -380,15 +380,6 @@ func (f *featureGather) finish() (*torch.Tensor, error) {
 	return z, c.Err()
 }
 
-// features is Z of the whole base batch x, gathered without other work in between.
-func (s *baseShard) features(l *learner, x *torch.Tensor) (*torch.Tensor, error) {
-	f, err := s.startFeatures(l, x)
-	if err != nil {
-		return nil, err
-	}
-	return f.finish()
-}
-
 // sum adds up the ranks' parts of θ-sized tensors (a gradient), in place, in one float32
 // all-reduce (with two ranks the float32 sum is the exact sum rounded once, as a float64
 // sum would give).
