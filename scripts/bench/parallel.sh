@@ -4,10 +4,12 @@
 #   1r1t  one rank, one thread            1r2t  one rank, two threads
 #   2r1t  two ranks (--nproc 2), one thread each, polling for the all-reduce's end (default)
 #   2r1s  the same, each rank sleeping at once in the all-reduce (LDTORCH_DIST_SPIN=0)
-#   half  one rank, one thread, outer batch N_o/2: with 1r1t it splits a meta-step into the
-#         part that shards (the outer pass, ∝ N_o) and the part that does not
-#   2lone two lone processes at once, one thread and N_o/2 each: the two ranks' work without
-#         their exchange, so 1r1t / 2lone is what two ranks could reach on this machine
+#   half  one rank, one thread, half of both batches (N_i/2, N_o/2), the share of one of two
+#         ranks (each takes half of the base rows and half of the target batch): with 1r1t it
+#         splits a meta-step into the part that shards and the part that does not
+#   2lone two lone processes at once, one thread and half of both batches each: the two
+#         ranks' work without their exchange, so 1r1t / 2lone is what two ranks could reach on
+#         this machine
 # for LD and LD RR on MNIST with N = 100 (N_i 50, N_o 1024). Prints one JSON line per run and
 # a summary of medians, speed-ups, the split fraction and the all-reduce's share.
 # Usage: scripts/bench/parallel.sh [ROUNDS=3] [STEPS=20]
@@ -48,8 +50,8 @@ for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=2 run 1r2t "$m" --threads 2
     OMP_NUM_THREADS=1 run 2r1t "$m" --nproc 2 --threads 1
     OMP_NUM_THREADS=1 LDTORCH_DIST_SPIN=0 run 2r1s "$m" --nproc 2 --threads 1
-    OMP_NUM_THREADS=1 run half "$m" --threads 1 --outer-batch 512
-    OMP_NUM_THREADS=1 run2 2lone "$m" --threads 1 --outer-batch 512
+    OMP_NUM_THREADS=1 run half "$m" --threads 1 --inner-batch 25 --outer-batch 512
+    OMP_NUM_THREADS=1 run2 2lone "$m" --threads 1 --inner-batch 25 --outer-batch 512
   done
 done
 echo "load after: $(uptime)"
@@ -67,7 +69,7 @@ for k, what in (("meta_step_median_s", "wall"), ("meta_step_cpu_median_s", "thre
     print("method    1r1t     1r2t     2r1t     2r1s     half    2lone  2r1t vs 1r1t  2r1s vs 1r1t  1r2t vs 1r1t  2lone vs 1r1t  split fraction")
     for m in ("ld", "rr"):
         a, b, c, d, h, p = (med(x, m, k) for x in ("1r1t", "1r2t", "2r1t", "2r1s", "half", "2lone"))
-        split = 2 * (a - h) / a  # the outer pass is ∝ N_o: t(N_o) − t(N_o/2) is half of it
+        split = 2 * (a - h) / a  # the sharded part halves: t(whole) − t(half) is half of it
         print(f"{m:6s}  {a:7.4f}  {b:7.4f}  {c:7.4f}  {d:7.4f}  {h:7.4f}  {p:7.4f}   {a/c:6.2f}x       {a/d:6.2f}x       {a/b:6.2f}x        {a/p:6.2f}x        {split:5.1%}")
 print("\nall-reduce inside a 2-rank meta-step (rank 0, waiting for rank 1 included)")
 for m in ("ld", "rr"):
