@@ -43,6 +43,8 @@ run2() { # config method [extra flags...]
   { bench "$m" "$@" >"$out.b" 2>>"$out.err" && wait "$pid"; } || { failed "$c" "$m"; return 1; }
   record "$c" "$out.a" "$out.b"
 }
+# One of two ranks' share of MNIST-100's batches (N_i 50, N_o 1024), for half and 2lone.
+half_share=(--inner-batch 25 --outer-batch 512)
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
   for m in ld rr; do
@@ -50,8 +52,8 @@ for r in $(seq "$rounds"); do
     OMP_NUM_THREADS=2 run 1r2t "$m" --threads 2
     OMP_NUM_THREADS=1 run 2r1t "$m" --nproc 2 --threads 1
     OMP_NUM_THREADS=1 LDTORCH_DIST_SPIN=0 run 2r1s "$m" --nproc 2 --threads 1
-    OMP_NUM_THREADS=1 run half "$m" --threads 1 --inner-batch 25 --outer-batch 512
-    OMP_NUM_THREADS=1 run2 2lone "$m" --threads 1 --inner-batch 25 --outer-batch 512
+    OMP_NUM_THREADS=1 run half "$m" --threads 1 "${half_share[@]}"
+    OMP_NUM_THREADS=1 run2 2lone "$m" --threads 1 "${half_share[@]}"
   done
 done
 echo "load after: $(uptime)"
