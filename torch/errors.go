@@ -36,6 +36,7 @@ func (e *Error) Unwrap() error { return e.err }
 
 // cerr converts a shim error (NULL on success) into a Go error and frees the C string.
 func cerr(op string, e C.ldt_error) error {
+	callDone()
 	if e == nil {
 		return nil
 	}
