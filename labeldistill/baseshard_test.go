@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,7 @@ func baseShardRank(t *testing.T, g *dist.Group) {
 	whole := T(l.features(x, true))
 	want := thetaGrad(whole)
 
-	p := &parallel{g: g}
+	p := &parallel{g: g, baseSplit: BaseSplitOn} // LeNet: split only when asked (splitsBase)
 	shard := p.baseShard(cfg, net, rows)
 	if shard == nil || shard.hi-shard.lo != []int{5, 4}[g.Rank()] {
 		t.Fatalf("rank %d: shard %+v, want rows %v", g.Rank(), shard, [][2]int{{0, 5}, {5, 9}}[g.Rank()])
@@ -131,7 +132,7 @@ func ldShardRank(t *testing.T, g *dist.Group) {
 	wantDY := tNeed[[]*torch.Tensor](t)(torch.Grad([]*torch.Tensor{loss}, []*torch.Tensor{labels}, torch.GradOpts{}))
 
 	// two ranks
-	p := &parallel{g: g}
+	p := &parallel{g: g, baseSplit: BaseSplitOn} // LeNet: split only when asked (splitsBase)
 	shard := p.baseShard(cfg, net, rows)
 	if shard == nil || !shard.rowParts || shard.hi-shard.lo != []int{5, 4}[g.Rank()] {
 		t.Fatalf("rank %d: shard %+v, want rows %v, label rows as parts", g.Rank(), shard, [][2]int{{0, 5}, {5, 9}}[g.Rank()])
@@ -171,5 +172,33 @@ func ldShardRank(t *testing.T, g *dist.Group) {
 	if !t.Failed() {
 		fmt.Fprintf(os.Stderr, "rank %d: LD, base rows [%d, %d) of %d, target [%d, %d) of %d; inner gradient, θ′ and label gradient agree with one process's within 1e-12\n",
 			g.Rank(), shard.lo, shard.hi, rows, lo, hi, targets)
+	}
+}
+
+// TestSplitsBaseByNetwork: by default LeNet's base batch stays whole on every rank and the
+// larger networks' is split; on and off override that; the names parse back.
+func TestSplitsBaseByNetwork(t *testing.T) {
+	for _, c := range []struct {
+		split BaseSplit
+		arch  string
+		want  bool
+	}{
+		{BaseSplitAuto, "lenet", false}, {BaseSplitAuto, "convnet", true}, {BaseSplitAuto, "alexnet", true},
+		{BaseSplitOn, "lenet", true}, {BaseSplitOff, "convnet", false}, {BaseSplitOff, "lenet", false},
+	} {
+		if got := (&parallel{baseSplit: c.split}).splitsBase(&nets.Net{Arch: c.arch}); got != c.want {
+			t.Errorf("%s on %s: splits %v, want %v", c.split, c.arch, got, c.want)
+		}
+	}
+	for _, s := range []BaseSplit{BaseSplitAuto, BaseSplitOn, BaseSplitOff} {
+		if got, err := ParseBaseSplit(s.String()); err != nil || got != s {
+			t.Errorf("ParseBaseSplit(%q) = %v, %v", s.String(), got, err)
+		}
+	}
+	if s, err := ParseBaseSplit(""); err != nil || s != BaseSplitAuto {
+		t.Errorf(`ParseBaseSplit("") = %v, %v; want auto`, s, err)
+	}
+	if _, err := ParseBaseSplit("yes"); err == nil || !strings.Contains(err.Error(), `"yes"`) || !strings.Contains(err.Error(), "auto, on, off") {
+		t.Errorf(`ParseBaseSplit("yes"): %v`, err)
 	}
 }

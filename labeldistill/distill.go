@@ -53,6 +53,7 @@ type runOptions struct {
 	keepSet       bool
 	historyPath   string
 	group         *dist.Group
+	baseSplit     BaseSplit
 	learn         func(*runData) ([]learnable, error) // nil: the labels (tests give others)
 	saveModels    string
 	baseFile      *data.BaseFile
@@ -196,7 +197,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 			ckptDir = resumeDir
 		}
 	}
-	par := &parallel{g: o.group}
+	par := &parallel{g: o.group, baseSplit: o.baseSplit}
 	if par.rank() != 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = followRoot(ctx)

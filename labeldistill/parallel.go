@@ -6,8 +6,8 @@ package labeldistill
 // outer loss on its contiguous shard of the N_o target batch; one all-reduce per
 // meta-step sums the shard-size-weighted label gradients, losses and wrong-prediction
 // counts, so every rank takes the same label step and sees the same error (hence the same
-// reset decisions). The base batch is split too where no layer couples its rows
-// (baseShard, below).
+// reset decisions). The base batch is split too where no layer couples its rows and the
+// network's base batch is worth the extra collectives (baseShard, splitsBase, below).
 // Evaluation models are split across ranks and their accuracies gathered; the validation
 // split is scored in parts. Only rank 0 writes files.
 
@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -32,6 +33,49 @@ import (
 // next meta-step boundary, where rank 0 writes its checkpoint; the other ranks follow rank 0
 // (their own cancellation takes effect rootGrace later, 5 s).
 func WithGroup(g *dist.Group) RunOption { return func(o *runOptions) { o.group = g } }
+
+// BaseSplit says whether a data-parallel run that learns labels splits each meta-step's base
+// batch over its ranks (baseShard) where the network allows it.
+type BaseSplit int
+
+const (
+	// BaseSplitAuto splits it except on LeNet, whose base batch costs less than the
+	// collectives a split adds (splitsBase).
+	BaseSplitAuto BaseSplit = iota
+	BaseSplitOn             // split it on every network that allows it
+	BaseSplitOff            // every rank runs the whole base batch
+)
+
+// BaseSplitVariable is the environment variable through which the ldtorch command sets
+// WithBaseSplit: auto (the default), on or off.
+const BaseSplitVariable = "LDTORCH_BASE_SPLIT"
+
+var baseSplitNames = []string{"auto", "on", "off"}
+
+func (s BaseSplit) String() string {
+	if s < 0 || int(s) >= len(baseSplitNames) {
+		return fmt.Sprintf("BaseSplit(%d)", int(s))
+	}
+	return baseSplitNames[s]
+}
+
+// ParseBaseSplit reads a BaseSplit by its name: auto, on or off ("" is auto).
+func ParseBaseSplit(name string) (BaseSplit, error) {
+	if name == "" {
+		return BaseSplitAuto, nil
+	}
+	for i, n := range baseSplitNames {
+		if name == n {
+			return BaseSplit(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown base split %q (known: %s)", name, strings.Join(baseSplitNames, ", "))
+}
+
+// WithBaseSplit sets whether a data-parallel run splits its base batch over the ranks
+// (default BaseSplitAuto). The split changes only the order in which the ranks' parts are
+// summed: the labels agree with the whole batch's to rounding.
+func WithBaseSplit(s BaseSplit) RunOption { return func(o *runOptions) { o.baseSplit = s } }
 
 // rootGrace is how long a rank other than 0 goes on after its own interruption, waiting for
 // rank 0 to stop the group. An interrupted run's ranks usually get the signal at once, but
@@ -53,6 +97,7 @@ func followRoot(ctx context.Context) (context.Context, context.CancelFunc) {
 // parallel is this run's place in its group; the zero value (and nil) is a lone process.
 type parallel struct {
 	g          *dist.Group
+	baseSplit  BaseSplit
 	lastReduce time.Duration // wall time of the last meta-step's all-reduces (benchmarks; stepOn zeroes it)
 }
 
@@ -288,8 +333,9 @@ func (p *parallel) validationAccuracy(ctx context.Context, m *train.Models, v de
 //
 // The sums differ from one process's in their last bits (as the outer batch's already do).
 // Nil where the base batch is not split: one process, learnt images (and method dd), a
-// network with BatchNorm (its statistics couple the rows), or fewer base examples in a
-// batch than ranks.
+// network with BatchNorm (its statistics couple the rows), fewer base examples in a batch
+// than ranks, or a network whose base batch is not worth it (splitsBase: LeNet, unless
+// BaseSplitOn).
 type baseShard struct {
 	p         *parallel
 	lo, hi, n int
@@ -300,11 +346,27 @@ type baseShard struct {
 
 // baseShard returns this rank's part of an N_i-row base batch of a run on net, or nil.
 func (p *parallel) baseShard(cfg config.Config, net *nets.Net, innerBatch int) *baseShard {
-	if p.size() == 1 || cfg.LearnsImages() || len(net.Buffers) > 0 || innerBatch < p.size() {
+	if p.size() == 1 || cfg.LearnsImages() || len(net.Buffers) > 0 || innerBatch < p.size() || !p.splitsBase(net) {
 		return nil
 	}
 	lo, hi := shardOf(innerBatch, p.rank(), p.size())
 	return &baseShard{p: p, lo: lo, hi: hi, n: innerBatch, rowParts: cfg.Method == config.MethodLD}
+}
+
+// splitsBase says whether the base batch of a run on net is split (where it may be). The
+// split trades half of the base batch's network work for two more collectives a meta-step,
+// each a point where the ranks wait for each other. LeNet's base batch (N_i ≤ 50 small
+// images for MNIST-sized data) is too little work for that: on MNIST the split made two
+// ranks slower, or no faster, on four machine kinds, while it gains 10–20 % of a ConvNet-3
+// or AlexCifarNet meta-step (docs/BENCHMARKS.md, predictions 45, 46 and 49).
+func (p *parallel) splitsBase(net *nets.Net) bool {
+	switch p.baseSplit {
+	case BaseSplitOn:
+		return true
+	case BaseSplitOff:
+		return false
+	}
+	return net.Arch != "lenet"
 }
 
 // rows is this rank's rows of a base-batch tensor (images or labels), with its graph.

@@ -97,7 +97,7 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	if err != nil {
 		return fail(err)
 	}
-	res, err := bench.Run(c.Context, cfg, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census")}, ds, rank.group)
+	res, err := bench.Run(c.Context, cfg, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census"), BaseSplit: rank.baseSplit}, ds, rank.group)
 	if err != nil {
 		return fail(err)
 	}

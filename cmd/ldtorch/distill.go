@@ -386,7 +386,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	}
 	if rank.group != nil {
 		pr.note("rank 0 of %d (c10d Gloo, store %s:%d)", rank.group.Size(), rank.cfg.Addr, rank.cfg.Port)
-		opts = append(opts, labeldistill.WithGroup(rank.group))
+		opts = append(opts, rank.runOptions()...)
 	}
 	started := time.Now()
 	res, err := labeldistill.Distill(ctx, cfg, opts...)

@@ -29,6 +29,16 @@ type rankInfo struct {
 	launch int
 	cfg    dist.Config
 	group  *dist.Group // joined by rankOf for a rank; nil for a lone run
+	// baseSplit: labeldistill.BaseSplitVariable, how the ranks share each base batch
+	baseSplit labeldistill.BaseSplit
+}
+
+// runOptions are the library options of a rank of a data-parallel run (none for a lone run).
+func (r rankInfo) runOptions() []labeldistill.RunOption {
+	if r.group == nil {
+		return nil
+	}
+	return []labeldistill.RunOption{labeldistill.WithGroup(r.group), labeldistill.WithBaseSplit(r.baseSplit)}
 }
 
 func (r rankInfo) root() bool { return r.group == nil || r.group.IsRoot() }
@@ -36,6 +46,10 @@ func (r rankInfo) root() bool { return r.group == nil || r.group.IsRoot() }
 // rankOf reads --nproc and the distributed environment and, for a rank, joins its group.
 func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	n := c.Int("nproc")
+	split, err := labeldistill.ParseBaseSplit(os.Getenv(labeldistill.BaseSplitVariable))
+	if err != nil {
+		return rankInfo{}, usageErrorf("%s: %v", labeldistill.BaseSplitVariable, err)
+	}
 	cfg, isRank, err := dist.FromEnv()
 	if err != nil {
 		return rankInfo{}, usageErrorf("%v", err)
@@ -72,7 +86,7 @@ func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 		}
 		return rankInfo{}, failuref("%v", err)
 	}
-	return rankInfo{cfg: cfg, group: g}, nil
+	return rankInfo{cfg: cfg, group: g, baseSplit: split}, nil
 }
 
 // launchRanks checks what a run needs once, then starts n ranks of this command line and
@@ -217,7 +231,7 @@ func (t *tailBuffer) String() string {
 func (e *env) distillRank(c *cli.Context, cfg config.Config, rank rankInfo) error {
 	g := rank.group
 	defer g.Close()
-	opts := []labeldistill.RunOption{labeldistill.WithGroup(g)}
+	opts := rank.runOptions()
 	if c.IsSet("resume") {
 		if c.String("resume") == "" {
 			return usageErrorf("--resume needs a folder")

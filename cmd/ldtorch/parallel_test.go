@@ -62,10 +62,10 @@ func maxAbsDiff(a, b []float32) float64 {
 	return d
 }
 
-// TestParallelMatchesOneRank: LD over two ranks (the outer batch and the 10 base rows split
-// 5/5: labeldistill's TestBaseShardGivesOneProcesssGradient checks the split in float64)
-// learns one process's labels, validations, test accuracies and baseline; resumed after a
-// killed rank, it ends as an uninterrupted two-rank run.
+// TestParallelMatchesOneRank: LD over two ranks (the outer batch split; LeNet's 10 base rows
+// whole on each rank, LDTORCH_BASE_SPLIT's default) learns one process's labels,
+// validations, test accuracies and baseline; resumed after a killed rank, it ends as an
+// uninterrupted two-rank run.
 func TestParallelMatchesOneRank(t *testing.T) {
 	shared := sharedDatasets(t)
 	two := filepath.Join(t.TempDir(), "two")
@@ -97,22 +97,29 @@ func TestParallelMatchesOneRank(t *testing.T) {
 	t.Run("killed rank, then resume", func(t *testing.T) { killedRankThenResume(t, shared, two) })
 }
 
-// TestParallelRRSplitsTheBaseBatch: LD RR over two ranks splits the base batch too (each
-// rank runs the network on its 5 or 4 of the 9 base rows; their features are gathered and
-// their parts of θ's gradient summed: labeldistill's TestBaseShardGivesOneProcesssGradient
-// checks that in float64) and learns one process's labels to rounding over 8 meta-steps.
-// Further on, float32 runs drift apart: Adam divides each θ gradient by its own scale, so a
-// gradient that is zero to rounding in one run and not in the other moves a weight by up to
-// the learning rate (32 meta-steps: labels 7e-4 apart). The ranks themselves agree bit for
-// bit (the run checks it at every validation).
-func TestParallelRRSplitsTheBaseBatch(t *testing.T) {
-	rr := []string{"--method", "rr", "--inner-batch", "9", "--epochs", "2", "--validate-every", "1",
-		"--reset-window", "100", "--eval-models", "1", "--baselines", "none"}
-	a, _, d, _, _ := oneAndTwoRanks(t, sharedDatasets(t), filepath.Join(t.TempDir(), "two"), rr...)
-	if a.Report.MetaSteps != 8 {
-		t.Errorf("%d meta-steps, want 8", a.Report.MetaSteps)
+// TestParallelSplitsTheBaseBatch: with LDTORCH_BASE_SPLIT=on, LD RR and LD over two ranks
+// split LeNet's base batch too (each rank runs the network on its 5 or 4 of the 9 base rows;
+// LD RR gathers their features and sums their parts of θ's gradient, LD sums their parts of
+// the inner gradient and of the target loss's gradient with respect to θ′:
+// labeldistill's TestBaseShardGivesOneProcesssGradient checks both in float64) and learn
+// one process's labels to rounding over 8 meta-steps. Further on, float32 runs drift apart:
+// Adam divides each θ gradient by its own scale, so a gradient that is zero to rounding in
+// one run and not in the other moves a weight by up to the learning rate (LD RR, 32
+// meta-steps: labels 7e-4 apart). The ranks themselves agree bit for bit (the run checks it
+// at every validation).
+func TestParallelSplitsTheBaseBatch(t *testing.T) {
+	shared := sharedDatasets(t)
+	for _, method := range []string{"rr", "ld"} {
+		t.Run(method, func(t *testing.T) {
+			args := []string{"--method", method, "--inner-batch", "9", "--epochs", "2", "--validate-every", "1",
+				"--reset-window", "100", "--eval-models", "1", "--baselines", "none"}
+			a, _, d, _, _ := oneAndTwoRanksEnv(t, shared, filepath.Join(t.TempDir(), "two"), []string{"LDTORCH_BASE_SPLIT=on"}, args...)
+			if a.Report.MetaSteps != 8 {
+				t.Errorf("%d meta-steps, want 8", a.Report.MetaSteps)
+			}
+			t.Logf("max |Δlabel| %.3g after %d meta-steps", d, a.Report.MetaSteps)
+		})
 	}
-	t.Logf("max |Δlabel| %.3g after %d meta-steps", d, a.Report.MetaSteps)
 }
 
 // oneAndTwoRanks runs parallelArgs(extra) as one process and as two ranks (writing two),
@@ -121,6 +128,12 @@ func TestParallelRRSplitsTheBaseBatch(t *testing.T) {
 // both artifacts and both wall times.
 func oneAndTwoRanks(t *testing.T, shared, two string, extra ...string) (a, b *artifact.Artifact, d float64, t1, t2 time.Duration) {
 	t.Helper()
+	return oneAndTwoRanksEnv(t, shared, two, nil, extra...)
+}
+
+// oneAndTwoRanksEnv is oneAndTwoRanks with env added to the two-rank run's environment.
+func oneAndTwoRanksEnv(t *testing.T, shared, two string, env []string, extra ...string) (a, b *artifact.Artifact, d float64, t1, t2 time.Duration) {
+	t.Helper()
 	one := filepath.Join(t.TempDir(), "one")
 	start := time.Now()
 	if r := runBinary(t, 5*time.Minute, nil, parallelArgs(shared, one, extra...)...); r.code != 0 {
@@ -128,7 +141,7 @@ func oneAndTwoRanks(t *testing.T, shared, two string, extra ...string) (a, b *ar
 	}
 	t1 = time.Since(start)
 	start = time.Now()
-	r := runBinary(t, 5*time.Minute, []string{"LDTORCH_DIST_TIMEOUT=60s"}, parallelArgs(shared, two, append(extra, "--nproc", "2")...)...)
+	r := runBinary(t, 5*time.Minute, append([]string{"LDTORCH_DIST_TIMEOUT=60s"}, env...), parallelArgs(shared, two, append(extra, "--nproc", "2")...)...)
 	if r.code != 0 {
 		t.Fatalf("2 ranks: exit %d\n%s", r.code, r.stderr)
 	}
@@ -270,6 +283,8 @@ func TestParallelUsageErrors(t *testing.T) {
 		{[]string{"LDTORCH_DIST_TIMEOUT=-1s"}, []string{"--nproc", "2"}, `LDTORCH_DIST_TIMEOUT="-1s" is not a positive duration`},
 		{[]string{"LDTORCH_DIST_SPIN=-2ms"}, []string{"--nproc", "2"}, `LDTORCH_DIST_SPIN="-2ms" is not a duration of 0 or more`},
 		{[]string{"WORLD_SIZE=2", "RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=1", "LDTORCH_DIST_SPIN=5s"}, nil, `LDTORCH_DIST_SPIN="5s" is longer than the limit of 1s`},
+		{[]string{"LDTORCH_BASE_SPLIT=yes"}, []string{"--nproc", "2"}, `LDTORCH_BASE_SPLIT: unknown base split "yes" (known: auto, on, off)`},
+		{[]string{"LDTORCH_BASE_SPLIT=ON"}, nil, `LDTORCH_BASE_SPLIT: unknown base split "ON"`},
 	} {
 		r := ldtorch(t, c.env, parallelArgs(shared, out, c.args...)...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {

@@ -72,6 +72,9 @@ type Options struct {
 	// a small network's step on a GPU. Counting slows every call a little: such a run's
 	// timings are not comparable with those of a run without it.
 	OpCensus bool
+	// BaseSplit: how the ranks of a data-parallel run (g) share each base batch
+	// (labeldistill.WithBaseSplit).
+	BaseSplit labeldistill.BaseSplit
 }
 
 // Census is the operator census of a run's timed steps, per step.
@@ -198,7 +201,7 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 	last, lastCPU = float64(time.Now().UnixNano())/1e9, threadCPU()
 	opts := []labeldistill.RunOption{labeldistill.WithData(ds), labeldistill.WithProgress(progress)}
 	if g != nil {
-		opts = append(opts, labeldistill.WithGroup(g))
+		opts = append(opts, labeldistill.WithGroup(g), labeldistill.WithBaseSplit(o.BaseSplit))
 	}
 	// The first progress report comes after the first meta-step: set the clock before it.
 	_, err = labeldistill.Distill(run, timedCfg, opts...)
