@@ -357,7 +357,7 @@ func (p *parallel) baseShard(cfg config.Config, net *nets.Net, innerBatch int) *
 // split trades half of the base batch's network work for two more collectives a meta-step,
 // each a point where the ranks wait for each other. LeNet's base batch (N_i ≤ 50 small
 // images for MNIST-sized data) is too little work for that: on MNIST the split made two
-// ranks slower, or no faster, on four machine kinds, while it gains 10–20 % of a ConvNet-3
+// ranks slower, or no faster, on three machine kinds, while it gains 10–20 % of a ConvNet-3
 // or AlexCifarNet meta-step (docs/BENCHMARKS.md, predictions 45, 46 and 49).
 func (p *parallel) splitsBase(net *nets.Net) bool {
 	switch p.baseSplit {
