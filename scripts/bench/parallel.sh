@@ -4,12 +4,13 @@
 #   1r1t  one rank, one thread            1r2t  one rank, two threads
 #   2r1t  two ranks (--nproc 2), one thread each, polling for the all-reduce's end (default)
 #   2r1s  the same, each rank sleeping at once in the all-reduce (LDTORCH_DIST_SPIN=0)
-#   half  one rank, one thread, half of both batches (N_i/2, N_o/2), the share of one of two
-#         ranks (each takes half of the base rows and half of the target batch): with 1r1t it
-#         splits a meta-step into the part that shards and the part that does not
-#   2lone two lone processes at once, one thread and half of both batches each: the two
-#         ranks' work without their exchange, so 1r1t / 2lone is what two ranks could reach on
-#         this machine
+#   half  one rank, one thread, the share of one of two ranks: half the target batch (N_o/2)
+#         and the whole base batch, as LeNet's ranks keep it by default; with
+#         LDTORCH_BASE_SPLIT=on, which splits the ranks' base rows, half of that too (N_i/2):
+#         with 1r1t it splits a meta-step into the part that shards and the part that does not
+#   2lone two lone processes at once, one thread and one rank's share each: the two ranks'
+#         work without their exchange, so 1r1t / 2lone is what two ranks could reach on this
+#         machine
 # for LD and LD RR on MNIST with N = 100 (N_i 50, N_o 1024). Prints one JSON line per run and
 # a summary of medians, speed-ups, the split fraction and the all-reduce's share.
 # Usage: scripts/bench/parallel.sh [ROUNDS=3] [STEPS=20]
@@ -43,8 +44,15 @@ run2() { # config method [extra flags...]
   { bench "$m" "$@" >"$out.b" 2>>"$out.err" && wait "$pid"; } || { failed "$c" "$m"; return 1; }
   record "$c" "$out.a" "$out.b"
 }
-# One of two ranks' share of MNIST-100's batches (N_i 50, N_o 1024), for half and 2lone.
-half_share=(--inner-batch 25 --outer-batch 512)
+# One of two ranks' share of MNIST-100's batches (N_i 50, N_o 1024), for half and 2lone: half
+# the target batch, and half the base batch only where the ranks split it.
+half_share=(--outer-batch 512)
+case ${LDTORCH_BASE_SPLIT:-auto} in
+  on) half_share+=(--inner-batch 25) ;;
+  auto|off) ;;
+  *) echo "parallel.sh: LDTORCH_BASE_SPLIT=$LDTORCH_BASE_SPLIT: want auto, on or off" >&2; exit 2 ;;
+esac
+echo "one rank's share: ${half_share[*]} (LDTORCH_BASE_SPLIT=${LDTORCH_BASE_SPLIT:-auto})"
 echo "load before: $(uptime)"
 for r in $(seq "$rounds"); do
   for m in ld rr; do
