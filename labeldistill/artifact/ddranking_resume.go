@@ -270,25 +270,28 @@ func distilledDigest(art *Artifact, hard []int64) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// DDRankingInProgress describes the interrupted DD-Ranking evaluations kept in the artifact
-// folder dir (their progress folders), one sentence each, for reports; nil when there are
-// none.
+// DDRankingInProgress describes the unfinished DD-Ranking evaluations kept in the artifact
+// folder dir (their progress folders), one sentence each, for reports: interrupted, or
+// still running where another process holds the folder's lock; nil when there are none.
 func DDRankingInProgress(dir string) []string {
 	folders, _ := filepath.Glob(filepath.Join(dir, EvaluationsFolder, ddrPartialPrefix+"*"))
 	var out []string
 	for _, f := range folders {
 		rel := filepath.Join(EvaluationsFolder, filepath.Base(f))
+		what, next := "an interrupted DD-Ranking evaluation", "; ldtorch evaluate --protocol ddranking with the same settings goes on from it"
+		if holder, held := atomicfile.HeldBy(f); held {
+			what, next = "a DD-Ranking evaluation running in "+holder, ""
+		}
 		raw, err := boundedread.ReadRegularFile(filepath.Join(f, "state.json"), 16<<20, "an evaluation's progress")
 		var st ddrState
 		if err != nil || json.Unmarshal(raw, &st) != nil || st.Key.Models < 1 || st.Key.Group < 1 {
-			out = append(out, fmt.Sprintf("%s: an interrupted DD-Ranking evaluation, nothing finished yet", rel))
+			out = append(out, fmt.Sprintf("%s: %s, nothing finished yet", rel, what))
 			continue
 		}
 		k := st.Key
 		total := 3 * len(k.Syn.LRs) * ((k.Models + k.Group - 1) / k.Group)
-		out = append(out, fmt.Sprintf("%s: an interrupted DD-Ranking evaluation (%s, %d epochs, %d runs, seed %d, augmentation %s): "+
-			"%d of %d trainings finished; ldtorch evaluate --protocol ddranking with the same settings goes on from it",
-			rel, k.Arch, k.Syn.Epochs, k.Models, k.Seed, k.Augment, min(len(st.Done), total), total))
+		out = append(out, fmt.Sprintf("%s: %s (%s, %d epochs, %d runs, seed %d, augmentation %s): %d of %d trainings finished%s",
+			rel, what, k.Arch, k.Syn.Epochs, k.Models, k.Seed, k.Augment, min(len(st.Done), total), total, next))
 	}
 	return out
 }

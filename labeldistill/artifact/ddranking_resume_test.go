@@ -4,12 +4,14 @@ package artifact
 // of the distilled images and in one of the random images, each time run again, ends with
 // the numbers of one that ran through; its progress folder is gone once ddranking.json is
 // written; an evaluation with other settings does not use it, the same one running twice
-// at once is refused, and a damaged record is said and done again.
+// at once is refused (and reported as running, not interrupted), and a damaged record is
+// said and done again.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -139,6 +141,14 @@ func TestDDRankingResumes(t *testing.T) {
 	if _, err := EvaluateDDRanking(context.Background(), art, d, dc); err == nil || !strings.Contains(err.Error(), "the same evaluation") ||
 		!strings.Contains(err.Error(), "is in use by another run") {
 		t.Errorf("the same evaluation twice at once: %v", err)
+	}
+	// Reports call it running, not interrupted, while its lock is held (where the kernel's
+	// lock table shows it).
+	if _, seen := atomicfile.HeldBy(before[0]); seen {
+		want := fmt.Sprintf("a DD-Ranking evaluation running in ldtorch process %d (lenet,", os.Getpid())
+		if notes := DDRankingInProgress(art.Dir); len(notes) != 1 || !strings.Contains(notes[0], want) || strings.Contains(notes[0], "goes on from it") {
+			t.Errorf("DDRankingInProgress while running: %q, want %q", notes, want)
+		}
 	}
 	unlock()
 	if err := os.WriteFile(filepath.Join(before[0], "state.json"), []byte("{"), 0o644); err != nil {
