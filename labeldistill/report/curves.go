@@ -227,17 +227,25 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 	row := []*plot.Plot{p}
 	if len(improvements) > 0 {
 		q := newPlot("Distilled minus baseline (points)")
-		iv := make(plotter.Values, len(improvements))
+		// Gains in green, losses in red: one bar chart each, the other's bars of height 0.
+		gains := make(plotter.Values, len(improvements))
+		losses := make(plotter.Values, len(improvements))
 		inames := make([]string, len(improvements))
 		for i, e := range improvements {
-			iv[i], inames[i] = e.mean, e.name
+			gains[i], losses[i], inames[i] = math.Max(e.mean, 0), math.Min(e.mean, 0), e.name
 		}
-		ib, err := plotter.NewBarChart(iv, vg.Points(40))
-		if err != nil {
-			return nil, err
+		for _, bars := range []struct {
+			v   plotter.Values
+			col color.Color
+		}{{gains, green}, {losses, red}} {
+			ib, err := plotter.NewBarChart(bars.v, vg.Points(40))
+			if err != nil {
+				return nil, err
+			}
+			ib.Color, ib.LineStyle.Width = bars.col, 0
+			q.Add(ib)
 		}
-		ib.Color, ib.LineStyle.Width = green, 0
-		q.Add(ib, plotter.NewGrid())
+		q.Add(plotter.NewGrid())
 		var ixy plotter.XYs
 		var itexts []string
 		for i, e := range improvements {
