@@ -249,7 +249,10 @@ func imagePlot(img image.Image, title string) *plot.Plot {
 }
 
 // logTicks label 1, 2 and 5 times each power of ten (gonum's LogTicks label only the
-// powers, often a single tick on these plots).
+// powers, often a single tick on these plots). An axis spanning less than that (a factor of
+// 2.5 between 2 and 5, say) would show one label or none, which gives no scale: there every
+// multiple of the power of ten is labelled, and where even those leave fewer than two labels,
+// the linear ticks of the range are.
 type logTicks struct{}
 
 func (logTicks) Ticks(lo, hi float64) []plot.Tick {
@@ -271,7 +274,25 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 			ticks = append(ticks, t)
 		}
 	}
+	if labelledTicks(ticks) < 2 {
+		for i := range ticks {
+			ticks[i].Label = fmt.Sprintf("%.3g", ticks[i].Value)
+		}
+	}
+	if labelledTicks(ticks) < 2 {
+		return compactTicks{}.Ticks(lo, hi)
+	}
 	return ticks
+}
+
+func labelledTicks(ticks []plot.Tick) int {
+	n := 0
+	for _, t := range ticks {
+		if t.Label != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // stepTicks are the default ticks labelled as whole numbers (meta-steps).
