@@ -93,8 +93,13 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	if err := evaluationError(c, dir, err); err != nil {
 		var ee *exitError
 		if errors.As(err, &ee) && ee.code == exitInterrupted && dc.CheckpointEvery > 0 {
-			ee.msg = fmt.Sprintf("interrupted; the same command goes on from the last save (every %v, in %s)", dc.CheckpointEvery,
-				filepath.Join(dir, artifact.EvaluationsFolder, "ddranking-partial-*"))
+			where := filepath.Join(dir, artifact.EvaluationsFolder, "ddranking-partial-*")
+			if dc.CacheDir != "" {
+				// The full-data model's training is kept beside its cache entry, where
+				// any evaluation needing that model goes on with it.
+				where += "; the full-data model's in " + dc.CacheDir
+			}
+			ee.msg = fmt.Sprintf("interrupted; the same command goes on from the last save (every %v, in %s)", dc.CheckpointEvery, where)
 		}
 		return err
 	}

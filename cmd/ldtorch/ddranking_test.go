@@ -91,15 +91,19 @@ func TestEvaluateDDRanking(t *testing.T) {
 func TestEvaluateDDRankingResumesAfterSIGINT(t *testing.T) {
 	shared := sharedDatasets(t)
 	out := tinyRRArtifact(t, shared)
+	cache := filepath.Join(t.TempDir(), "cache")
 	args := []string{"evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "lenet", "--epochs", "60",
-		"--models", "1", "--cache-dir", filepath.Join(t.TempDir(), "cache"), "--threads", "1", "--checkpoint-every", "1ns"}
+		"--models", "1", "--cache-dir", cache, "--threads", "1", "--checkpoint-every", "1ns"}
 	r := startBinary(t, args...)
 	r.waitFor(t, "full data: epoch", 2*time.Minute)
 	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if code := r.exitWithin(t, signalLimit); code != exitInterrupted || !strings.Contains(r.log.String(), "the same command goes on from the last save") {
-		t.Fatalf("after SIGINT: exit %d, want %d and how to go on:\n%s", code, exitInterrupted, r.log.String())
+	// Cut in the full-data model's training, which is kept beside its cache entry: the
+	// message names both places.
+	if code := r.exitWithin(t, signalLimit); code != exitInterrupted || !strings.Contains(r.log.String(), "the same command goes on from the last save") ||
+		!strings.Contains(r.log.String(), "the full-data model's in "+cache) {
+		t.Fatalf("after SIGINT: exit %d, want %d and how to go on, naming the cache %s:\n%s", code, exitInterrupted, cache, r.log.String())
 	}
 	noFile(t, filepath.Join(out, "evaluations", "ddranking.json"))
 	// The same evaluation running elsewhere holds its progress folder: a usage error.
