@@ -3,8 +3,6 @@ package report
 import (
 	"strings"
 	"testing"
-
-	"gonum.org/v1/plot"
 )
 
 // TestLogTicksGiveEveryAxisAScale: a log axis is readable only with two labels or more, also
@@ -54,5 +52,4 @@ func TestLogTicksGiveEveryAxisAScale(t *testing.T) {
 			seen[l] = true
 		}
 	}
-	var _ plot.Ticker = logTicks{}
 }
