@@ -60,6 +60,30 @@ type randomState struct {
 	pcg *rand.PCG // rng's source, kept for its state (checkpoints)
 	rng *rand.Rand
 	gen *torch.Generator
+	// replay, when set, gives the batches instead of rng: a trace of another program's run
+	// replayed through this loop (the tests' comparison with the authors' code).
+	replay batchSource
+}
+
+// batchSource draws the meta-loop's batches: each epoch's order of the n target examples
+// and each meta-step's k base indices out of n.
+type batchSource interface {
+	epochOrder(n int) []int
+	baseIndices(n, k int) []int
+}
+
+func (r *randomState) epochOrder(n int) []int {
+	if r.replay != nil {
+		return r.replay.epochOrder(n)
+	}
+	return r.rng.Perm(n)
+}
+
+func (r *randomState) baseIndices(n, k int) []int {
+	if r.replay != nil {
+		return r.replay.baseIndices(n, k)
+	}
+	return r.rng.Perm(n)[:k]
 }
 
 // kept is the best validation's values: the tables fresh models train on.
@@ -240,7 +264,7 @@ func (l *loop) run(ctx context.Context) error {
 	for ; l.pos.epoch <= cfg.Epochs; l.pos.epoch, l.pos.nextBatch, l.order = l.pos.epoch+1, 0, nil {
 		epoch := l.pos.epoch
 		if l.pos.nextBatch == 0 {
-			l.order = l.rand.rng.Perm(nTarget)
+			l.order = l.rand.epochOrder(nTarget)
 		}
 		for l.pos.nextBatch < perEpoch {
 			if err := ctx.Err(); err != nil {
@@ -429,7 +453,7 @@ func (l *loop) queueStep(targetIdx []int) error {
 	}
 	var c torch.Chain
 	ti := c.T(indexTensor(idx, l.in.dev))
-	bi := c.T(sampleIndices(l.rand.rng, l.in.ds.Base.N, l.in.cfg.InnerBatch, l.in.dev))
+	bi := c.T(indexTensor(int64s(l.rand.baseIndices(l.in.ds.Base.N, l.in.cfg.InnerBatch)), l.in.dev))
 	if c.Err() != nil {
 		return c.Err()
 	}
@@ -488,6 +512,9 @@ func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 	if l.par != nil {
 		l.par.lastReduce = 0
 	}
+	authorsImages := l.in.cfg.Compat == config.CompatAuthors && l.in.cfg.Learn == config.LearnImages
+	l.model.frozen = authorsImages && l.in.rr() && len(l.tracker.Resets()) == 0
+	l.model.stepsOnUpdated = authorsImages && l.in.cfg.Method == config.MethodLD
 	out, err := l.method(l.model, b)
 	if err != nil {
 		torch.FreeAll(grads)

@@ -82,6 +82,16 @@ func rrFeatureStep(l *learner, zb, w, yb *torch.Tensor, shard *baseShard, c *tor
 	if c.Err() != nil {
 		return c.Err()
 	}
+	if l.frozen {
+		g, err := torch.Grad([]*torch.Tensor{featLoss}, []*torch.Tensor{l.scale}, torch.GradOpts{})
+		if err != nil {
+			return err
+		}
+		if err := l.sOpt.StepWith(g); err != nil {
+			return err
+		}
+		return torch.NoGrad(func() error { return l.w.Copy_(w) })
+	}
 	var combine func([]*torch.Tensor) error // a split base batch: θ's gradient is the ranks' parts summed
 	if shard != nil {
 		combine = shard.sum

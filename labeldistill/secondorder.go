@@ -58,6 +58,19 @@ func ldStep(l *learner, b metaBatch) (stepOutputs, error) {
 	if err != nil {
 		return stepOutputs{}, err
 	}
+	if l.stepsOnUpdated { // the authors' image code: the inner loss again, on the updated values
+		xu, yu, err := b.current()
+		if err != nil {
+			return stepOutputs{}, err
+		}
+		again := c.T(torch.SoftCrossEntropy(c.T(l.net.Forward(l.params, l.buffers, xu, true)), yu))
+		if c.Err() != nil {
+			return stepOutputs{}, c.Err()
+		}
+		if whole, err = torch.Grad([]*torch.Tensor{again}, l.params, torch.GradOpts{}); err != nil {
+			return stepOutputs{}, err
+		}
+	}
 	if err := l.opt.StepWith(whole); err != nil {
 		return stepOutputs{}, err
 	}

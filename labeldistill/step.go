@@ -15,12 +15,15 @@ import (
 // sampleIndices returns the first k entries of a random permutation of 0..n-1 as an int64
 // tensor on dev ("N_i base indices: a random permutation prefix").
 func sampleIndices(rng *rand.Rand, n, k int, dev torch.Device) (*torch.Tensor, error) {
-	perm := rng.Perm(n)[:k]
-	idx := make([]int64, k)
-	for i, p := range perm {
-		idx[i] = int64(p)
+	return indexTensor(int64s(rng.Perm(n)[:k]), dev)
+}
+
+func int64s(v []int) []int64 {
+	out := make([]int64, len(v))
+	for i, x := range v {
+		out[i] = int64(x)
 	}
-	return indexTensor(idx, dev)
+	return out
 }
 
 // indexTensor uploads idx to dev without waiting for the GPU (torch.FromInt64On).

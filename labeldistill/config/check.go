@@ -295,6 +295,9 @@ func (k *configCheck) checkLearn() {
 	default:
 		k.bad("learn", "unknown value %q (want labels, images or both)", c.Learn)
 	}
+	if c.Compat != CompatNone && c.Compat != CompatAuthors {
+		k.bad("compat", "unknown value %q (want authors, or leave it unset)", c.Compat)
+	}
 	if c.LearnsImages() && k.cross {
 		// Learnt images start from noise, not from base images: a source dataset would only
 		// lend its label space, which is the target's anyway.

@@ -32,6 +32,12 @@ const (
 	DDDecayFactor    = 0.5
 )
 
+// Compatibility modes (Config.Compat), docs/ALGORITHM.md §9.
+const (
+	CompatNone    = ""        // ldtorch's own choices
+	CompatAuthors = "authors" // the authors' code's choices, where ldtorch departs from them
+)
+
 // Backward passes of method dd's unrolled steps (Config.DDBackward).
 const (
 	DDRecompute = "recompute" // recompute each step's graph in the backward pass: memory of one step
@@ -76,6 +82,10 @@ type Config struct {
 	// "Our DD"), or "both". "" (auto) = "labels"; "images" under method dd, which learns
 	// nothing else.
 	Learn string `json:"learn"`
+	// Compat: "" (ldtorch's choices) or "authors": reproduce the authors' code where
+	// docs/ALGORITHM.md §9 lists a deviation with the switch (the traces of
+	// scripts/trace/ measure each).
+	Compat string `json:"compat,omitempty"`
 	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
 	// (alias emnist), k49, cifar10, cifar100. Default "mnist".
 	Dataset string `json:"dataset"`
