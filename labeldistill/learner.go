@@ -25,8 +25,7 @@ type learner struct {
 	scale   *torch.Tensor // RR only, shape (1)
 	sOpt    *torch.Adam   // RR only
 	cfg     config.Config
-	// frozen: θ takes no step (RR's s and W still do): the authors' RR image code trains
-	// its first model's θ only after the first reset (compat authors, docs/ALGORITHM.md §9).
+	// frozen: θ takes no step in this meta-step (RR's s and W still do): Config.ModelTraining.
 	frozen bool
 	// stepsOnUpdated: LD's θ steps on the inner loss recomputed with the updated learnt
 	// values, as the authors' second-order image code does (compat authors), instead of the

@@ -512,9 +512,8 @@ func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 	if l.par != nil {
 		l.par.lastReduce = 0
 	}
-	authorsImages := l.in.cfg.Compat == config.CompatAuthors && l.in.cfg.Learn == config.LearnImages
-	l.model.frozen = authorsImages && l.in.rr() && len(l.tracker.Resets()) == 0
-	l.model.stepsOnUpdated = authorsImages && l.in.cfg.Method == config.MethodLD
+	l.model.frozen = l.modelFrozen()
+	l.model.stepsOnUpdated = l.in.cfg.Compat == config.CompatAuthors && l.in.cfg.Learn == config.LearnImages && l.in.cfg.Method == config.MethodLD
 	out, err := l.method(l.model, b)
 	if err != nil {
 		torch.FreeAll(grads)
@@ -539,6 +538,18 @@ func (l *loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 	}
 	s.Keep(v)
 	return v, grads, out.batch, nil
+}
+
+// modelFrozen reports whether the model skips its own step in the next meta-step
+// (Config.ModelTraining).
+func (l *loop) modelFrozen() bool {
+	switch l.in.cfg.ModelTraining {
+	case config.ModelTrainNever:
+		return true
+	case config.ModelTrainAfterReset:
+		return len(l.tracker.Resets()) == 0
+	}
+	return false
 }
 
 // stepRecord is what a read meta-step reports to the observers.

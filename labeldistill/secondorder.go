@@ -58,6 +58,10 @@ func ldStep(l *learner, b metaBatch) (stepOutputs, error) {
 	if err != nil {
 		return stepOutputs{}, err
 	}
+	if l.frozen {
+		s.Keep(out.loss, out.wrong)
+		return out, nil
+	}
 	if l.stepsOnUpdated { // the authors' image code: the inner loss again, on the updated values
 		xu, yu, err := b.current()
 		if err != nil {

@@ -41,6 +41,7 @@ const (
 var configHelp = map[string][2]string{
 	"method":              {"`METHOD`: \"ld\" (second-order), \"rr\" (ridge regression) or \"dd\" (Wang et al.'s dataset distillation: images and step sizes through unrolled steps)", catRun},
 	"compat":              {"authors: reproduce the authors' code where ldtorch departs from it (docs/ALGORITHM.md §9 names each such deviation); unset: ldtorch's choices", catRun},
+	"model_training":      {"whether the model inside the meta-loop takes its own steps: always, never (each model keeps its initialisation until a reset replaces it) or after-reset (auto: never when images are learnt, else always)", catSchedule},
 	"learn":               {"what is learnt: labels (for real base images), images (synthetic, for fixed one-hot labels) or both (auto: labels; images under --method dd)", catRun},
 	"dd_steps":            {"method dd: distinct inner `STEPS`, each on its own N/STEPS images (auto: 10)", catOptimizer},
 	"dd_epochs":           {"method dd: passes over the --dd-steps steps, each step with its own learnt step size (auto: 3)", catOptimizer},

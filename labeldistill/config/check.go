@@ -298,6 +298,15 @@ func (k *configCheck) checkLearn() {
 	if c.Compat != CompatNone && c.Compat != CompatAuthors {
 		k.bad("compat", "unknown value %q (want authors, or leave it unset)", c.Compat)
 	}
+	switch c.ModelTraining {
+	case ModelTrainAlways:
+	case ModelTrainNever, ModelTrainAfterReset:
+		if c.Method == MethodDD {
+			k.bad("model_training", "method dd trains a fresh network at every meta-step: want always (or auto), got %s", c.ModelTraining)
+		}
+	default:
+		k.bad("model_training", "unknown value %q (want always, never or after-reset)", c.ModelTraining)
+	}
 	if c.LearnsImages() && k.cross {
 		// Learnt images start from noise, not from base images: a source dataset would only
 		// lend its label space, which is the target's anyway.

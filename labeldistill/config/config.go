@@ -38,6 +38,13 @@ const (
 	CompatAuthors = "authors" // the authors' code's choices, where ldtorch departs from them
 )
 
+// When the meta-loop's model takes its own steps (Config.ModelTraining), docs/ALGORITHM.md §12.
+const (
+	ModelTrainAlways     = "always"      // every meta-step (label distillation, §4, §5)
+	ModelTrainNever      = "never"       // each model keeps its (re-)initialisation (learnt images)
+	ModelTrainAfterReset = "after-reset" // from the first model reset on (the authors' RR image code)
+)
+
 // Backward passes of method dd's unrolled steps (Config.DDBackward).
 const (
 	DDRecompute = "recompute" // recompute each step's graph in the backward pass: memory of one step
@@ -82,10 +89,17 @@ type Config struct {
 	// "Our DD"), or "both". "" (auto) = "labels"; "images" under method dd, which learns
 	// nothing else.
 	Learn string `json:"learn"`
-	// Compat: "" (ldtorch's choices) or "authors": reproduce the authors' code where
-	// docs/ALGORITHM.md §9 lists a deviation with the switch (the traces of
-	// scripts/trace/ measure each).
-	Compat string `json:"compat,omitempty"`
+	// Compat: "authors" reproduces the authors' code where docs/ALGORITHM.md §9 lists a
+	// deviation with this switch (the traces of scripts/trace/ measure each). Default ""
+	// (ldtorch's choices).
+	Compat string `json:"compat"`
+	// ModelTraining: whether the model inside the meta-loop takes its own Adam steps (§12):
+	// "always", "never" (each model keeps its initialisation until the reset rule replaces
+	// it; RR's W and s still learn) or "after-reset" (never until the first reset, then
+	// always). "" (auto) = "never" when images are learnt (method ld or rr), "always"
+	// otherwise; under compat authors "after-reset" for rr images (the authors' RR image
+	// code), "always" otherwise.
+	ModelTraining string `json:"model_training"`
 	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
 	// (alias emnist), k49, cifar10, cifar100. Default "mnist".
 	Dataset string `json:"dataset"`

@@ -238,6 +238,17 @@ func (c Config) withDefaults() Config {
 	if r.Learn == "" {
 		r.Learn = pick(r.Method == MethodDD, LearnImages, LearnLabels)
 	}
+	if r.ModelTraining == "" {
+		imagesLearnt := r.Method != MethodDD && (r.Learn == LearnImages || r.Learn == LearnBoth)
+		switch {
+		case r.Compat == CompatAuthors:
+			r.ModelTraining = pick(r.Method == MethodRR && r.Learn == LearnImages, ModelTrainAfterReset, ModelTrainAlways)
+		case imagesLearnt:
+			r.ModelTraining = ModelTrainNever
+		default:
+			r.ModelTraining = ModelTrainAlways
+		}
+	}
 	if r.Method == MethodDD {
 		if r.DDSteps == 0 {
 			r.DDSteps = 10

@@ -51,6 +51,9 @@ func asRecordedNow(c Config) Config {
 	if c.Learn == "" { // recorded before learn existed: labels were learnt
 		c.Learn = LearnLabels
 	}
+	if c.ModelTraining == "" { // recorded before model_training existed: the model always trained
+		c.ModelTraining = ModelTrainAlways
+	}
 	// An image folder named by a relative path (before folders were recorded absolute) is
 	// the folder that path names from here.
 	for _, name := range []*string{&c.Dataset, &c.Source} {
