@@ -1,6 +1,6 @@
 package torch
 
-// conv5x5_test.go: Conv2dDirect (the shim's direct 5×5 kernels, torch/csrc/conv5x5.cc)
+// conv5x5_test.go: Conv2dDirect (the shim's direct 5×5 kernels, torch/csrc/kernels/conv5x5.cc)
 // against libtorch's conv2d: values, first- and second-order derivatives within the rounding
 // bound of a sum in another order, float32 and float64, odd sizes, asymmetric padding, NaN;
 // the same bits on AVX2 and AVX-512 and for one and two threads; the fallbacks. The

@@ -391,14 +391,37 @@ func TestErrorManyFailuresSurvive(t *testing.T) {
 	}
 }
 
-// TestEveryExportIsGuarded scans torch/csrc/*.cc: every function definition returning
-// ldt_error must consist of LDT_TRY { ... } LDT_CATCH and nothing else, and every such
-// function declared in shim.h must be defined exactly once.
+// TestEveryExportIsGuarded scans torch/csrc/*.cc and torch/csrc/kernels/*.cc: every
+// function definition returning ldt_error must consist of LDT_TRY { ... } LDT_CATCH and
+// nothing else, and every such function declared in shim.h must be defined exactly once.
+// The own kernels (csrc/kernels/) export nothing: no ldt_error function, no extern "C", no
+// shim.h; the binding layer wraps them.
 func TestEveryExportIsGuarded(t *testing.T) {
 	files, err := filepath.Glob(filepath.Join("csrc", "*.cc"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no csrc/*.cc files (%v)", err)
 	}
+	kernels, err := filepath.Glob(filepath.Join("csrc", "kernels", "*.cc"))
+	if err != nil || len(kernels) == 0 {
+		t.Fatalf("no csrc/kernels/*.cc files (%v)", err)
+	}
+	kernelHeaders, err := filepath.Glob(filepath.Join("csrc", "kernels", "*.h"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(append([]string(nil), kernels...), kernelHeaders...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src := stripComments(string(b))
+		for _, bad := range []string{`extern "C"`, `"shim.h"`, `"internal.h"`, `"../shim.h"`, `"../internal.h"`, "ldt_error", "LDT_TRY"} {
+			if strings.Contains(src, bad) {
+				t.Errorf("%s: an own kernel's file holds %s: only the binding layer (csrc/*.cc) exports and guards", f, bad)
+			}
+		}
+	}
+	files = append(files, kernels...)
 	defined := map[string]int{}
 	defs, guards := 0, 0
 	for _, f := range files {

@@ -58,7 +58,7 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 }
 
 // Conv2dDirect is Conv2d computed, where they apply, by the shim's direct kernels for small
-// 5×5 layers (torch/csrc/conv5x5.cc): CPU, float32 or float64, 5×5 weights, stride 1,
+// 5×5 layers (torch/csrc/kernels/conv5x5.cc): CPU, float32 or float64, 5×5 weights, stride 1,
 // dilation 1, one group, padding 0..4, at most 16 input and 64 output channels, a CPU with AVX2
 // and FMA. They keep derivatives of every order; their values are within float rounding of
 // Conv2d's (a different order of the sums: see docs/BENCHMARKS.md, prediction 12), the same
@@ -154,8 +154,8 @@ func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
 }
 
 // LocalResponseNormDirect is LocalResponseNorm with the shim's one-pass forward and
-// backward for contiguous 4-d float32 and float64 CPU input (torch/csrc/lrn.cc): values and
-// first derivatives within float rounding of LocalResponseNorm's (not bit for bit: the
+// backward for contiguous 4-d float32 and float64 CPU input (torch/csrc/kernels/lrn.cc):
+// values and first derivatives within float rounding of LocalResponseNorm's (not bit for bit: the
 // window sums are in the same order, β = 0.75 is taken as √s·√√s), higher derivatives from
 // the closed-form backward built of differentiable ops. Other inputs run LocalResponseNorm.
 func LocalResponseNormDirect(x *Tensor, size int64, alpha, beta, k float64) (*Tensor, error) {

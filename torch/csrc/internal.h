@@ -115,25 +115,9 @@ inline void check_classes(const at::Tensor &y, int64_t classes, const char *op) 
                                 std::to_string(hi) + ", classes " + std::to_string(classes) + ")");
 }
 
-// local_response_norm is torch.nn.functional.local_response_norm's composite (nn.cc);
-// local_response_norm_direct its one-pass CPU kernels (lrn.cc) of x or relu(x), undefined
-// where they do not apply.
+// local_response_norm is torch.nn.functional.local_response_norm's composite (nn.cc), where
+// the shim's own kernels (kernels/kernels.h) do not apply.
 at::Tensor local_response_norm(const at::Tensor &x, int64_t size, double alpha, double beta, double k);
-at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double alpha, double beta, double k,
-                                      bool relu);
-
-// dense_cpu_4d says whether x is a contiguous 4-d float32 or float64 CPU tensor: the input
-// the shim's own max-pool and LRN loops take (others run libtorch's ops).
-inline bool dense_cpu_4d(const at::Tensor &x) {
-  return x.defined() && x.device().is_cpu() && x.layout() == at::kStrided && x.dim() == 4 &&
-         (x.scalar_type() == at::kFloat || x.scalar_type() == at::kDouble) && x.is_contiguous();
-}
-
-namespace simd {
-struct Kernels;
-}
-// simd_kernels is the table of the LRN, max-pool and ConvNet-3 block loops in use (lrn.cc).
-const simd::Kernels *simd_kernels();
 
 }  // namespace ldt
 

@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "internal.h"
+#include "kernels/kernels.h"
 
 namespace {
 
@@ -96,7 +97,7 @@ ldt_error ldt_local_response_norm_direct(ldt_tensor *out, ldt_tensor x, int64_t 
                                          double k, int relu) {
   LDT_TRY {
     auto &in = ldt::T(x);
-    auto y = ldt::local_response_norm_direct(in, size, alpha, beta, k, relu != 0);
+    auto y = ldt::kernels::local_response_norm_direct(in, size, alpha, beta, k, relu != 0);
     ldt::set_out(out, y.defined() ? y : ldt::local_response_norm(relu != 0 ? at::relu(in) : in, size, alpha, beta, k));
   }
   LDT_CATCH

@@ -18,7 +18,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "internal.h"
+#include "common.h"
 
 namespace {
 
@@ -153,25 +153,23 @@ std::mutex install_mu;
 
 }  // namespace
 
-extern "C" {
+namespace ldt {
+namespace kernels {
 
-ldt_error ldt_set_cpu_block_cache(int64_t max_bytes) {
-  LDT_TRY {
-    if (max_bytes < 0) throw std::invalid_argument("CPU block cache: negative limit");
-    std::lock_guard<std::mutex> lock(install_mu);
-    BlockCache *c = BlockCache::instance.load();
-    if (c == nullptr && max_bytes > 0) {
-      // Never freed: the blocks it hands out call back into it until the process ends.
-      c = new BlockCache(c10::GetDefaultCPUAllocator());
-      c10::SetCPUAllocator(c, /*priority=*/1);
-      BlockCache::instance.store(c);
-    }
-    if (c != nullptr) c->set_limit(static_cast<size_t>(max_bytes));
+void set_cpu_block_cache(int64_t max_bytes) {
+  if (max_bytes < 0) throw std::invalid_argument("CPU block cache: negative limit");
+  std::lock_guard<std::mutex> lock(install_mu);
+  BlockCache *c = BlockCache::instance.load();
+  if (c == nullptr && max_bytes > 0) {
+    // Never freed: the blocks it hands out call back into it until the process ends.
+    c = new BlockCache(c10::GetDefaultCPUAllocator());
+    c10::SetCPUAllocator(c, /*priority=*/1);
+    BlockCache::instance.store(c);
   }
-  LDT_CATCH
+  if (c != nullptr) c->set_limit(static_cast<size_t>(max_bytes));
 }
 
-void ldt_cpu_block_cache_stats(int64_t *cached_bytes, int64_t *maps, int64_t *hits) {
+void cpu_block_cache_stats(int64_t *cached_bytes, int64_t *maps, int64_t *hits) {
   const BlockCache *c = BlockCache::instance.load();
   if (c == nullptr) {
     if (cached_bytes != nullptr) *cached_bytes = 0;
@@ -182,4 +180,5 @@ void ldt_cpu_block_cache_stats(int64_t *cached_bytes, int64_t *maps, int64_t *hi
   c->stats(cached_bytes, maps, hits);
 }
 
-}  // extern "C"
+}  // namespace kernels
+}  // namespace ldt

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "conv5x5.h"
-#include "internal.h"
+#include "common.h"
 #include "maxpool.h"
 #include "pool2x2.h"
 
@@ -681,109 +681,75 @@ at::Tensor direct_conv(const at::Tensor &in, const at::Tensor &wt, const at::Ten
   return conv_forward(k, in, wt, bt, pad[0], pad[1]);
 }
 
-at::IntArrayRef pair(const int64_t *p) {
-  if (p == nullptr) throw std::invalid_argument("null (h, w) pair");
-  return at::IntArrayRef(p, 2);
-}
-
 }  // namespace
 
-extern "C" {
+namespace ldt {
+namespace kernels {
 
-ldt_error ldt_conv2d_direct(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias, const int64_t *stride,
-                            const int64_t *padding, const int64_t *dilation, int64_t groups) {
-  LDT_TRY {
-    auto b = ldt::opt(bias);
-    ldt::set_out(out, direct_conv(ldt::T(x), ldt::T(w), b ? *b : at::Tensor(), pair(stride), pair(padding),
-                                  pair(dilation), groups));
-  }
-  LDT_CATCH
+at::Tensor conv2d_direct(const at::Tensor &x, const at::Tensor &w, const at::Tensor &bias, at::IntArrayRef stride,
+                         at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  return direct_conv(x, w, bias, stride, padding, dilation, groups);
 }
 
-ldt_error ldt_conv2d_max_pool2x2(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias, const int64_t *stride,
-                                 const int64_t *padding, const int64_t *dilation, int64_t groups) {
-  LDT_TRY {
-    auto &in = ldt::T(x), &wt = ldt::T(w);
-    auto b = ldt::opt(bias);
-    const at::Tensor bt = b ? *b : at::Tensor();
-    const Kernels *k = active.load(std::memory_order_relaxed);
-    auto st = pair(stride), pad = pair(padding), dil = pair(dilation);
-    // The fused kernel needs an output of at least one 2×2 window.
-    const bool fused = applies(k, in, wt, bt, st, pad, dil, groups) && in.size(2) + 2 * pad[0] - K + 1 >= 2 &&
-                       in.size(3) + 2 * pad[1] - K + 1 >= 2;
-    if (!fused) {
-      ldt::set_out(out, ldt::pool2x2::max_pool2x2(direct_conv(in, wt, bt, st, pad, dil, groups)));
-    } else if (at::GradMode::is_enabled() &&
-               (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()))) {
-      ldt::set_out(out, ConvPool::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), pad[0], pad[1],
-                                        handle(k)));
-    } else {
-      ldt::set_out(out, conv_pool_forward(k, in, wt, bt, pad[0], pad[1], nullptr));
-    }
-  }
-  LDT_CATCH
+at::Tensor conv2d_max_pool2x2(const at::Tensor &in, const at::Tensor &wt, const at::Tensor &bt, at::IntArrayRef st,
+                              at::IntArrayRef pad, at::IntArrayRef dil, int64_t groups) {
+  const Kernels *k = active.load(std::memory_order_relaxed);
+  // The fused kernel needs an output of at least one 2×2 window.
+  const bool fused = applies(k, in, wt, bt, st, pad, dil, groups) && in.size(2) + 2 * pad[0] - K + 1 >= 2 &&
+                     in.size(3) + 2 * pad[1] - K + 1 >= 2;
+  if (!fused) return ldt::pool2x2::max_pool2x2(direct_conv(in, wt, bt, st, pad, dil, groups));
+  if (at::GradMode::is_enabled() && (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad())))
+    return ConvPool::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), pad[0], pad[1], handle(k));
+  return conv_pool_forward(k, in, wt, bt, pad[0], pad[1], nullptr);
 }
 
-ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias, const int64_t *stride,
-                                const int64_t *padding, const int64_t *dilation, int64_t groups,
-                                const int64_t *pool_kernel, const int64_t *pool_stride, const int64_t *pool_padding,
-                                int ceil_mode) {
-  LDT_TRY {
-    auto &in = ldt::T(x), &wt = ldt::T(w);
-    auto b = ldt::opt(bias);
-    const at::Tensor bt = b ? *b : at::Tensor();
-    const Kernels *k = active.load(std::memory_order_relaxed);
-    auto st = pair(stride), pad = pair(padding), dil = pair(dilation);
-    auto pk = pair(pool_kernel), ps = pair(pool_stride), pp = pair(pool_padding);
-    const ldt::maxpool::Args a{pk[0], pk[1], ps[0], ps[1], pp[0], pp[1], ceil_mode != 0};
-    // Settings max_pool2d rejects go to it, for its error.
-    int64_t ho = 0, wo = 0;
-    const bool fused = applies(k, in, wt, bt, st, pad, dil, groups) &&
-                       ldt::maxpool::fits(in.size(2) + 2 * pad[0] - K + 1, in.size(3) + 2 * pad[1] - K + 1, a, &ho, &wo);
-    if (!fused) {
-      ldt::set_out(out, ldt::maxpool::max_pool2d_direct(direct_conv(in, wt, bt, st, pad, dil, groups), a));
-    } else if (at::GradMode::is_enabled() &&
-               (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()))) {
-      const std::vector<int64_t> pool{a.kh, a.kw, a.sh, a.sw, a.ph, a.pw};
-      ldt::set_out(out, ConvMaxPool::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), pad[0], pad[1],
-                                           pool, a.ceil, handle(k)));
-    } else {
-      ldt::set_out(out, conv_maxpool_forward(k, in, wt, bt, pad[0], pad[1], a, ho, wo, nullptr));
-    }
+at::Tensor conv2d_max_pool2d(const at::Tensor &in, const at::Tensor &wt, const at::Tensor &bt, at::IntArrayRef st,
+                             at::IntArrayRef pad, at::IntArrayRef dil, int64_t groups, at::IntArrayRef pk,
+                             at::IntArrayRef ps, at::IntArrayRef pp, bool ceil_mode) {
+  const Kernels *k = active.load(std::memory_order_relaxed);
+  const ldt::maxpool::Args a{pk[0], pk[1], ps[0], ps[1], pp[0], pp[1], ceil_mode};
+  // Settings max_pool2d rejects go to it, for its error.
+  int64_t ho = 0, wo = 0;
+  const bool fused = applies(k, in, wt, bt, st, pad, dil, groups) &&
+                     ldt::maxpool::fits(in.size(2) + 2 * pad[0] - K + 1, in.size(3) + 2 * pad[1] - K + 1, a, &ho, &wo);
+  if (!fused) return ldt::maxpool::max_pool2d_direct(direct_conv(in, wt, bt, st, pad, dil, groups), a);
+  if (at::GradMode::is_enabled() &&
+      (in.requires_grad() || wt.requires_grad() || (bt.defined() && bt.requires_grad()))) {
+    const std::vector<int64_t> pool{a.kh, a.kw, a.sh, a.sw, a.ph, a.pw};
+    return ConvMaxPool::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), pad[0], pad[1], pool, a.ceil,
+                              handle(k));
   }
-  LDT_CATCH
+  return conv_maxpool_forward(k, in, wt, bt, pad[0], pad[1], a, ho, wo, nullptr);
 }
 
-const char *ldt_direct_conv_isa(void) {
+const char *direct_conv_isa() {
   const Kernels *k = active.load();
   return k == nullptr ? "" : k->isa;
 }
 
-ldt_error ldt_set_direct_conv(const char *mode) {
-  LDT_TRY {
-    if (mode == nullptr) throw std::invalid_argument("null mode");
-    const Kernels *k = nullptr;
-    if (std::strcmp(mode, "off") == 0) {
-      k = nullptr;
-    } else if (std::strcmp(mode, "best") == 0) {
-      if (detected == nullptr) throw std::invalid_argument("direct convolution: this CPU or build has no kernels");
-      k = detected;
-    } else if (std::strcmp(mode, "avx2") == 0 || std::strcmp(mode, "avx512") == 0) {
+void set_direct_conv(const char *mode) {
+  if (mode == nullptr) throw std::invalid_argument("null mode");
+  const Kernels *k = nullptr;
+  if (std::strcmp(mode, "off") == 0) {
+    k = nullptr;
+  } else if (std::strcmp(mode, "best") == 0) {
+    if (detected == nullptr) throw std::invalid_argument("direct convolution: this CPU or build has no kernels");
+    k = detected;
+  } else if (std::strcmp(mode, "avx2") == 0 || std::strcmp(mode, "avx512") == 0) {
 #if defined(LDT_CONV5_X86)
-      const bool want512 = mode[3] == '5';
-      if (detected == nullptr || (want512 && std::strcmp(detected->isa, "avx512") != 0))
-        throw std::invalid_argument(std::string("direct convolution: this CPU has no ") + mode);
-      k = want512 ? ldt::conv5::kernels_avx512() : ldt::conv5::kernels_avx2();
+    const bool want512 = mode[3] == '5';
+    if (detected == nullptr || (want512 && std::strcmp(detected->isa, "avx512") != 0))
+      throw std::invalid_argument(std::string("direct convolution: this CPU has no ") + mode);
+    k = want512 ? ldt::conv5::kernels_avx512() : ldt::conv5::kernels_avx2();
 #else
-      throw std::invalid_argument(std::string("direct convolution: built without ") + mode + " kernels");
+    throw std::invalid_argument(std::string("direct convolution: built without ") + mode + " kernels");
 #endif
-    } else {
-      throw std::invalid_argument(std::string("direct convolution: unknown mode \"") + mode +
-                                  "\" (off, best, avx2, avx512)");
-    }
-    active.store(k);
+  } else {
+    throw std::invalid_argument(std::string("direct convolution: unknown mode \"") + mode +
+                                "\" (off, best, avx2, avx512)");
   }
-  LDT_CATCH
+  active.store(k);
 }
 
-}  // extern "C"
+}  // namespace kernels
+}  // namespace ldt

@@ -23,7 +23,7 @@
 #include <cmath>
 #include <limits>
 
-#include "internal.h"
+#include "common.h"
 #include "pool2x2.h"
 
 namespace {
@@ -348,13 +348,10 @@ at::Tensor max_pool2x2(const at::Tensor &in) {
 }
 
 }  // namespace pool2x2
+
+namespace kernels {
+
+at::Tensor max_pool2x2(const at::Tensor &x) { return ldt::pool2x2::max_pool2x2(x); }
+
+}  // namespace kernels
 }  // namespace ldt
-
-extern "C" {
-
-ldt_error ldt_max_pool2x2(ldt_tensor *out, ldt_tensor x) {
-  LDT_TRY { ldt::set_out(out, ldt::pool2x2::max_pool2x2(ldt::T(x))); }
-  LDT_CATCH
-}
-
-}  // extern "C"

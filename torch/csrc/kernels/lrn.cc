@@ -15,7 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "internal.h"
+#include "common.h"
 #include "simd.h"
 
 namespace {
@@ -129,6 +129,10 @@ struct LocalResponseNormDirect : public torch::autograd::Function<LocalResponseN
 
 namespace ldt {
 
+const ldt::simd::Kernels *simd_kernels() { return active.load(); }
+
+namespace kernels {
+
 // local_response_norm_direct is local_response_norm (nn.cc) of x, or of relu(x) when relu
 // is set, with the one-pass kernels for contiguous 4-d float32 and float64 CPU input (the
 // ReLU fused where no graph is recorded); an undefined tensor for other input, which the
@@ -142,26 +146,18 @@ at::Tensor local_response_norm_direct(const at::Tensor &x, int64_t size, double 
   return forward_direct(x, LRNArgs{size, alpha, beta, k}, relu);
 }
 
-const ldt::simd::Kernels *simd_kernels() { return active.load(); }
-
-}  // namespace ldt
-
-extern "C" {
-
-ldt_error ldt_set_simd_isa(const char *mode) {
-  LDT_TRY {
-    if (mode == nullptr) throw std::invalid_argument("null ISA mode");
-    if (std::strcmp(mode, "best") == 0) {
-      active.store(best_kernels());
-    } else if (std::strcmp(mode, "baseline") == 0) {
-      active.store(ldt::simd::kernels_baseline());
-    } else {
-      throw std::invalid_argument(std::string("unknown ISA mode \"") + mode + "\" (want best or baseline)");
-    }
+void set_simd_isa(const char *mode) {
+  if (mode == nullptr) throw std::invalid_argument("null ISA mode");
+  if (std::strcmp(mode, "best") == 0) {
+    active.store(best_kernels());
+  } else if (std::strcmp(mode, "baseline") == 0) {
+    active.store(ldt::simd::kernels_baseline());
+  } else {
+    throw std::invalid_argument(std::string("unknown ISA mode \"") + mode + "\" (want best or baseline)");
   }
-  LDT_CATCH
 }
 
-const char *ldt_simd_isa(void) { return active.load() == ldt::simd::kernels_baseline() ? "baseline" : "avx2"; }
+const char *simd_isa() { return active.load() == ldt::simd::kernels_baseline() ? "baseline" : "avx2"; }
 
-}  // extern "C"
+}  // namespace kernels
+}  // namespace ldt

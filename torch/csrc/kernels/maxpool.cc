@@ -20,7 +20,7 @@
 #include <limits>
 #include <vector>
 
-#include "internal.h"
+#include "common.h"
 #include "maxpool.h"
 #include "simd.h"
 
@@ -147,19 +147,14 @@ at::Tensor max_pool2d_direct(const at::Tensor &in, const Args &a) {
 }
 
 }  // namespace maxpool
-}  // namespace ldt
 
-extern "C" {
+namespace kernels {
 
-ldt_error ldt_max_pool2d_direct(ldt_tensor *out, ldt_tensor x, const int64_t *kernel, const int64_t *stride,
-                                const int64_t *padding, int ceil_mode) {
-  LDT_TRY {
-    if (kernel == nullptr || stride == nullptr || padding == nullptr)
-      throw std::invalid_argument("null (h, w) pair");
-    const Args a{kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], ceil_mode != 0};
-    ldt::set_out(out, ldt::maxpool::max_pool2d_direct(ldt::T(x), a));
-  }
-  LDT_CATCH
+at::Tensor max_pool2d_direct(const at::Tensor &x, at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, bool ceil_mode) {
+  const Args a{kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], ceil_mode};
+  return ldt::maxpool::max_pool2d_direct(x, a);
 }
 
-}  // extern "C"
+}  // namespace kernels
+}  // namespace ldt

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "internal.h"
+#include "common.h"
 #include "simd.h"
 
 namespace {
@@ -260,26 +260,19 @@ struct ConvNormReluPoolFn : public torch::autograd::Function<ConvNormReluPoolFn>
 
 }  // namespace
 
-extern "C" {
+namespace ldt {
+namespace kernels {
 
-ldt_error ldt_conv_norm_relu_pool(ldt_tensor *out, ldt_tensor x, ldt_tensor w, ldt_tensor bias,
-                                  const int64_t *padding, ldt_tensor gamma, ldt_tensor beta, double eps) {
-  LDT_TRY {
-    auto &in = ldt::T(x), &wt = ldt::T(w), &ga = ldt::T(gamma), &be = ldt::T(beta);
-    auto b = ldt::opt(bias);
-    const at::Tensor bt = b ? *b : at::Tensor();
-    const std::vector<int64_t> pad{padding[0], padding[1]};
-    if (!(eps >= 0)) throw std::invalid_argument("eps must be non-negative, got " + std::to_string(eps));
-    if (!fusable(in, wt, bt, pad, ga, be)) {
-      ldt::set_out(out, composed(in, wt, bt, pad, ga, be, eps));
-    } else if (graphWanted(in, wt, bt, ga, be)) {
-      ldt::set_out(out, ConvNormReluPoolFn::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), ga, be,
-                                                  pad[0], pad[1], eps));
-    } else {
-      ldt::set_out(out, fused(in, wt, bt, pad, ga, be, eps, nullptr, nullptr));
-    }
-  }
-  LDT_CATCH
+at::Tensor conv_norm_relu_pool(const at::Tensor &in, const at::Tensor &wt, const at::Tensor &bt,
+                               at::IntArrayRef padding, const at::Tensor &ga, const at::Tensor &be, double eps) {
+  const std::vector<int64_t> pad{padding[0], padding[1]};
+  if (!(eps >= 0)) throw std::invalid_argument("eps must be non-negative, got " + std::to_string(eps));
+  if (!fusable(in, wt, bt, pad, ga, be)) return composed(in, wt, bt, pad, ga, be, eps);
+  if (graphWanted(in, wt, bt, ga, be))
+    return ConvNormReluPoolFn::apply(in, wt, bt.defined() ? bt : at::empty({0}, in.options()), ga, be, pad[0], pad[1],
+                                     eps);
+  return fused(in, wt, bt, pad, ga, be, eps, nullptr, nullptr);
 }
 
-}  // extern "C"
+}  // namespace kernels
+}  // namespace ldt
