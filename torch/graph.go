@@ -10,22 +10,25 @@ import "C"
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 )
 
-// CUDAGraphsVariable is the environment variable that sets where CUDA graphs are used: unset,
-// on, 1, true or yes: where they have been checked on a GPU (fresh models' training steps);
-// off, 0, false or no: nowhere (the eager path, for timing and checking against); all: also
-// where they have not been checked on a GPU yet (the meta-loop's steps). Any case.
+// CUDAGraphsVariable names the environment variable the ldtorch command reads at start and
+// passes to SetCUDAGraphs (the library itself reads no environment).
 const CUDAGraphsVariable = "LDTORCH_CUDA_GRAPHS"
 
-// CUDAGraphsSetting reads CUDAGraphsVariable (at each call) as "on", "off" or "all"; any
-// other value is an error naming the variable and what it takes (a program checks it at
-// start: CUDAGraphsEnabled and CUDAGraphsAll then read such a value as "on").
-func CUDAGraphsSetting() (string, error) {
-	v := os.Getenv(CUDAGraphsVariable)
+// cudaGraphsMode is the setting of SetCUDAGraphs: "on" (the default), "off" or "all".
+var cudaGraphsMode atomic.Pointer[string]
+
+// ParseCUDAGraphs reads a setting of where CUDA graphs are used, in any case and with
+// spaces around it: "", on, 1, true or yes give "on" (where they have been checked on a
+// GPU: fresh models' training steps); off, 0, false or no give "off" (nowhere: the eager
+// path, for timing and checking against); all gives "all" (also where they have not been
+// checked on a GPU yet: the meta-loop's steps). Any other value is an error saying what it
+// takes.
+func ParseCUDAGraphs(v string) (string, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "", "on", "1", "true", "yes":
 		return "on", nil
@@ -34,17 +37,40 @@ func CUDAGraphsSetting() (string, error) {
 	case "all":
 		return "all", nil
 	}
-	return "on", fmt.Errorf("%s=%q: want on, off or all", CUDAGraphsVariable, v)
+	return "", fmt.Errorf("torch: CUDA graphs setting %q: want on, off or all", v)
+}
+
+// SetCUDAGraphs sets, for the whole process, where callers record steps as CUDA graphs
+// (ParseCUDAGraphs' values); a value it refuses leaves the setting as it was. The default is
+// "on". Programs call it (the ldtorch command from LDTORCH_CUDA_GRAPHS); the library never
+// does.
+func SetCUDAGraphs(mode string) error {
+	m, err := ParseCUDAGraphs(mode)
+	if err != nil {
+		return err
+	}
+	cudaGraphsMode.Store(&m)
+	return nil
+}
+
+// CUDAGraphsSetting is the setting SetCUDAGraphs made: "on" (the default), "off" or "all".
+// The error is always nil (it is there for callers written when the setting came from the
+// environment).
+func CUDAGraphsSetting() (string, error) {
+	if m := cudaGraphsMode.Load(); m != nil {
+		return *m, nil
+	}
+	return "on", nil
 }
 
 // CUDAGraphsEnabled reports whether callers should record steps as CUDA graphs: unless
-// CUDAGraphsVariable says off.
+// SetCUDAGraphs said off.
 func CUDAGraphsEnabled() bool {
 	s, _ := CUDAGraphsSetting()
 	return s != "off"
 }
 
-// CUDAGraphsAll reports whether CUDAGraphsVariable is "all": callers then also record the
+// CUDAGraphsAll reports whether SetCUDAGraphs said "all": callers then also record the
 // steps whose graphs have not been checked on a GPU yet (the meta-loop's).
 func CUDAGraphsAll() bool {
 	s, _ := CUDAGraphsSetting()

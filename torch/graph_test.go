@@ -8,22 +8,36 @@ import (
 	"testing"
 )
 
-// LDTORCH_CUDA_GRAPHS: on by default and with on, 1, true or yes; off with off, 0, false or
-// no; all; any case; another value is an error naming the variable (and reads as on).
+// SetCUDAGraphs: on by default and with on, 1, true or yes; off with off, 0, false or no;
+// all; any case; another value is an error saying what it takes, and leaves the setting.
 func TestCUDAGraphsSetting(t *testing.T) {
+	if s, err := CUDAGraphsSetting(); s != "on" || err != nil {
+		t.Fatalf("default: %q, %v; want on", s, err)
+	}
+	defer func() { ok(t, SetCUDAGraphs("on")) }()
 	for v, want := range map[string]string{"": "on", "on": "on", "1": "on", "Yes": "on", "off": "off", "OFF": "off",
-		" 0 ": "off", "false": "off", "No": "off", "all": "all", "ALL": "all", "fast": "on", "al": "on"} {
-		t.Setenv("LDTORCH_CUDA_GRAPHS", v)
-		got, err := CUDAGraphsSetting()
-		bad := v == "fast" || v == "al"
-		if got != want || (err != nil) != bad {
-			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: %q, %v; want %q (error: %v)", v, got, err, want, bad)
+		" 0 ": "off", "false": "off", "No": "off", "all": "all", "ALL": "all", "fast": "", "al": ""} {
+		ok(t, SetCUDAGraphs("all")) // a known state before each value
+		before, _ := CUDAGraphsSetting()
+		err := SetCUDAGraphs(v)
+		got, _ := CUDAGraphsSetting()
+		bad := want == ""
+		if bad {
+			want = before
+			if err == nil || !strings.Contains(err.Error(), "want on, off or all") || !strings.Contains(err.Error(), `"`+v+`"`) {
+				t.Errorf("SetCUDAGraphs(%q): error %v", v, err)
+			}
+		} else if err != nil {
+			t.Errorf("SetCUDAGraphs(%q): %v", v, err)
 		}
-		if bad && (err == nil || !strings.Contains(err.Error(), "LDTORCH_CUDA_GRAPHS") || !strings.Contains(err.Error(), "want on, off or all")) {
-			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: error %v", v, err)
+		if got != want {
+			t.Errorf("SetCUDAGraphs(%q): setting %q, want %q", v, got, want)
 		}
 		if CUDAGraphsEnabled() != (want != "off") || CUDAGraphsAll() != (want == "all") {
-			t.Errorf("LDTORCH_CUDA_GRAPHS=%q: enabled %v, all %v", v, CUDAGraphsEnabled(), CUDAGraphsAll())
+			t.Errorf("SetCUDAGraphs(%q): enabled %v, all %v", v, CUDAGraphsEnabled(), CUDAGraphsAll())
+		}
+		if p, err := ParseCUDAGraphs(v); (err != nil) != bad || (!bad && p != want) {
+			t.Errorf("ParseCUDAGraphs(%q) = %q, %v", v, p, err)
 		}
 	}
 }

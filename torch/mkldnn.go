@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
+	"sync/atomic"
 )
 
 // MkldnnAvailable reports whether libtorch was built with oneDNN (mkldnn).
@@ -254,27 +254,45 @@ func roundingBounds(got, want []float64, terms int64) float64 {
 	return worst
 }
 
-// MkldnnEnv is the environment variable GuardConvolutions reads: "off" switches oneDNN's
+// MkldnnEnv names the environment variable the ldtorch command reads at start and passes
+// to SetMkldnnSetting (the library itself reads no environment): "off" switches oneDNN's
 // convolutions off unchecked, "on" keeps them unchecked; unset or "check", they are checked.
 const MkldnnEnv = "LDTORCH_MKLDNN"
 
-// MkldnnSetting reads LDTORCH_MKLDNN: "check" when it is unset, "on" or "off"; any other
-// value is an error naming the variable.
-func MkldnnSetting() (string, error) {
-	switch v := os.Getenv(MkldnnEnv); v {
-	case "", "check":
-		return "check", nil
-	case "on", "off":
-		return v, nil
+// mkldnnSetting is SetMkldnnSetting's value: "check" (the default), "on" or "off".
+var mkldnnSetting atomic.Pointer[string]
+
+// SetMkldnnSetting sets what GuardConvolutions does, for the whole process: "check" (or "",
+// the default: compare oneDNN's convolutions with float64 and switch oneDNN off where they
+// disagree), "on" (keep oneDNN, unchecked) or "off" (switch it off, unchecked). Any other
+// value is an error and leaves the setting as it was. Programs call it (the ldtorch command
+// from LDTORCH_MKLDNN); the library never does.
+func SetMkldnnSetting(s string) error {
+	switch s {
+	case "":
+		s = "check"
+	case "check", "on", "off":
 	default:
-		return "", fmt.Errorf("%s=%q: want check (the default), on or off", MkldnnEnv, v)
+		return fmt.Errorf("torch: oneDNN setting %q: want check (the default), on or off", s)
 	}
+	mkldnnSetting.Store(&s)
+	return nil
+}
+
+// MkldnnSetting is the setting SetMkldnnSetting made: "check" (the default), "on" or
+// "off". The error is always nil (it is there for callers written when the setting came
+// from the environment).
+func MkldnnSetting() (string, error) {
+	if s := mkldnnSetting.Load(); s != nil {
+		return *s, nil
+	}
+	return "check", nil
 }
 
 // ConvGuard is what GuardConvolutions did.
 type ConvGuard struct {
 	Available bool      // libtorch has oneDNN
-	Setting   string    // LDTORCH_MKLDNN: "check" (unset), "on" or "off"
+	Setting   string    // SetMkldnnSetting's (the command's LDTORCH_MKLDNN): "check", "on" or "off"
 	Checked   bool      // oneDNN's convolutions were compared with float64
 	Check     ConvCheck // that comparison
 	TurnedOff bool      // they disagreed, and oneDNN is now off
@@ -300,7 +318,7 @@ func (g ConvGuard) Summary() string {
 	}
 }
 
-// GuardConvolutions applies LDTORCH_MKLDNN and, unless it says on or off, checks libtorch's
+// GuardConvolutions applies MkldnnSetting and, unless it says on or off, checks libtorch's
 // oneDNN convolutions (CheckConvolutions) and switches oneDNN off for the whole process
 // when they disagree with float64 beyond rounding. It returns an error for an unknown
 // setting or a failed computation, never for a disagreement: that is in the result (its

@@ -94,26 +94,33 @@ func TestSetMkldnn(t *testing.T) {
 	}
 }
 
-// TestGuardConvolutionsSettings: LDTORCH_MKLDNN's values, and an error naming it for others.
+// TestGuardConvolutionsSettings: SetMkldnnSetting's values, and an error for others that
+// leaves the setting as it was.
 func TestGuardConvolutionsSettings(t *testing.T) {
 	was := MkldnnEnabled()
 	defer func() {
+		ok(t, SetMkldnnSetting("check"))
 		if MkldnnAvailable() {
 			ok(t, SetMkldnn(was))
 		}
 	}()
-	t.Setenv(MkldnnEnv, "sometimes")
-	if _, err := GuardConvolutions(); err == nil || !strings.Contains(err.Error(), MkldnnEnv+`="sometimes"`) {
-		t.Errorf("LDTORCH_MKLDNN=sometimes: %v", err)
+	if s, err := MkldnnSetting(); s != "check" || err != nil {
+		t.Fatalf("default setting %q, %v; want check", s, err)
 	}
-	t.Setenv(MkldnnEnv, "off")
+	ok(t, SetMkldnnSetting("off"))
+	if err := SetMkldnnSetting("sometimes"); err == nil || !strings.Contains(err.Error(), `"sometimes": want check (the default), on or off`) {
+		t.Errorf("SetMkldnnSetting(sometimes): %v", err)
+	}
+	if s, _ := MkldnnSetting(); s != "off" {
+		t.Errorf("after a refused value the setting is %q, want off (unchanged)", s)
+	}
 	g, err := GuardConvolutions()
 	ok(t, err)
-	if MkldnnEnabled() || g.Enabled || g.Checked {
+	if MkldnnEnabled() || g.Enabled || g.Checked || g.Setting != "off" {
 		t.Errorf("off: enabled %v, guard %+v", MkldnnEnabled(), g)
 	}
 	// Off already: the check has nothing of oneDNN's to check.
-	t.Setenv(MkldnnEnv, "")
+	ok(t, SetMkldnnSetting(""))
 	g, err = GuardConvolutions()
 	ok(t, err)
 	if g.Checked || g.Enabled || g.Setting != "check" || (g.Available && !strings.Contains(g.Summary(), "switched off by the program")) {
@@ -122,13 +129,13 @@ func TestGuardConvolutionsSettings(t *testing.T) {
 	if !MkldnnAvailable() {
 		return
 	}
-	t.Setenv(MkldnnEnv, "on")
+	ok(t, SetMkldnnSetting("on"))
 	g, err = GuardConvolutions()
 	ok(t, err)
 	if !MkldnnEnabled() || !g.Enabled || g.Checked || !strings.Contains(g.Summary(), "unchecked") {
 		t.Errorf("on: enabled %v, guard %+v", MkldnnEnabled(), g)
 	}
-	t.Setenv(MkldnnEnv, "check")
+	ok(t, SetMkldnnSetting("check"))
 	g, err = GuardConvolutions()
 	ok(t, err)
 	if !g.Checked || g.Enabled != g.Check.OK() || MkldnnEnabled() != g.Enabled || (g.TurnedOff && !g.After.OK()) {

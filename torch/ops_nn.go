@@ -101,9 +101,9 @@ func Conv2dMaxPool2d(x, w, bias *Tensor, o Conv2dOpts, p PoolOpts) (*Tensor, err
 func DirectConvISA() string { return C.GoString(C.ldt_direct_conv_isa()) }
 
 // SetDirectConv chooses Conv2dDirect's kernels for the whole process: "best" (the default),
-// "off" (Conv2d everywhere), "avx2" or "avx512"; an ISA the CPU lacks is an error. The
-// environment variable LDTORCH_DIRECT_CONV (off, avx2) sets the choice when the shim loads.
-// Graphs already recorded keep the kernels they were recorded with.
+// "off" (Conv2d everywhere), "avx2" or "avx512"; an ISA the CPU lacks is an error. Programs
+// call it (the ldtorch command from LDTORCH_DIRECT_CONV); the library never does. Graphs
+// already recorded keep the kernels they were recorded with.
 func SetDirectConv(mode string) error {
 	cs := C.CString(mode)
 	defer C.free(unsafe.Pointer(cs))

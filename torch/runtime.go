@@ -13,7 +13,7 @@ import (
 )
 
 // ABIVersion is the shim C API version this package was written for (shim.h).
-const ABIVersion = 19
+const ABIVersion = 20
 
 // Info describes the libtorch runtime in use.
 type Info struct {
@@ -84,6 +84,18 @@ func SetLogLevel(level LogLevel) error {
 // SetLogLevelFromEnv sets the threshold from TORCH_CPP_LOG_LEVEL (INFO, WARNING, ERROR or
 // FATAL, or 0–3), as libtorch itself reads it.
 func SetLogLevelFromEnv() error { return cerr("set_log_level", C.ldt_set_log_level(-1)) }
+
+// SetCPPBacktraces turns libtorch's C++ backtraces on or off for the whole process. libtorch
+// captures and symbolises one whenever it constructs an error (milliseconds each), and this
+// binding's errors never include them, so they are off from the moment the shim is loaded;
+// on is for debugging libtorch itself (a debugger, or libtorch's own messages). Programs
+// call it (the ldtorch command when LDTORCH_CPP_BACKTRACE is set); the library never does.
+func SetCPPBacktraces(on bool) error {
+	return cerr("set_cpp_backtraces", C.ldt_set_cpp_backtraces(cbool(on)))
+}
+
+// CPPBacktraces reports whether libtorch's C++ backtraces are on (SetCPPBacktraces).
+func CPPBacktraces() bool { return C.ldt_cpp_backtraces() != 0 }
 
 // SetCPUBlockCache makes CPU tensors of 32 MiB and more come from 2 MiB-aligned mappings
 // with transparent huge pages requested, and keeps up to maxBytes of freed ones for the next

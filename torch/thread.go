@@ -6,14 +6,22 @@ package torch
 import (
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"runtime/debug"
+	"sync/atomic"
 )
+
+// panicStacks is SetPanicStacks' setting.
+var panicStacks atomic.Bool
+
+// SetPanicStacks makes Guard append the goroutine's stack to the error of a panic it
+// recovers (off by default), for the whole process. Programs call it (the ldtorch command
+// when LDTORCH_DEBUG is set); the library never does.
+func SetPanicStacks(on bool) { panicStacks.Store(on) }
 
 // Guard runs f on one locked OS thread (libtorch's grad mode and OpenMP teams are per
 // thread) and turns a panic in f into an error "<name>: internal error: ...", with the
-// goroutine's stack appended when LDTORCH_DEBUG is set: the entry of every library call
+// goroutine's stack appended after SetPanicStacks(true): the entry of every library call
 // that runs libtorch work, so that no panic crosses the API.
 func Guard[T any](name string, f func() (T, error)) (res T, err error) {
 	runtime.LockOSThread()
@@ -22,7 +30,7 @@ func Guard[T any](name string, f func() (T, error)) (res T, err error) {
 		if r := recover(); r != nil {
 			var zero T
 			msg := fmt.Sprintf("%s: internal error: %v", name, r)
-			if os.Getenv("LDTORCH_DEBUG") != "" {
+			if panicStacks.Load() {
 				msg += "\n" + string(debug.Stack())
 			}
 			res, err = zero, errors.New(msg)

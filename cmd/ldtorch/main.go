@@ -49,7 +49,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
 		os.Exit(exitUsage)
 	}
-	if _, err := torch.CUDAGraphsSetting(); err != nil {
+	if err := applyEnvironment(); err != nil {
 		fmt.Fprintf(os.Stderr, "ldtorch: %v\n", err)
 		os.Exit(exitUsage)
 	}

@@ -6,6 +6,7 @@
 #include <ATen/core/Generator.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/Backtrace.h>
 #include <c10/util/Logging.h>
 #include <torch/csrc/api/include/torch/version.h>
 
@@ -17,6 +18,7 @@
 #include "internal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <dlfcn.h>
 #include <string>
@@ -30,11 +32,24 @@ struct ldt_generator_s {
 namespace {
 // libtorch 1.13 captures and symbolises a C++ backtrace whenever it constructs a c10::Error
 // (about 2 ms per error on the CI machine). The shim drops backtraces anyway
-// (what_without_backtrace), so they are not fetched at all unless LDTORCH_CPP_BACKTRACE is
-// set in the environment when the shim is loaded.
+// (what_without_backtrace), so from the moment it is loaded they are not fetched at all: the
+// one process setting loading the shim makes, and one that only spares work the shim would
+// throw away. ldt_set_cpp_backtraces(1) gives libtorch's fetcher back (a program's choice:
+// the ldtorch command does so under LDTORCH_CPP_BACKTRACE); nothing here reads the
+// environment.
+std::atomic<bool> backtraces{false};
+
+void set_backtraces(bool on) {
+  if (on) {
+    c10::SetStackTraceFetcher([] { return c10::get_backtrace(/*frames_to_skip=*/1); });
+  } else {
+    c10::SetStackTraceFetcher([] { return std::string(); });
+  }
+  backtraces.store(on);
+}
+
 const bool ldt_no_backtraces = [] {
-  const char *e = std::getenv("LDTORCH_CPP_BACKTRACE");
-  if (e == nullptr || *e == '\0') c10::SetStackTraceFetcher([] { return std::string(); });
+  set_backtraces(false);
   return true;
 }();
 }  // namespace
@@ -122,6 +137,13 @@ ldt_error ldt_set_log_level(int level) {
   }
   LDT_CATCH
 }
+
+ldt_error ldt_set_cpp_backtraces(int on) {
+  LDT_TRY { set_backtraces(on != 0); }
+  LDT_CATCH
+}
+
+int ldt_cpp_backtraces(void) { return backtraces.load() ? 1 : 0; }
 
 int ldt_get_num_threads(void) {
   try {

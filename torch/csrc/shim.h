@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 19
+#define LDT_ABI_VERSION 20
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -45,6 +45,12 @@ LDT_API ldt_error ldt_set_num_threads(int n);
  * 3 FATAL; -1 takes it from TORCH_CPP_LOG_LEVEL as libtorch itself does. Process-wide. */
 LDT_API ldt_error ldt_set_log_level(int level);
 LDT_API int ldt_get_num_threads(void);
+/* libtorch's C++ backtraces, captured whenever it constructs a c10::Error (milliseconds each;
+ * the shim's errors never include them): off from the moment the shim is loaded; 1 gives
+ * libtorch's fetcher back, 0 turns it off again. Process-wide, for programs to call.
+ * ldt_cpp_backtraces returns 1 while they are on. */
+LDT_API ldt_error ldt_set_cpp_backtraces(int on);
+LDT_API int ldt_cpp_backtraces(void);
 /* libtorch's oneDNN (mkldnn) convolutions for float32 CPU tensors, process-wide, as
  * torch.backends.mkldnn.enabled: ldt_mkldnn_state returns 0 when libtorch was built without
  * oneDNN, 1 when it has oneDNN switched off, 2 when on (libtorch's default). Switching it on
@@ -220,8 +226,8 @@ LDT_API ldt_error ldt_conv2d_max_pool2d(ldt_tensor *out, ldt_tensor x, ldt_tenso
                                         const int64_t *pool_padding, int ceil_mode);
 /* The direct kernels in use: "avx512", "avx2", or "" (off, or none for this CPU). */
 LDT_API const char *ldt_direct_conv_isa(void);
-/* mode: "best" (the default; LDTORCH_DIRECT_CONV=off or =avx2 at load changes it), "off",
- * "avx2", "avx512". Process-wide; graphs already recorded keep their kernels. */
+/* mode: "best" (the default), "off", "avx2", "avx512". Process-wide, for programs to call
+ * (the shim reads no environment); graphs already recorded keep their kernels. */
 LDT_API ldt_error ldt_set_direct_conv(const char *mode);
 /* The loops of the LRN, the max-pool and ConvNet-3's block (simd_kernels.h): "avx2" where
  * the CPU has AVX2 and FMA, else "baseline"; ldt_set_simd_isa("baseline" or "best") chooses

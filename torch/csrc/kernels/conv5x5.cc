@@ -68,19 +68,9 @@ const Kernels *best_kernels() {
 
 const Kernels *const detected = best_kernels();
 
-// The kernels in use: the best the CPU runs, unless LDTORCH_DIRECT_CONV says otherwise at
-// load ("off", or "avx2" on an AVX-512 machine) or ldt_set_direct_conv changes it.
-const Kernels *initial_kernels() {
-  const char *e = std::getenv("LDTORCH_DIRECT_CONV");
-  if (e == nullptr || *e == '\0' || detected == nullptr) return detected;
-  if (std::strcmp(e, "off") == 0 || std::strcmp(e, "0") == 0) return nullptr;
-#if defined(LDT_CONV5_X86)
-  if (std::strcmp(e, "avx2") == 0) return ldt::conv5::kernels_avx2();
-#endif
-  return detected;
-}
-
-std::atomic<const Kernels *> active{initial_kernels()};
+// The kernels in use: the best the CPU runs, unless set_direct_conv (a program's call)
+// changes it.
+std::atomic<const Kernels *> active{detected};
 
 template <typename T>
 const ldt::conv5::Ops<T> &ops(const Kernels *k);
