@@ -18,5 +18,7 @@
 // malloc.go and docs/BENCHMARKS.md).
 package labeldistill
 
+import "github.com/ldtorch/ldtorch/labeldistill/engine"
+
 // Version is ldtorch's version, recorded in artifacts and histories.
-const Version = "0.1.0"
+const Version = engine.Version

@@ -14,7 +14,7 @@ const blasCoreEnv = "OPENBLAS_CORETYPE"
 // leave OpenBLAS's own choice. An OpenBLAS older than the CPU takes it for the generic
 // Prescott core: Debian 12's 0.3.21 does so on Intel family 6 model 207 (5th-generation
 // Xeon), whose SSE3 kernels made LD meta-steps 1.17× as long as the AVX-512 ones
-// (docs/BENCHMARKS.md, prediction 36). On such a CPU the kernels of the newest core it can
+// (docs/benchmarks/openblas.md#naming-the-openblas-kernel-set). On such a CPU the kernels of the newest core it can
 // run are named instead: SkylakeX with AVX-512, Haswell with AVX2 and FMA. A value the user
 // set is left alone.
 func blasCoreType() string {

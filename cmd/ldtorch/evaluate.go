@@ -21,6 +21,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
@@ -215,7 +216,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if err := torch.SetNumThreads(threads); err != nil {
 		return failuref("--threads %d: %v", threads, err)
 	}
-	td, err := labeldistill.LoadTestData(cfg)
+	td, err := engine.LoadTestData(cfg)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,7 @@
 // A meta-step allocates and frees activation tensors of 3–20 MB. With glibc's defaults every
 // OS thread that calls into libtorch gets a malloc arena of its own whose freed memory goes
 // back to the kernel, so each step faults the same memory in again: ≈ 40 % of an LD
-// meta-step's CPU time was page faults (docs/BENCHMARKS.md, prediction 10). glibc reads these
+// meta-step's CPU time was page faults (docs/benchmarks/allocator.md#one-malloc-arena-for-all-threads). glibc reads these
 // settings from the environment at process start only (mallopt at run time cannot rebind the
 // threads that already have arenas; measured, it changed nothing), so the CLI re-executes
 // itself once with them set, before anything else runs. The library never does this: a Go
@@ -65,7 +65,7 @@ func tuneMalloc() error {
 // reuse (torch.SetCPUBlockCache): a quarter of the physical memory. glibc maps every block
 // above 32 MiB afresh and unmaps it on free, whatever MALLOC_MMAP_THRESHOLD_ says, so without
 // this AlexCifarNet's activations (67–268 MB for 1024 images) fault in again at every step
-// (docs/BENCHMARKS.md, prediction 14).
+// (docs/benchmarks/allocator.md#large-blocks-kept-for-reuse).
 func blockCacheBytes() int64 {
 	var si syscall.Sysinfo_t
 	if err := syscall.Sysinfo(&si); err != nil {

@@ -19,6 +19,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -467,7 +468,7 @@ func realExamples(cfg config.Config, opt Options, classes, channels, pixels int,
 	if opt.DataDir != "" {
 		cfg.DataDir = opt.DataDir
 	}
-	test, err := labeldistill.LoadTestSplit(cfg)
+	test, err := engine.LoadTestSplit(cfg)
 	if err != nil {
 		return nil, fmt.Sprintf("real %s examples not shown beside the reconstructions: %v", cfg.Dataset, err)
 	}

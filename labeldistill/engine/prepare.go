@@ -1,0 +1,40 @@
+package engine
+
+// prepare.go: a run's inputs, prepared once from its configuration and options: the
+// process settings applied, the data loaded (or given) and checked, then on the device.
+
+import (
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/data"
+)
+
+// prepareRun resolves cfg and takes the inputs of a run of it (ds, else cfg's data loaded
+// from disk; baseFile: where cfg's base indices were read from, or nil) onto its device,
+// with the thread count applied.
+func prepareRun(cfg config.Config, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
+	cfg, err := cfg.Resolved()
+	if err != nil {
+		return nil, err
+	}
+	dev, err := Setup(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if baseFile != nil { // before the data: a file of another split names the setting
+		if err := CheckBaseFile(cfg, baseFile); err != nil {
+			return nil, err
+		}
+	}
+	if ds == nil {
+		if ds, err = LoadData(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return NewInputs(cfg, ds, dev, baseOrigin(cfg, ds, baseFile))
+}
+
+// Prepare is prepareRun for the packages that run on a distillation's inputs without its
+// meta-loop (the gradient-variance measurement, the benchmarks).
+func Prepare(cfg config.Config, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
+	return prepareRun(cfg, ds, baseFile)
+}
