@@ -11,6 +11,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -82,28 +84,33 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 	for _, f := range opts {
 		f(&o)
 	}
-	return engine.Distill(ctx, cfg, engine.Options{
-		Start: start, Progress: o.progress, CheckpointDir: o.checkpointDir, ResumeDir: o.resumeDir,
-		Keep: o.keep, KeepSet: o.keepSet, HistoryPath: o.historyPath, Group: o.group, BaseSplit: o.baseSplit,
-		SaveModels: o.saveModels, Dataset: o.dataset, BaseFile: o.baseFile,
-	})
+	eo := engine.Options{Start: start, Progress: o.progress, Group: o.group, BaseSplit: o.baseSplit,
+		SaveModels: o.saveModels, Dataset: o.dataset, BaseFile: o.baseFile}
+	if o.checkpointDir != "" || o.resumeDir != "" || o.historyPath != "" {
+		f := &rundir.Folder{CheckpointDir: o.checkpointDir, ResumeDir: o.resumeDir, Keep: o.keep, KeepSet: o.keepSet,
+			HistoryPath: o.historyPath}
+		if o.historyPath != "" {
+			f.GradStats = &gradvar.Window{}
+		}
+		eo.Folder = f
+	}
+	return engine.Distill(ctx, cfg, eo)
 }
 
-// WithHistory writes the run history to path (conventionally OUT/metrics.jsonl; see
-// history.go for the schema). A fresh run replaces the file; a resumed run cuts it back to
+// WithHistory writes the run history to path (conventionally OUT/metrics.jsonl; its schema
+// is rundir's HistoryRecord). A fresh run replaces the file; a resumed run cuts it back to
 // its checkpoint and continues it.
 func WithHistory(path string) RunOption { return func(o *runOptions) { o.historyPath = path } }
 
 // MeasureGradVariance measures the label meta-gradient's variance across fresh models, LD
-// against LD RR, at the labels given (nil: uniform): engine.MeasureGradVariance on cfg's
-// inputs.
-func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g GradVarOptions, opts ...RunOption) ([]MethodGradVariance, error) {
-	return guarded(func() ([]MethodGradVariance, error) {
+// against LD RR, at the labels given (nil: uniform): gradvar.Measure on cfg's inputs.
+func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g gradvar.Options, opts ...RunOption) ([]gradvar.Method, error) {
+	return guarded(func() ([]gradvar.Method, error) {
 		var o runOptions
 		for _, f := range opts {
 			f(&o)
 		}
-		return engine.MeasureGradVariance(ctx, g, labels, func() (*engine.Inputs, error) { return engine.Prepare(cfg, o.dataset, o.baseFile) })
+		return gradvar.Measure(ctx, g, labels, func() (*engine.Inputs, error) { return engine.Prepare(cfg, o.dataset, o.baseFile) })
 	})
 }
 

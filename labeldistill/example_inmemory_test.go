@@ -15,6 +15,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -88,7 +89,7 @@ func ExampleWithData() {
 		if err != nil {
 			return nil, err
 		}
-		x, y, err := labeldistill.SplitTensors(&ds.Test, ds.Shape, torch.CPU)
+		x, y, err := engine.SplitTensors(&ds.Test, ds.Shape, torch.CPU)
 		if err != nil {
 			return nil, err
 		}

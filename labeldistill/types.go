@@ -15,50 +15,21 @@ type (
 	// Record is what a run has done (report.json holds it under the same keys).
 	Record = engine.Record
 	// Progress is what Distill reports as it goes (WithProgress).
-	Progress           = engine.Progress
-	ValidationRecord   = engine.ValidationRecord
-	BaselineResult     = engine.BaselineResult
-	BaseOrigin         = engine.BaseOrigin
-	BaseSplit          = engine.BaseSplit
-	NonFiniteError     = engine.NonFiniteError
-	DivergedError      = engine.DivergedError
-	ResumeError        = engine.ResumeError
-	ResetTracker       = engine.ResetTracker
-	HistoryRecord      = engine.HistoryRecord
-	GradVariance       = engine.GradVariance
-	MethodGradVariance = engine.MethodGradVariance
-	GradVarOptions     = engine.GradVarOptions
+	Progress         = engine.Progress
+	ValidationRecord = engine.ValidationRecord
+	BaselineResult   = engine.BaselineResult
+	BaseOrigin       = engine.BaseOrigin
+	// BaseSplit says whether a data-parallel run splits its base batch (WithBaseSplit).
+	BaseSplit      = engine.BaseSplit
+	NonFiniteError = engine.NonFiniteError
+	DivergedError  = engine.DivergedError
 )
 
 // Base-batch splitting of data-parallel runs (WithBaseSplit).
 const (
-	BaseSplitAuto     = engine.BaseSplitAuto
-	BaseSplitOn       = engine.BaseSplitOn
-	BaseSplitOff      = engine.BaseSplitOff
-	BaseSplitVariable = engine.BaseSplitVariable
-)
-
-// The run history (metrics.jsonl) and the phases file.
-const (
-	HistoryFile       = engine.HistoryFile
-	HistoryStart      = engine.HistoryStart
-	HistoryStep       = engine.HistoryStep
-	HistoryValidation = engine.HistoryValidation
-	HistoryPhase      = engine.HistoryPhase
-	HistoryResume     = engine.HistoryResume
-	PhasesFile        = engine.PhasesFile
-)
-
-var (
-	ParseBaseSplit     = engine.ParseBaseSplit
-	ReadHistory        = engine.ReadHistory
-	CheckpointConfig   = engine.CheckpointConfig
-	ReadCheckpointMeta = engine.ReadCheckpointMeta
-	DDSchedule         = engine.DDSchedule
-	SplitTensors       = engine.SplitTensors
-	StepsPerEpoch      = engine.StepsPerEpoch
-	ValidationDue      = engine.ValidationDue
-	NewResetTracker    = engine.NewResetTracker
+	BaseSplitAuto = engine.BaseSplitAuto
+	BaseSplitOn   = engine.BaseSplitOn
+	BaseSplitOff  = engine.BaseSplitOff
 )
 
 // LoadData reads, verifies, splits and normalises cfg's dataset and selects its base

@@ -9,9 +9,9 @@
 #
 # `run` writes OUT/<name>/ for each run; with CHECKPOINTS_FROM (an earlier OUT) it also
 # resumes that OUT's interrupted run from its checkpoint into OUT/resumed. `compare` checks
-# every distilled.npz, distilled.pt, checkpoint and study/gradvar/evaluation JSON byte for
-# byte, and report.json and metrics.jsonl with their timing fields removed; it prints each
-# difference and exits 1 if there is one. Bit-identical results hold on one CPU kind and BLAS
+# every distilled.npz and distilled.pt byte for byte, each checkpoint member by member, and
+# every JSON file (report, history, phases, studies, gradvar) with the fields that measure
+# time or name a folder removed; it prints each difference and exits 1 if there is one. Bit-identical results hold on one CPU kind and BLAS
 # with one thread, as here (--threads 1); MNIST comes from ../shared/datasets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,24 +48,44 @@ EOF
   fi
 }
 
-# strip removes the fields that measure time or name the output folder.
-strip() {
-  /usr/bin/python3 - "$1" <<'EOF'
-import json, sys
+# same A B: whether two files hold the same results. JSON and JSON lines are compared with
+# the fields that measure time or name a folder removed; a checkpoint (a sealed .npz) member
+# by member, its meta likewise; anything else byte for byte.
+same() {
+  /usr/bin/python3 - "$1" "$2" "$3" "$4" <<'EOF'
+import json, sys, zipfile
+ROOTS = [r for r in sys.argv[3:] if r]
 TIME = {"wall_seconds", "distill_seconds", "seconds_per_meta_step", "seconds", "duration",
-        "total_seconds", "took", "out", "elapsed", "started", "finished"}
+        "written", "out", "artifact", "data_dir", "took", "total_seconds"}
 def clean(v):
     if isinstance(v, dict):
         return {k: clean(x) for k, x in v.items() if k not in TIME and not k.endswith("_seconds")}
     if isinstance(v, list):
         return [clean(x) for x in v]
+    if isinstance(v, str):
+        for r in ROOTS:  # the two folders compared are named in messages and settings
+            v = v.replace(r, "<out>")
+        return "<path>" if v.startswith("/") else v
     return v
-path = sys.argv[1]
-if path.endswith(".jsonl"):
-    for line in open(path):
-        print(json.dumps(clean(json.loads(line)), sort_keys=True))
-else:
-    print(json.dumps(clean(json.load(open(path))), sort_keys=True, indent=1))
+def load(path):
+    if path.endswith(".jsonl"):
+        return [clean(json.loads(l)) for l in open(path)]
+    if path.endswith(".json"):
+        return clean(json.load(open(path)))
+    if path.endswith(".npz") and "/checkpoints/" in path:
+        z = zipfile.ZipFile(path)
+        out = {}
+        for n in z.namelist():
+            b = z.read(n)
+            if n == "meta.npy":  # JSON bytes after the .npy header (version 1: its length at 8)
+                start = 10 + int.from_bytes(b[8:10], "little")
+                b = json.dumps(clean(json.loads(b[start:])), sort_keys=True)
+            elif n == "sha256.npy":
+                continue  # the seal covers the meta, whose time stamp differs
+            out[n] = b
+        return out
+    return open(path, "rb").read()
+sys.exit(0 if load(sys.argv[1]) == load(sys.argv[2]) else 1)
 EOF
 }
 
@@ -74,13 +94,7 @@ compare() {
   while IFS= read -r f; do
     n=$((n + 1))
     if [ ! -e "$b/$f" ]; then echo "only in $a: $f"; bad=1; continue; fi
-    case "$f" in
-      *report.json|*metrics.jsonl|*summary.csv|*.md)
-        case "$f" in *.md|*summary.csv) continue ;; esac
-        if ! diff <(strip "$a/$f") <(strip "$b/$f") > /dev/null; then echo "differs (timings aside): $f"; bad=1; fi ;;
-      *.npz|*.pt|*.json)
-        if ! cmp -s "$a/$f" "$b/$f"; then echo "differs: $f"; bad=1; fi ;;
-    esac
+    if ! same "$a/$f" "$b/$f" "$(cd "$a" && pwd)" "$(cd "$b" && pwd)"; then echo "differs: $f"; bad=1; fi
   done < <(cd "$a" && find . -type f \( -name '*.npz' -o -name '*.pt' -o -name '*.json' -o -name '*.jsonl' \) \
              ! -path '*/progress/*' ! -name 'grid.json' ! -name 'models.json' | sort)
   echo "compared $n files of $a and $b: $([ $bad = 0 ] && echo identical || echo DIFFERENT)"

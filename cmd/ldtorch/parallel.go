@@ -19,6 +19,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -29,7 +30,7 @@ type rankInfo struct {
 	launch int
 	cfg    dist.Config
 	group  *dist.Group // joined by rankOf for a rank; nil for a lone run
-	// baseSplit: labeldistill.BaseSplitVariable, how the ranks share each base batch
+	// baseSplit: engine.BaseSplitVariable, how the ranks share each base batch
 	baseSplit labeldistill.BaseSplit
 }
 
@@ -46,9 +47,9 @@ func (r rankInfo) root() bool { return r.group == nil || r.group.IsRoot() }
 // rankOf reads --nproc and the distributed environment and, for a rank, joins its group.
 func (e *env) rankOf(c *cli.Context) (rankInfo, error) {
 	n := c.Int("nproc")
-	split, err := labeldistill.ParseBaseSplit(os.Getenv(labeldistill.BaseSplitVariable))
+	split, err := engine.ParseBaseSplit(os.Getenv(engine.BaseSplitVariable))
 	if err != nil {
-		return rankInfo{}, usageErrorf("%s: %v", labeldistill.BaseSplitVariable, err)
+		return rankInfo{}, usageErrorf("%s: %v", engine.BaseSplitVariable, err)
 	}
 	cfg, isRank, err := dist.FromEnv()
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
 
 // startedRun is the binary running in the background with its stderr collected.
@@ -308,7 +308,7 @@ func TestResumeAlone(t *testing.T) {
 	}
 	m, _ := filepath.Glob(filepath.Join(out, "checkpoints", "ckpt-*.npz"))
 	for _, p := range m {
-		if meta, err := labeldistill.ReadCheckpointMeta(p); err != nil || !strings.Contains(string(meta), `"seed": 2`) {
+		if meta, err := rundir.ReadCheckpointMeta(p); err != nil || !strings.Contains(string(meta), `"seed": 2`) {
 			t.Errorf("%s after --overwrite: not the new run's (%v)", p, err)
 		}
 	}

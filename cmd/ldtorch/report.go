@@ -21,6 +21,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
@@ -198,7 +199,7 @@ func (e *env) gradvarAction(c *cli.Context) error {
 		return usageErrorf("%s: the artifact holds %d base image values, the run's data %d", dir, len(art.Images), len(ds.Base.Images))
 	}
 	ds.Base.Images = art.Images
-	g := labeldistill.GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR},
+	g := gradvar.Options{Methods: []string{config.MethodLD, config.MethodRR},
 		Models: c.Int("models"), Batches: c.Int("batches"), Warmup: c.Int("warmup")}
 	pr.note("%d fresh models × %d batch pairs, LD and LD RR, each model warmed up %d steps", g.Models, g.Batches, g.Warmup)
 	g.Progress = func(done, total int) {

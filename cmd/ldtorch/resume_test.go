@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
 
 // resumeArgs is a small real-MNIST run (6 epochs of 8 meta-steps, checkpoint every 2).
@@ -106,13 +106,13 @@ wait:
 		t.Fatalf("test accuracies %v, uninterrupted %v", ka, wa)
 	}
 	// The history of the killed and resumed run holds every meta-step exactly once.
-	recs, err := labeldistill.ReadHistory(filepath.Join(killed, labeldistill.HistoryFile))
+	recs, err := rundir.ReadHistory(filepath.Join(killed, rundir.HistoryFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var steps []int
 	for _, r := range recs {
-		if r.Kind == labeldistill.HistoryStep {
+		if r.Kind == rundir.HistoryStep {
 			steps = append(steps, r.Step)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -89,7 +90,7 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 		if c.Err() != nil {
 			return nil, nil
 		}
-		x, y, err := labeldistill.SplitTensors(sp, shape, dev)
+		x, y, err := engine.SplitTensors(sp, shape, dev)
 		c.Check(err)
 		return x, y
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -289,7 +290,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	if err != nil {
 		return nil, err
 	}
-	x, y, err := labeldistill.SplitTensors(test, [3]int64{s[1], s[2], s[3]}, dev)
+	x, y, err := engine.SplitTensors(test, [3]int64{s[1], s[2], s[3]}, dev)
 	if err != nil {
 		return nil, fmt.Errorf("test data: %w", err)
 	}
@@ -304,7 +305,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	}
 	if ec.Recipe == RecipeDD {
 		tr.Net = net.XavierInit()
-		tr.Schedule = labeldistill.DDSchedule(int(s[0]), cfg.DDSteps, art.StepLRs)
+		tr.Schedule = engine.DDSchedule(int(s[0]), cfg.DDSteps, art.StepLRs)
 	}
 	mode := train.Mode(dev)
 	progress := &evalProgress{}

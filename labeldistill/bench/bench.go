@@ -19,6 +19,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -351,10 +352,10 @@ func inputs(cfg config.Config, ds *labeldistill.Data, dev torch.Device) (*evalIn
 		return nil, err
 	}
 	in := &evalInputs{net: net}
-	if in.images, _, err = labeldistill.SplitTensors(&ds.Base, s, dev); err != nil {
+	if in.images, _, err = engine.SplitTensors(&ds.Base, s, dev); err != nil {
 		return nil, err
 	}
-	if in.testImages, in.testLabs, err = labeldistill.SplitTensors(&ds.Test, s, dev); err != nil {
+	if in.testImages, in.testLabs, err = engine.SplitTensors(&ds.Test, s, dev); err != nil {
 		return nil, err
 	}
 	uniform := make([]float32, ds.Base.N*ds.Classes)

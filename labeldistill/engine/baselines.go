@@ -18,7 +18,7 @@ import (
 
 // baselines runs every baseline named in the config, taking from ph those an earlier part
 // of the run finished, and records each in ph.
-func (l *Loop) baselines(ctx context.Context, ph *phases) (map[string]BaselineResult, error) {
+func (l *Loop) baselines(ctx context.Context, ph PhaseLog) (map[string]BaselineResult, error) {
 	out := map[string]BaselineResult{}
 	in := l.in
 	for _, name := range in.cfg.Baselines {
@@ -34,10 +34,10 @@ func (l *Loop) baselines(ctx context.Context, ph *phases) (map[string]BaselineRe
 			return nil, fmt.Errorf("baseline %s: %w", name, err)
 		}
 		out[key] = res
-		if err := ph.baselineDone(key, res, took); err != nil {
+		if err := ph.BaselineDone(key, res, took); err != nil {
 			l.note(Progress{Phase: "baseline", Message: "warning: " + err.Error()})
 		}
-		if err := l.onPhase(PhaseRecord{name: "baseline", baseline: key, mean: res.Mean, std: res.Std, took: took}); err != nil {
+		if err := l.onPhase(PhaseRecord{Name: "baseline", Baseline: key, Mean: res.Mean, Std: res.Std, Took: took}); err != nil {
 			return nil, err
 		}
 	}
@@ -46,17 +46,17 @@ func (l *Loop) baselines(ctx context.Context, ph *phases) (map[string]BaselineRe
 
 // baseline is one baseline's result and the time it took: from an earlier part of the run
 // when ph holds it, else trained.
-func (l *Loop) baseline(ctx context.Context, name, key string, ph *phases) (BaselineResult, time.Duration, error) {
-	if b := ph.baseline(key); b != nil {
+func (l *Loop) baseline(ctx context.Context, name, key string, ph PhaseLog) (BaselineResult, time.Duration, error) {
+	if b := ph.Baseline(key); b != nil {
 		l.clock.priorWall += b.Seconds
 		l.note(Progress{Phase: "baseline", Message: fmt.Sprintf("%s: the result finished before the resume (%s)", name, PhasesFile)})
 		return b.Result, secondsDuration(b.Seconds), nil
 	}
-	r := ph.begin(l, key, true, train.Mode(l.in.dev))
+	r := ph.Begin(l, key, true)
 	msg := name
-	if r.rec.Steps > 0 {
+	if steps, _ := r.Search(); steps > 0 {
 		msg += fmt.Sprintf(": its step search (%d steps) and %d of the %d test models finished before the resume (%s)",
-			r.rec.Steps, len(r.rec.Accuracies), l.in.cfg.EvalModels, PhasesFile)
+			steps, len(r.Accuracies()), l.in.cfg.EvalModels, PhasesFile)
 	}
 	l.note(Progress{Phase: "baseline", Message: msg})
 	table, err := l.baselineTable(ctx, name)
@@ -65,7 +65,7 @@ func (l *Loop) baseline(ctx context.Context, name, key string, ph *phases) (Base
 	}
 	res, err := l.stepSearchAndTest(ctx, name, table, r)
 	table.Free()
-	return res, r.took(), err
+	return res, r.Took(), err
 }
 
 // baselineTable builds the baseline's label table (N, classes) on the device.
@@ -157,12 +157,12 @@ func (l *Loop) teacherTable(ctx context.Context) (*torch.Tensor, error) {
 // step count of the grid; the best (earliest on ties) is used to train M fresh models
 // whose test accuracies are reported. What r holds from an earlier part (the search, the
 // first test models) is not trained again.
-func (l *Loop) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor, r *phaseTraining) (BaselineResult, error) {
+func (l *Loop) stepSearchAndTest(ctx context.Context, name string, table *torch.Tensor, r PhaseRun) (BaselineResult, error) {
 	in := l.in
 	res := BaselineResult{}
 	tr := in.evalTrainer(in.net, in.base.x, table)
-	if r.rec.Steps > 0 {
-		res.Steps, res.ValidationErrors = r.rec.Steps, maps.Clone(r.rec.ValidationErrors)
+	if steps, errs := r.Search(); steps > 0 {
+		res.Steps, res.ValidationErrors = steps, maps.Clone(errs)
 	} else {
 		tr.Progress = func(done, total int) {
 			l.note(Progress{Phase: "baseline", Message: name + ": step search", Done: done, Total: total})
@@ -173,7 +173,7 @@ func (l *Loop) stepSearchAndTest(ctx context.Context, name string, table *torch.
 		if err != nil {
 			return res, err
 		}
-		r.searched(res.Steps, res.ValidationErrors)
+		r.Searched(res.Steps, res.ValidationErrors)
 	}
 	tr.Net = in.evalNet
 	tr.Progress = func(done, total int) {

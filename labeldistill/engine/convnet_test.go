@@ -12,13 +12,14 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 func TestDistillConvNet(t *testing.T) {
-	ds := cachedMNIST(t, 256, 200, 200, 10)
+	ds := testkit.CachedMNIST(t, 256, 200, 200, 10)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
 			tScope(t)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -21,11 +22,11 @@ import (
 // test accuracy near the CPU's.
 func TestDeviceDistill(t *testing.T) {
 	dev := testDevice(t)
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
-			cfg := ckptConfig(method)
+			cfg := testkit.SmallConfig(method)
 			cfg.CheckpointEvery, cfg.Epochs = -1, 2
 			want, err := testDistill(context.Background(), cfg, WithData(ds))
 			if err != nil {
@@ -104,11 +105,11 @@ func TestDeviceBatchedEvaluation(t *testing.T) {
 // atomics). On the CPU the variable changes nothing: the same run, bit for bit.
 func TestDeviceMetaGraph(t *testing.T) {
 	dev := testDevice(t)
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
-			cfg := ckptConfig(method)
+			cfg := testkit.SmallConfig(method)
 			cfg.CheckpointEvery, cfg.Epochs, cfg.Device = -1, 2, dev.String()
 			run := func(graphs string) (*Result, int64, int64) {
 				t.Setenv("LDTORCH_CUDA_GRAPHS", graphs)

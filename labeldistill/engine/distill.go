@@ -3,11 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
@@ -20,52 +18,54 @@ import (
 
 // Options are what Distill runs with besides the configuration (labeldistill's RunOptions).
 type Options struct {
-	Start         time.Time // when the run started (its wall time counts from here)
-	Progress      func(Progress)
-	CheckpointDir string
-	ResumeDir     string
-	Keep          int
-	KeepSet       bool
-	HistoryPath   string
-	Group         *dist.Group
-	BaseSplit     BaseSplit
-	Learn         func(*Inputs) ([]learnable, error) // nil: what cfg.Learn says (tests give others)
-	SaveModels    string
-	Dataset       *Data          // the data (nil: cfg's, loaded from disk)
-	BaseFile      *data.BaseFile // where cfg's base indices were read from (nil: not from a file)
+	Start     time.Time // when the run started (its wall time counts from here)
+	Progress  func(Progress)
+	Folder    RunFolder // the run's files: history, checkpoints, resume, phases (nil: none)
+	Group     *dist.Group
+	BaseSplit BaseSplit
+	Learn     func(*Inputs) ([]learnable, error) // nil: what cfg.Learn says (tests give others)
+	// SaveModels: the final test's models are saved into this folder (train.ModelSaver).
+	SaveModels string
+	Dataset    *Data          // the data (nil: cfg's, loaded from disk)
+	BaseFile   *data.BaseFile // where cfg's base indices were read from (nil: not from a file)
+}
+
+// RunFolder is where a run keeps its files (rundir.Folder): the history and checkpoint
+// observers, the resume, and the record of the phases after the meta-loop.
+type RunFolder interface {
+	// Prepare checks, before any work, that the folders are usable for a run of cfg by
+	// the process of rank (only rank 0 writes).
+	Prepare(cfg config.Config, rank int) error
+	// Resuming says whether the run continues from a checkpoint.
+	Resuming() bool
+	// Observers are attached to the fresh loop, after the data-parallel checks.
+	Observers(l *Loop) []Observer
+	// Resume restores l from its checkpoint when Resuming (else clears what an earlier run
+	// left) and returns the position resumed at (Position{-1, -1, -1}: a fresh run).
+	Resume(l *Loop) (Position, error)
+	// Phases is the record of the phases after the meta-loop, which ended at l's position.
+	Phases(l *Loop, resumedAt Position) PhaseLog
 }
 
 // Distill runs a distillation from start to end: the meta-loop with its observers, the
 // final test and the baselines (labeldistill.Distill's work, under its options).
 func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error) {
-	start := o.Start
 	cfg, err := cfg.Resolved()
 	if err != nil {
 		return nil, err
-	}
-	ckptDir, resumeDir := o.CheckpointDir, ""
-	if o.ResumeDir != "" {
-		if resumeDir, err = resolveResumeDir(o.ResumeDir); err != nil {
-			return nil, err
-		}
-		if ckptDir == "" {
-			ckptDir = resumeDir
-		}
 	}
 	par := &parallel{g: o.Group, baseSplit: o.BaseSplit}
 	if par.rank() != 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = followRoot(ctx)
 		defer cancel()
-		// only rank 0 writes; every rank reads the checkpoint it resumes from
-		ckptDir, o.HistoryPath = "", ""
 	}
-	writeCkpts := ckptDir != "" && cfg.CheckpointEvery >= 0
-	if writeCkpts {
-		if err := prepareCheckpointDir(ckptDir); err != nil {
+	if o.Folder != nil {
+		if err := o.Folder.Prepare(cfg, par.rank()); err != nil {
 			return nil, err
 		}
 	}
+	resuming := o.Folder != nil && o.Folder.Resuming()
 	var saver *train.ModelSaver
 	if o.SaveModels != "" {
 		if saver, err = train.NewModelSaver(o.SaveModels); err != nil {
@@ -77,7 +77,7 @@ func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error)
 		return nil, err
 	}
 	defer in.close()
-	if c := in.cfg; resumeDir == "" && c.BaseIndices != nil && c.BaseSelection == config.SelectBalanced {
+	if c := in.cfg; !resuming && c.BaseIndices != nil && c.BaseSelection == config.SelectBalanced {
 		if err := checkBalanced(in.ds.Base.Labels, in.ds.Classes); err != nil {
 			return nil, err
 		}
@@ -92,33 +92,17 @@ func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error)
 		return nil, err
 	}
 	defer l.close()
-	l.clock.start = start
+	l.clock.start = o.Start
 	l.observers = par.observer()
-	if o.HistoryPath != "" {
-		h := &history{path: o.HistoryPath, resumed: resumeDir != ""}
-		if dir, err := resolveResumeDir(resumeDir); err == nil && resumeDir != "" && filepath.Base(filepath.Clean(dir)) == "checkpoints" {
-			h.from = filepath.Join(filepath.Dir(filepath.Clean(dir)), HistoryFile)
-		}
-		l.observers = append(l.observers, h.observer())
-	}
-	ckpt := &checkpointer{dir: ckptDir, keep: checkpoint.DefaultKeep, last: position{-1, -1, -1}}
-	resumedAt := position{-1, -1, -1}
-	if o.KeepSet {
-		ckpt.keep = o.Keep
-	}
-	if writeCkpts {
-		l.observers = append(l.observers, ckpt.observer())
+	if o.Folder != nil {
+		l.observers = append(l.observers, o.Folder.Observers(l)...)
 	}
 	if o.Progress != nil {
 		l.observers = append(l.observers, progressObserver(o.Progress))
 	}
-	if resumeDir != "" {
-		if ckpt.last, ckpt.written, err = l.resume(resumeDir); err != nil {
-			return nil, err
-		}
-		resumedAt = ckpt.last
-	} else if writeCkpts {
-		if err := removePhases(ckptDir); err != nil {
+	resumedAt := Position{-1, -1, -1}
+	if o.Folder != nil {
+		if resumedAt, err = o.Folder.Resume(l); err != nil {
 			return nil, err
 		}
 	}
@@ -131,21 +115,10 @@ func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error)
 	if l.best.labels == nil {
 		return nil, &DivergedError{Purpose: "validation", Models: len(l.vals), Steps: l.T(), Field: "eval_lr", LR: in.cfg.EvalLR}
 	}
-	// The phases after the meta-loop are tied to the final checkpoint, when there is one;
-	// those of an earlier part are reused only when this part ran no meta-step (it resumed
-	// from that final checkpoint).
-	var final checkpointID // none (Written "") unless the loop ended at a checkpoint
-	phasesDir, reuseFrom := "", ""
-	if ckpt.last == l.pos && ckpt.written != "" {
-		final = checkpointID{Step: l.pos.step, Written: ckpt.written}
+	var ph PhaseLog = NoPhaseLog{}
+	if o.Folder != nil {
+		ph = o.Folder.Phases(l, resumedAt)
 	}
-	if writeCkpts {
-		phasesDir = ckptDir
-	}
-	if resumeDir != "" && resumedAt == l.pos {
-		reuseFrom = resumeDir
-	}
-	ph := l.newPhases(phasesDir, reuseFrom, final)
 	res := l.result()
 	if err := l.testPhase(ctx, res, saver, ph); err != nil {
 		return nil, err

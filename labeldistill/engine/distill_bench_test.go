@@ -10,13 +10,14 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 )
 
 // BenchmarkDistillOneEpoch runs one epoch (49 meta-steps) of LD and LD RR on MNIST with the
 // default settings (N = 100, N_i = 50, N_o = 1024), then the validation and the final test
 // of 2 models, and reports seconds per meta-step and per run.
 func BenchmarkDistillOneEpoch(b *testing.B) {
-	ds := testMNIST(b, 50000, 2000, 2000, 100)
+	ds := testkit.MNIST(b, 50000, 2000, 2000, 100)
 	for _, m := range []string{config.MethodLD, config.MethodRR} {
 		b.Run(m, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -58,7 +59,7 @@ func checkLabelTable(t *testing.T, labels []float32, n, c int) {
 }
 
 func TestDistillEndToEnd(t *testing.T) {
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		t.Run(method, func(t *testing.T) {
 			tScope(t)
@@ -143,7 +144,7 @@ func TestDistillEndToEnd(t *testing.T) {
 }
 
 func TestDistillCancelled(t *testing.T) {
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	start := time.Now()
@@ -160,7 +161,7 @@ func TestDistillCancelled(t *testing.T) {
 }
 
 func TestDistillBaseMismatch(t *testing.T) {
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	for _, n := range []int{10, 30} {
 		cfg := e2eConfig(config.MethodLD)
 		cfg.BaseExamples = n
@@ -178,7 +179,7 @@ func TestDistillBaseMismatch(t *testing.T) {
 // labels, T, resets and accuracies; another seed gives other labels.
 func TestDistillDeterministic(t *testing.T) {
 	oneThread(t)
-	ds := cachedMNIST(t, 1000, 500, 500, 20)
+	ds := testkit.CachedMNIST(t, 1000, 500, 500, 20)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := e2eConfig(method)
 		cfg.Epochs, cfg.EvalModels, cfg.ResetWindow, cfg.Threads = 3, 1, 2, 1
@@ -209,7 +210,7 @@ func TestDistillDeterministic(t *testing.T) {
 // TestBaselines: true and smoothed labels, each with a step search over a reduced grid,
 // under LD (plain networks) and RR (keys with the _rr suffix).
 func TestBaselines(t *testing.T) {
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	grid := []int{5, 10, 20}
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := e2eConfig(method)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -36,7 +37,7 @@ func argmaxRows(t *testing.T, logits *torch.Tensor) []int64 {
 
 func TestAccuracyChunked(t *testing.T) {
 	tScope(t)
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	target := tNeed[deviceSplit](t)(upload(&ds.TargetSet, ds.Shape, torch.CPU))
 	defer target.free()
 	const n, right = 2500, 1234 // more than one chunk of train.EvalChunk
@@ -110,7 +111,7 @@ func trueTable(t *testing.T, ds *Data) *torch.Tensor {
 
 func TestTrainer(t *testing.T) {
 	tScope(t)
-	ds := cachedMNIST(t, 5000, 1000, 2000, 20)
+	ds := testkit.CachedMNIST(t, 5000, 1000, 2000, 20)
 	base := tNeed[deviceSplit](t)(upload(&ds.Base, ds.Shape, torch.CPU))
 	defer base.free()
 	test := tNeed[deviceSplit](t)(upload(&ds.Test, ds.Shape, torch.CPU))

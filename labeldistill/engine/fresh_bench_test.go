@@ -24,6 +24,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -45,7 +46,7 @@ func benchTrainer(b *testing.B, rr bool) (tr *train.Trainer, x, y *torch.Tensor)
 	b.Cleanup(s.Close)
 	var base, test data.Split
 	if _, err := os.Stat(filepath.Join("..", "..", "..", "shared", "datasets", "mnist")); err == nil {
-		ds := cachedMNIST(b, 5000, 0, benchTest, benchBase)
+		ds := testkit.CachedMNIST(b, 5000, 0, benchTest, benchBase)
 		base, test = ds.Base, ds.Test
 	} else {
 		rng := tRNG(11)

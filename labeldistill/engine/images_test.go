@@ -133,7 +133,7 @@ func testImageMetaGradient(t *testing.T, method string) {
 	}
 	var g []float64
 	b := tNeed[metaBatch](t)(imageBatch(v, y, idx, xt, yt, &g))
-	st := tNeed[stepStats](t)(readStep(step(l, b)))
+	st := tNeed[StepStats](t)(readStep(step(l, b)))
 	want := eval(p0)
 	if math.Abs(st.LabelLoss-want) > 1e-12*want {
 		t.Errorf("loss %.15g, objective %.15g", st.LabelLoss, want)

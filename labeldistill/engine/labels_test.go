@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -166,7 +167,7 @@ func TestLabelStepAdam(t *testing.T) {
 // at each reset while the labels' Adam never does (§3: one Adam for the whole run).
 func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	tScope(t)
-	ds := cachedMNIST(t, 2000, 200, 200, 20)
+	ds := testkit.CachedMNIST(t, 2000, 200, 200, 20)
 	cfg := config.Default()
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.ResetWindow, cfg.Epochs = 20, 10, 64, 2, 1
 	cfg.Baselines = []string{}
@@ -222,7 +223,7 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	if resets < 2 {
 		t.Fatalf("no two model resets within 300 steps with window 2 (resets %v)", r.tracker.Resets())
 	}
-	t.Logf("resets %v after %d steps; label Adam at step %d", r.tracker.Resets(), r.pos.step, labelAdam.StepCount)
+	t.Logf("resets %v after %d steps; label Adam at step %d", r.tracker.Resets(), r.pos.Step, labelAdam.StepCount)
 }
 
 // maxUniformDeviation is max |y − 1/C| over the table.

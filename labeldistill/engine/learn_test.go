@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 	"github.com/ldtorch/ldtorch/torch/npz"
@@ -43,19 +44,19 @@ func TestLearntImagesEndToEnd(t *testing.T) {
 }
 
 func testLearntImages(t *testing.T, mode string) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	cfg := learnConfig(mode)
 	full, err := testDistill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, classes, size := ds.Base.N, ds.Classes, ds.imageSize()
+	n, classes, size := ds.Base.N, ds.Classes, ds.ImageSize()
 	if full.MetaSteps != 24 || len(full.Validations) != 3 || len(full.BaseImages) != n*size {
 		t.Fatalf("%d meta-steps, %d validations, %d image values", full.MetaSteps, len(full.Validations), len(full.BaseImages))
 	}
 	// The images are learnt: none is a base image, and they differ from each other.
-	if d, _ := maxAbsDiff32(full.BaseImages, ds.Base.Images); d < 0.1 {
+	if d, _ := testkit.MaxAbsDiff32(full.BaseImages, ds.Base.Images); d < 0.1 {
 		t.Errorf("the kept images are within %g of the base images", d)
 	}
 	if slices.Equal(full.BaseImages[:size], full.BaseImages[size:2*size]) {
@@ -121,8 +122,8 @@ func testLearntImages(t *testing.T, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameBits(resumed.BaseImages, full.BaseImages) || !sameBits(resumed.Labels, full.Labels) ||
-		!sameBits(resumed.StepLRs, full.StepLRs) || !slices.Equal(resumed.TestAccuracies, full.TestAccuracies) ||
+	if !testkit.SameBits(resumed.BaseImages, full.BaseImages) || !testkit.SameBits(resumed.Labels, full.Labels) ||
+		!testkit.SameBits(resumed.StepLRs, full.StepLRs) || !slices.Equal(resumed.TestAccuracies, full.TestAccuracies) ||
 		!slices.Equal(resumed.Validations, full.Validations) {
 		t.Fatalf("resumed run differs: test %v against %v", resumed.TestAccuracies, full.TestAccuracies)
 	}
@@ -139,8 +140,8 @@ func sum32(v []float32) float32 {
 // TestLearnLabelsIsLabelDistillation: learn "labels" and learn unset are the labels
 // learnable alone, bit for bit.
 func TestLearnLabelsIsLabelDistillation(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	cfg := toyConfig()
 	cfg.Epochs = 1
 	oldStyle := func(in *Inputs) ([]learnable, error) {
@@ -158,7 +159,7 @@ func TestLearnLabelsIsLabelDistillation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Config.Learn != config.LearnLabels || !sameBits(res.Labels, ref.Labels) || !sameBits(res.BaseImages, ds.Base.Images) ||
+		if res.Config.Learn != config.LearnLabels || !testkit.SameBits(res.Labels, ref.Labels) || !testkit.SameBits(res.BaseImages, ds.Base.Images) ||
 			!slices.Equal(res.TestAccuracies, ref.TestAccuracies) || res.StepLRs != nil {
 			t.Errorf("learn %q: not the labels learnable's run (learn resolved to %q)", learn, res.Config.Learn)
 		}
@@ -175,8 +176,8 @@ func TestLearntImagesOverTwoRanks(t *testing.T) {
 	if !torch.DistributedAvailable() {
 		t.Skip("this libtorch has no c10d collectives")
 	}
-	ckptRestoreThreads(t)
-	one, err := testDistill(context.Background(), learnConfig("images"), WithData(ckptDataset(t)))
+	testkit.RestoreThreads(t)
+	one, err := testDistill(context.Background(), learnConfig("images"), WithData(testkit.SmallDataset(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,11 +196,11 @@ func TestLearntImagesOverTwoRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	images, _ := arc.Get("images").Data.([]float32)
-	d, i := maxAbsDiff32(images, one.BaseImages)
+	d, i := testkit.MaxAbsDiff32(images, one.BaseImages)
 	if d > 1e-4 {
 		t.Fatalf("two ranks' images differ from one process's by %g (element %d)", d, i)
 	}
-	if moved, _ := maxAbsDiff32(images, ckptDataset(t).Base.Images); moved < 0.1 {
+	if moved, _ := testkit.MaxAbsDiff32(images, testkit.SmallDataset(t).Base.Images); moved < 0.1 {
 		t.Fatalf("the two ranks' images did not move")
 	}
 	t.Logf("two ranks against one: learnt images within %.2g", d)
@@ -209,7 +210,7 @@ func TestLearntImagesOverTwoRanks(t *testing.T) {
 // images into out/images.npz.
 func imagesRankChild(t *testing.T, out string) {
 	g := tJoinRank(t)
-	res, err := testDistill(context.Background(), learnConfig("images"), WithData(ckptDataset(t)), WithGroup(g))
+	res, err := testDistill(context.Background(), learnConfig("images"), WithData(testkit.SmallDataset(t)), WithGroup(g))
 	if err != nil {
 		g.Abort(err)
 		t.Fatal(err)

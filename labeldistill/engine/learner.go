@@ -159,3 +159,32 @@ func learnerOf(m *train.Models) (*learner, error) {
 	}
 	return l, nil
 }
+
+// LabelMetaGradient takes one label meta-gradient of cfg's method (LD or LD RR) through
+// the trained model m (one model) at the labels table, on the base examples bIdx and the
+// target batch (xt, yt), and shows it to see before the labels' own step (the
+// gradient-variance measurement, gradvar).
+func LabelMetaGradient(in *Inputs, cfg config.Config, m *train.Models, table, bIdx, xt, yt *torch.Tensor, see func(*torch.Tensor) error) error {
+	model, err := learnerOf(m)
+	if err != nil {
+		return err
+	}
+	y, err := newLabels(in.ds.Base.N, in.ds.Classes, cfg, in.dev)
+	if err != nil {
+		return err
+	}
+	defer y.close()
+	if err := torch.NoGrad(func() error { return y.Y.Copy_(table) }); err != nil {
+		return err
+	}
+	b, err := soloBatch(y, in.base.x, bIdx, xt, yt, func(grads []*torch.Tensor) error { return see(grads[0]) })
+	if err != nil {
+		return err
+	}
+	method := ldStep
+	if cfg.Method == config.MethodRR {
+		method = rrStep
+	}
+	_, err = method(model, b)
+	return err
+}

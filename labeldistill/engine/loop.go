@@ -31,7 +31,7 @@ type Loop struct {
 	dd         *ddData // method dd's learnable (its step sizes train fresh models); nil otherwise
 	rand       randomState
 	tracker    *ResetTracker
-	pos        position
+	pos        Position
 	order      []int         // the epoch's permutation of the target set
 	pending    []pendingStep // meta-steps whose outputs are not read yet
 	best       kept
@@ -47,11 +47,11 @@ type Loop struct {
 	resumed []string
 }
 
-// position is a place in the meta-loop, a meta-step boundary: meta-steps done, the epoch in
+// Position is a place in the meta-loop, a meta-step boundary: meta-steps done, the epoch in
 // progress (1-based; Epochs+1 when done) and the batches of it done. A checkpoint is written
-// at a position, which the run resumes from.
-type position struct {
-	step, epoch, nextBatch int
+// at a Position, which the run resumes from.
+type Position struct {
+	Step, Epoch, NextBatch int
 }
 
 // randomState is the meta-loop's randomness: Go's PCG for the epochs' permutations and the
@@ -107,15 +107,15 @@ type lastSeen struct {
 	valAcc    float64 // latest validation accuracy; NaN before the first
 }
 
-// newRunPCG is the source of the meta-loop's Go random stream (epoch permutations and base
+// NewRunPCG is the source of the meta-loop's Go random stream (epoch permutations and base
 // batches).
-func newRunPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0xd15711) }
+func NewRunPCG(seed uint64) *rand.PCG { return rand.NewPCG(seed, 0xd15711) }
 
 // newLoop sets up a fresh meta-loop on in: what learn makes is learnt (nil: uniform labels,
-// label distillation), a fresh model, the generators at their seeds, position (0, 1, 0).
+// label distillation), a fresh model, the generators at their seeds, Position (0, 1, 0).
 func newLoop(in *Inputs, par *parallel, learn func(*Inputs) ([]learnable, error)) (*Loop, error) {
 	l := &Loop{in: in, par: par, tracker: NewResetTracker(in.cfg.ResetWindow, in.cfg.ResetMeanOfLast)}
-	l.pos = position{0, 1, 0}
+	l.pos = Position{0, 1, 0}
 	l.last.valAcc = math.NaN()
 	l.method = ldStep
 	if in.rr() {
@@ -150,7 +150,7 @@ func newLoop(in *Inputs, par *parallel, learn func(*Inputs) ([]learnable, error)
 			l.method = ddMethod(dd, func() *torch.Generator { return l.rand.gen }, in.cfg.DDBackward)
 		}
 	}
-	l.rand.pcg = newRunPCG(in.seed)
+	l.rand.pcg = NewRunPCG(in.seed)
 	l.rand.rng = rand.New(l.rand.pcg)
 	return l, nil
 }
@@ -253,7 +253,7 @@ func (l *Loop) T() int {
 // stepsPerEpoch is the number of meta-steps (outer batches) of an epoch.
 func (l *Loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N, l.in.cfg.OuterBatch) }
 
-// run runs the meta-loop from its position to the end of the last epoch.
+// run runs the meta-loop from its Position to the end of the last epoch.
 func (l *Loop) run(ctx context.Context) error {
 	cfg := l.in.cfg
 	nTarget := l.in.ds.TargetSet.N
@@ -261,21 +261,21 @@ func (l *Loop) run(ctx context.Context) error {
 	if err := l.onStart(); err != nil {
 		return err
 	}
-	for ; l.pos.epoch <= cfg.Epochs; l.pos.epoch, l.pos.nextBatch, l.order = l.pos.epoch+1, 0, nil {
-		epoch := l.pos.epoch
-		if l.pos.nextBatch == 0 {
+	for ; l.pos.Epoch <= cfg.Epochs; l.pos.Epoch, l.pos.NextBatch, l.order = l.pos.Epoch+1, 0, nil {
+		epoch := l.pos.Epoch
+		if l.pos.NextBatch == 0 {
 			l.order = l.rand.epochOrder(nTarget)
 		}
-		for l.pos.nextBatch < perEpoch {
+		for l.pos.NextBatch < perEpoch {
 			if err := ctx.Err(); err != nil {
 				return l.cancelled(err)
 			}
-			b := l.pos.nextBatch
+			b := l.pos.NextBatch
 			lo, hi := b*cfg.OuterBatch, min((b+1)*cfg.OuterBatch, nTarget)
 			if err := l.metaStep(l.order[lo:hi]); err != nil {
 				return err
 			}
-			l.pos.nextBatch++
+			l.pos.NextBatch++
 			if err := l.onStepped(); err != nil {
 				return err
 			}
@@ -308,7 +308,7 @@ func (l *Loop) run(ctx context.Context) error {
 }
 
 // cancelled reads the unread meta-steps, tells the observers the loop ends with ctxErr (a
-// checkpoint is written at the current position, a meta-step boundary) and returns ctxErr.
+// checkpoint is written at the current Position, a meta-step boundary) and returns ctxErr.
 func (l *Loop) cancelled(ctxErr error) error {
 	if err := l.read(); err != nil {
 		return fmt.Errorf("%w (no checkpoint on cancellation: %v)", ctxErr, err)
@@ -350,7 +350,7 @@ func (l *Loop) readDue() bool {
 		return true
 	}
 	for _, o := range l.observers {
-		if o.WantsRead != nil && o.WantsRead(l.pos.step) {
+		if o.WantsRead != nil && o.WantsRead(l.pos.Step) {
 			return true
 		}
 	}
@@ -366,11 +366,11 @@ func (l *Loop) metaStep(targetIdx []int) error {
 	if err := l.queueStep(targetIdx); err != nil {
 		var nf *NonFiniteError
 		if errors.As(err, &nf) {
-			nf.Step = l.pos.step + 1
+			nf.Step = l.pos.Step + 1
 		}
-		return fmt.Errorf("meta-step %d (epoch %d): %w", l.pos.step+1, l.pos.epoch, err)
+		return fmt.Errorf("meta-step %d (epoch %d): %w", l.pos.Step+1, l.pos.Epoch, err)
 	}
-	l.pos.step++
+	l.pos.Step++
 	if l.readDue() {
 		return l.read()
 	}
@@ -477,7 +477,7 @@ func (l *Loop) queueStep(targetIdx []int) error {
 		return err
 	}
 	torch.Escape(v)
-	l.pending = append(l.pending, pendingStep{reading: v, batch: batch, step: l.pos.step + 1, epoch: l.pos.epoch})
+	l.pending = append(l.pending, pendingStep{reading: v, batch: batch, step: l.pos.Step + 1, epoch: l.pos.Epoch})
 	return nil
 }
 
@@ -554,8 +554,8 @@ func (l *Loop) modelFrozen() bool {
 
 // StepRecord is what a read meta-step reports to the observers.
 type StepRecord struct {
-	step, epoch int
-	stats       stepStats
+	Step, Epoch int
+	Stats       StepStats
 }
 
 // read reads the unread meta-steps' outputs in one copy and applies them in step order: the
@@ -602,13 +602,13 @@ func (l *Loop) read() error {
 		// Method dd's network is initialised afresh at every meta-step: no reset rule.
 		if l.dd == nil && l.tracker.Observe(st.Error) {
 			if !latest {
-				return fmt.Errorf("labeldistill: internal error: a model reset at meta-step %d, before the latest unread step %d", p.step, l.pos.step)
+				return fmt.Errorf("labeldistill: internal error: a model reset at meta-step %d, before the latest unread step %d", p.step, l.pos.Step)
 			}
 			if err := l.model.reset(l.rand.gen); err != nil {
 				return fmt.Errorf("meta-step %d (epoch %d): model reset: %w", p.step, p.epoch, err)
 			}
 		}
-		rec := StepRecord{step: p.step, epoch: p.epoch, stats: st}
+		rec := StepRecord{Step: p.step, Epoch: p.epoch, Stats: st}
 		for _, o := range l.observers {
 			if o.Read != nil {
 				if err := o.Read(l, rec); err != nil {
@@ -622,7 +622,7 @@ func (l *Loop) read() error {
 
 // checkReading is checkReading of one step with its learnt values' sums checked, each
 // named by its learnable.
-func (l *Loop) checkReading(v []float64, batch int64) (stepStats, error) {
+func (l *Loop) checkReading(v []float64, batch int64) (StepStats, error) {
 	st, err := checkReading(v, batch)
 	if err != nil {
 		var nf *NonFiniteError

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 	"github.com/ldtorch/ldtorch/torch/npz"
@@ -72,7 +73,7 @@ func withLearn(f func(*Inputs) ([]learnable, error)) RunOption {
 
 // toyConfig: LD on 20 MNIST base examples, 3 epochs of 8 meta-steps, validation after each.
 func toyConfig() config.Config {
-	cfg := ckptConfig(config.MethodLD)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	cfg.CheckpointEvery = 4
 	return cfg
 }
@@ -81,8 +82,8 @@ func toyConfig() config.Config {
 // images plus the bias) and the fixed one-hot labels, and a run cancelled mid-epoch
 // resumes to the uninterrupted result bit for bit.
 func TestLoopLearnsAToyLearnable(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	cfg := toyConfig()
 	full, err := testDistill(context.Background(), cfg, WithData(ds), withLearn(newBiasImage))
 	if err != nil {
@@ -92,7 +93,7 @@ func TestLoopLearnsAToyLearnable(t *testing.T) {
 		t.Fatalf("%d meta-steps, %d validations; want 24 and 3", full.MetaSteps, len(full.Validations))
 	}
 	// The kept images are the base images plus one bias image, which has moved from 0.
-	size := ds.imageSize()
+	size := ds.ImageSize()
 	var bias []float64
 	for j := 0; j < size; j++ {
 		bias = append(bias, float64(full.BaseImages[j]-ds.Base.Images[j]))
@@ -129,7 +130,7 @@ func TestLoopLearnsAToyLearnable(t *testing.T) {
 	if _, err := testDistill(ctx, cfg, WithData(ds), withLearn(newBiasImage), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
-	_, meta, err := readCheckpoint(filepath.Join(dir, "ckpt-000000010.npz"))
+	_, meta, err := readSnapshot(filepath.Join(dir, "ckpt-000000010.npz"))
 	if err != nil || meta.OptimizerSteps["bias"] != 10 {
 		t.Fatalf("cancelled at 10: checkpoint meta %+v, %v", meta, err)
 	}
@@ -154,8 +155,8 @@ func TestLoopReducesAToyLearnableOverTwoRanks(t *testing.T) {
 	if !torch.DistributedAvailable() {
 		t.Skip("this libtorch has no c10d collectives")
 	}
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	one, err := testDistill(context.Background(), toyConfig(), WithData(ds), withLearn(newBiasImage))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestLoopReducesAToyLearnableOverTwoRanks(t *testing.T) {
 		t.Fatal(err)
 	}
 	images, _ := arc.Get("images").Data.([]float32)
-	d, i := maxAbsDiff32(images, one.BaseImages)
+	d, i := testkit.MaxAbsDiff32(images, one.BaseImages)
 	if d > 1e-4 {
 		t.Fatalf("two ranks' images differ from one process's by %g (element %d)", d, i)
 	}
@@ -186,7 +187,7 @@ func TestLoopReducesAToyLearnableOverTwoRanks(t *testing.T) {
 // kept images into out/images.npz.
 func toyRankChild(t *testing.T, out string) {
 	g := tJoinRank(t)
-	res, err := testDistill(context.Background(), toyConfig(), WithData(ckptDataset(t)), withLearn(newBiasImage), WithGroup(g))
+	res, err := testDistill(context.Background(), toyConfig(), WithData(testkit.SmallDataset(t)), withLearn(newBiasImage), WithGroup(g))
 	if err != nil {
 		g.Abort(err)
 		t.Fatal(err)
@@ -200,18 +201,4 @@ func toyRankChild(t *testing.T, out string) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// maxAbsDiff32 is max |a − b| and where it is.
-func maxAbsDiff32(a, b []float32) (float64, int) {
-	if len(a) != len(b) {
-		return math.Inf(1), -1
-	}
-	d, at := 0.0, -1
-	for i := range a {
-		if v := math.Abs(float64(a[i] - b[i])); v > d || at < 0 {
-			d, at = max(d, v), i
-		}
-	}
-	return d, at
 }

@@ -98,21 +98,6 @@ var (
 	mnistCache = map[[4]int]*Data{}
 )
 
-// cachedMNIST is testMNIST, built once per size for the whole test binary (the datasets
-// are only read).
-func cachedMNIST(tb testing.TB, nTarget, nVal, nTest, nBase int) *Data {
-	tb.Helper()
-	mnistMu.Lock()
-	defer mnistMu.Unlock()
-	key := [4]int{nTarget, nVal, nTest, nBase}
-	if d, ok := mnistCache[key]; ok {
-		return d
-	}
-	d := testMNIST(tb, nTarget, nVal, nTest, nBase)
-	mnistCache[key] = d
-	return d
-}
-
 // ---- float64 dense matrices in Go, independent of libtorch ----------------------------------
 
 // mat is a row-major r×c float64 matrix.

@@ -22,7 +22,7 @@ type Observer struct {
 	// Gradient: each meta-step's meta-gradients, combined over the ranks, in the
 	// learnables' parameter order, before the learnables take their step.
 	Gradient func(l *Loop, grads []*torch.Tensor) error
-	// Stepped: after each meta-step, with l.Position() the position after it (its outputs
+	// Stepped: after each meta-step, with l.Position() the Position after it (its outputs
 	// may not be read yet).
 	Stepped func(l *Loop) error
 	// Read: after each meta-step's outputs are read and the reset rule applied, in step
@@ -46,9 +46,9 @@ type Observer struct {
 
 // PhaseRecord is one evaluation phase after the meta-loop: the final test or a baseline.
 type PhaseRecord struct {
-	name, baseline string // "test" or "baseline", and the baseline's key
-	mean, std      float64
-	took           time.Duration
+	Name, Baseline string // "test" or "baseline", and the baseline's key
+	Mean, Std      float64
+	Took           time.Duration
 }
 
 func (l *Loop) onStart() error {
@@ -121,7 +121,7 @@ func (l *Loop) sync() error {
 // progressObserver turns the loop's points into Progress reports for f (WithProgress).
 func progressObserver(f func(Progress)) Observer {
 	report := func(l *Loop, p Progress) {
-		p.Step, p.Resets, p.T = l.pos.step, len(l.tracker.Resets()), l.T()
+		p.Step, p.Resets, p.T = l.pos.Step, len(l.tracker.Resets()), l.T()
 		p.MovingError, p.LabelLoss, p.ValidationAccuracy = l.tracker.MovingError(), l.last.loss, l.last.valAcc
 		p.AllReduceSeconds = l.par.lastReduce.Seconds()
 		f(p)
@@ -129,7 +129,7 @@ func progressObserver(f func(Progress)) Observer {
 	total := func(l *Loop) int { return l.stepsPerEpoch() * l.in.cfg.Epochs }
 	return Observer{
 		Stepped: func(l *Loop) error {
-			report(l, Progress{Phase: "distill", Epoch: l.pos.epoch, Epochs: l.in.cfg.Epochs, TotalSteps: total(l)})
+			report(l, Progress{Phase: "distill", Epoch: l.pos.Epoch, Epochs: l.in.cfg.Epochs, TotalSteps: total(l)})
 			return nil
 		},
 		Validated: func(l *Loop, v ValidationRecord, _ time.Duration) error {

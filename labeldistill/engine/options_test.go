@@ -16,11 +16,7 @@ type RunOption func(*Options)
 
 func WithProgress(f func(Progress)) RunOption { return func(o *Options) { o.Progress = f } }
 func WithData(d *Data) RunOption              { return func(o *Options) { o.Dataset = d } }
-func WithCheckpointDir(dir string) RunOption  { return func(o *Options) { o.CheckpointDir = dir } }
-func WithResume(dir string) RunOption         { return func(o *Options) { o.ResumeDir = dir } }
-func WithCheckpointKeep(n int) RunOption      { return func(o *Options) { o.Keep, o.KeepSet = n, true } }
 func WithSaveModels(dir string) RunOption     { return func(o *Options) { o.SaveModels = dir } }
-func WithHistory(path string) RunOption       { return func(o *Options) { o.HistoryPath = path } }
 func WithGroup(g *dist.Group) RunOption       { return func(o *Options) { o.Group = g } }
 func WithBaseSplit(s BaseSplit) RunOption     { return func(o *Options) { o.BaseSplit = s } }
 func WithBaseFile(f *data.BaseFile) RunOption { return func(o *Options) { o.BaseFile = f } }

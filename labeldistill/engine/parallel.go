@@ -182,7 +182,7 @@ func (p *parallel) combine(grads []*torch.Tensor, loss, wrong *torch.Tensor, n, 
 
 // observer is the data-parallel checks: at the start every rank takes rank 0's learnt
 // values and model (they already agree when every rank uses the same seed; this makes it
-// so by construction) after checking that the ranks are at the same position of the run
+// so by construction) after checking that the ranks are at the same Position of the run
 // (a resume must find the same checkpoint everywhere); at each validation, every rank must
 // hold rank 0's learnt values and validation accuracy (bit for bit: the same all-reduced
 // steps from the same state), or the run stops. A lone process has none.
@@ -196,7 +196,7 @@ func (p *parallel) observer() []Observer {
 }
 
 func (p *parallel) broadcastState(l *Loop) error {
-	pos := []float64{float64(l.pos.step), float64(l.pos.epoch), float64(l.pos.nextBatch), float64(len(l.tracker.Resets()))}
+	pos := []float64{float64(l.pos.Step), float64(l.pos.Epoch), float64(l.pos.NextBatch), float64(len(l.tracker.Resets()))}
 	root := append([]float64(nil), pos...)
 	if err := p.g.BroadcastFloat64s(0, root); err != nil {
 		return err
@@ -236,7 +236,7 @@ func (p *parallel) checkAgreement(l *Loop, acc float64) error {
 		}
 	}
 	digest := float64(h.Sum64() >> 11) // 53 bits: exact in a float64
-	mine := []float64{digest, acc, float64(l.pos.step)}
+	mine := []float64{digest, acc, float64(l.pos.Step)}
 	root := append([]float64(nil), mine...)
 	if err := p.g.BroadcastFloat64s(0, root); err != nil {
 		return err

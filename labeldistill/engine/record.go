@@ -164,3 +164,16 @@ func settingsWords(raw json.RawMessage) string {
 
 // Version is ldtorch's version, recorded in artifacts and histories.
 const Version = "0.1.0"
+
+// GradVariance summarises the label meta-gradients g_1..g_n of a window (n meta-steps, or n
+// fresh models at one label state): per element (i, c) the population variance
+// v_ic = mean(g²) − mean(g)², then averaged over the N×C elements.
+type GradVariance struct {
+	Count int `json:"count"` // gradients in the window
+	// Variance is the mean over elements of the per-element variance.
+	Variance float64 `json:"variance"`
+	// MeanSquare is the mean over elements of mean(g²): Variance's scale. Their ratio,
+	// Relative, is scale-free (0: every gradient equal; 1: pure noise around zero).
+	MeanSquare float64 `json:"mean_square"`
+	Relative   float64 `json:"relative"`
+}

@@ -12,13 +12,14 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 )
 
 // TestDistillRejectsBadInputs: malformed datasets, configurations and options return errors
 // before any meta-step (Distill never panics).
 func TestDistillRejectsBadInputs(t *testing.T) {
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	clone := func(edit func(d *Data)) *Data {
 		d := *ds
 		edit(&d)

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -143,7 +144,7 @@ type rrFixture struct {
 }
 
 func newRRFixture(t *testing.T, nTarget int) *rrFixture {
-	ds := cachedMNIST(t, 2000, 200, 200, 20)
+	ds := testkit.CachedMNIST(t, 2000, 200, 200, 20)
 	cfg := config.Default()
 	cfg.Method, cfg.BaseExamples, cfg.InnerBatch = config.MethodRR, 20, 10
 	cfg.Baselines = []string{}

@@ -53,7 +53,7 @@ func Setup(cfg config.Config) (torch.Device, error) {
 // NewInputs checks the data ds against cfg (resolved) and takes it onto dev: a run's inputs,
 // with origin, where its base examples came from.
 func NewInputs(cfg config.Config, ds *Data, dev torch.Device, origin *BaseOrigin) (*Inputs, error) {
-	if err := ds.check(); err != nil {
+	if err := ds.Check(); err != nil {
 		return nil, err
 	}
 	if ds.Base.N != cfg.BaseExamples {
@@ -113,3 +113,19 @@ func (d *Inputs) rr() bool { return d.cfg.Method == config.MethodRR }
 func (d *Inputs) evalTrainer(net *nets.Net, x, y *torch.Tensor) *train.Trainer {
 	return &train.Trainer{Net: net, RR: d.rr(), Cfg: d.cfg, Images: x, Labels: y, Batch: d.cfg.EvalBatch, Opt: train.AdamSpec(d.cfg.EvalLR), Device: d.dev}
 }
+
+// Config is the run's resolved configuration; Data its data; Device where it runs; Seed
+// its seed; Net the distillation network.
+func (d *Inputs) Config() config.Config { return d.cfg }
+func (d *Inputs) Data() *Data           { return d.ds }
+func (d *Inputs) Device() torch.Device  { return d.dev }
+func (d *Inputs) Seed() uint64          { return d.seed }
+func (d *Inputs) Net() *nets.Net        { return d.net }
+
+// BaseImages are the base examples' images on the device; Target the target set's images
+// and labels.
+func (d *Inputs) BaseImages() *torch.Tensor              { return d.base.x }
+func (d *Inputs) Target() (images, labels *torch.Tensor) { return d.target.x, d.target.y }
+
+// Close frees the inputs' tensors.
+func (d *Inputs) Close() { d.close() }

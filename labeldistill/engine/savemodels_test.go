@@ -12,14 +12,15 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 func TestWithSaveModels(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	cfg.Epochs, cfg.CheckpointEvery = 1, -1
 	plain, err := testDistill(context.Background(), cfg, WithData(ds))
 	if err != nil {
@@ -30,7 +31,7 @@ func TestWithSaveModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameBits(plain.Labels, saved.Labels) || !slices.Equal(plain.TestAccuracies, saved.TestAccuracies) {
+	if !testkit.SameBits(plain.Labels, saved.Labels) || !slices.Equal(plain.TestAccuracies, saved.TestAccuracies) {
 		t.Fatalf("saving the models changed the run: test accuracies %v, then %v", plain.TestAccuracies, saved.TestAccuracies)
 	}
 	var m train.SavedModels

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -236,7 +237,7 @@ func TestLDMetaGradientFiniteDifferences(t *testing.T) {
 func TestLDStepFloat32(t *testing.T) {
 	tScope(t)
 	T := tT(t)
-	ds := cachedMNIST(t, 2000, 200, 200, 20)
+	ds := testkit.CachedMNIST(t, 2000, 200, 200, 20)
 	cfg := config.Default()
 	cfg.BaseExamples, cfg.InnerBatch = 20, 10
 	cfg.Baselines = []string{}
@@ -391,9 +392,9 @@ func labelStep(method metaMethod, l *learner, y *labels, baseX, idx, xt, yt *tor
 	return method(l, b)
 }
 
-func readStep(out stepOutputs, err error) (stepStats, error) {
+func readStep(out stepOutputs, err error) (StepStats, error) {
 	if err != nil {
-		return stepStats{}, err
+		return StepStats{}, err
 	}
 	return out.read()
 }

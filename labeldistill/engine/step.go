@@ -56,8 +56,8 @@ func (e *NonFiniteError) Error() string {
 
 func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
-// stepStats is what one meta-step reports.
-type stepStats struct {
+// StepStats is what one meta-step reports.
+type StepStats struct {
 	LabelLoss float64 // CE of the target batch under θ' (LD) or the ridge head (RR)
 	Error     float64 // top-1 error (%) on the target batch
 }
@@ -74,16 +74,16 @@ type stepOutputs struct {
 
 // read reads o back (one copy) and checks what the meta-loop checks: the solve, then a
 // finite label loss. For tests and callers outside the meta-loop.
-func (o stepOutputs) read() (stepStats, error) {
+func (o stepOutputs) read() (StepStats, error) {
 	s := torch.NewScope()
 	defer s.Close()
 	v, err := o.vector(nil)
 	if err != nil {
-		return stepStats{}, err
+		return StepStats{}, err
 	}
 	vals, err := v.Float64s()
 	if err != nil {
-		return stepStats{}, err
+		return StepStats{}, err
 	}
 	return checkReading(vals, o.batch)
 }
@@ -120,11 +120,11 @@ func (o stepOutputs) vector(sums []*torch.Tensor) (*torch.Tensor, error) {
 
 // checkReading turns one step's reading vector into its stats, with the checks the step
 // itself made when it read each value at once: the ridge solve (LD RR), a finite label loss.
-func checkReading(v []float64, batch int64) (stepStats, error) {
+func checkReading(v []float64, batch int64) (StepStats, error) {
 	if info := v[readInfo]; info != 0 {
-		return stepStats{}, fmt.Errorf("ridge solve: the system is singular (linalg_solve info %v)", info)
+		return StepStats{}, fmt.Errorf("ridge solve: the system is singular (linalg_solve info %v)", info)
 	}
-	st := stepStats{LabelLoss: v[readLoss], Error: train.PercentWrong(v[readWrong], batch)}
+	st := StepStats{LabelLoss: v[readLoss], Error: train.PercentWrong(v[readWrong], batch)}
 	if !finite(st.LabelLoss) {
 		return st, &NonFiniteError{Quantity: "label loss", Value: st.LabelLoss}
 	}

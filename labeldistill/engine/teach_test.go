@@ -17,13 +17,14 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
 // teachConfig: 20 MNIST images learnt with method m for 240 (LD) or 320 (LD RR) meta-steps,
 // the model's training left to Config.ModelTraining's default.
 func teachConfig(method string) config.Config {
-	cfg := ckptConfig(method)
+	cfg := testkit.SmallConfig(method)
 	cfg.Learn = config.LearnImages
 	cfg.Epochs, cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels, cfg.CheckpointEvery = 30, 30, 0, 4, 0
 	if method == config.MethodRR {
@@ -33,8 +34,8 @@ func teachConfig(method string) config.Config {
 }
 
 func TestLearntImagesTeachFreshModels(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	for _, c := range []struct {
 		method string
 		least  float64 // % of the fresh models' mean, chance being 10 %
@@ -58,12 +59,12 @@ func TestLearntImagesTeachFreshModels(t *testing.T) {
 // the kept images (the final test's and the artifact's) are the best validation's, bit
 // for bit.
 func TestFreshModelsTrainOnTheLearntImages(t *testing.T) {
-	ckptRestoreThreads(t)
+	testkit.RestoreThreads(t)
 	s := torch.NewScope()
 	defer s.Close()
 	cfg := teachConfig(config.MethodRR)
 	cfg.Epochs, cfg.ValidateEvery = 3, 1
-	in, err := prepareRun(cfg, ckptDataset(t), nil)
+	in, err := prepareRun(cfg, testkit.SmallDataset(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +113,7 @@ func TestFreshModelsTrainOnTheLearntImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !sameBits(kept, best) || !sameBits(l.result().BaseImages, best) {
+	if !testkit.SameBits(kept, best) || !testkit.SameBits(l.result().BaseImages, best) {
 		t.Fatal("the kept images are not the best validation's images")
 	}
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -136,7 +137,7 @@ func theirNormalise(r *data.RawSet, idx []int) data.Split {
 // data is MNIST split as the authors' run split it; the base examples' labels are their
 // fixed image labels 0, 1, …, C−1, 0, 1, … (the images themselves are learnt).
 func (tr *authorsTrace) data(t *testing.T) *Data {
-	train, test := sharedMNIST(t)
+	train, test := testkit.SharedMNIST(t)
 	all := make([]int, test.N)
 	for i := range all {
 		all[i] = i
@@ -307,15 +308,15 @@ func TestReplayAuthorsTrace(t *testing.T) {
 	traced := func(step int) bool { return slices.Contains(tr.steps, step) }
 	l.observers = append(l.observers, Observer{
 		Gradient: func(l *Loop, grads []*torch.Tensor) error {
-			if !traced(l.pos.step + 1) {
+			if !traced(l.pos.Step + 1) {
 				return nil
 			}
 			g, err := grads[0].Float32s()
-			got[l.pos.step+1] = &ours{grad: g, theta: map[string][]float32{}}
+			got[l.pos.Step+1] = &ours{grad: g, theta: map[string][]float32{}}
 			return err
 		},
 		Stepped: func(l *Loop) error {
-			o := got[l.pos.step]
+			o := got[l.pos.Step]
 			if o == nil {
 				return nil
 			}
@@ -336,7 +337,7 @@ func TestReplayAuthorsTrace(t *testing.T) {
 			return nil
 		},
 		Read: func(l *Loop, r StepRecord) error {
-			errs, losses = append(errs, r.stats.Error), append(losses, r.stats.LabelLoss)
+			errs, losses = append(errs, r.Stats.Error), append(losses, r.Stats.LabelLoss)
 			return nil
 		},
 		WantsRead: func(int) bool { return true },

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 )
 
 // changedMNIST is a data folder whose MNIST test labels differ from the registry's file in
@@ -94,7 +95,7 @@ func TestSubsetWarningRecorded(t *testing.T) {
 // ImageFolder layout (train/<digit>/, test/<digit>/); the test images are JPEG-free PNGs of
 // another size (56×56) so that resizing is exercised.
 func mnistFolder(t *testing.T, perClassTrain, perClassTest int) string {
-	train, test := sharedMNIST(t)
+	train, test := testkit.SharedMNIST(t)
 	root := t.TempDir()
 	for _, part := range []struct {
 		name  string

@@ -47,7 +47,7 @@ func (l *Loop) validate(ctx context.Context, epoch int) error {
 	if err != nil {
 		return err
 	}
-	rec := ValidationRecord{Epoch: epoch, Step: l.pos.step, T: T, Accuracy: acc}
+	rec := ValidationRecord{Epoch: epoch, Step: l.pos.Step, T: T, Accuracy: acc}
 	if diverged[0] {
 		// Its accuracy (one class predicted everywhere) says nothing about the values.
 		rec.Accuracy, rec.Diverged, acc = 0, true, math.NaN()

@@ -10,16 +10,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-
-	"github.com/ldtorch/ldtorch/labeldistill"
 )
 
 // series collects (step, value) points from history lines.
-func series(recs []labeldistill.HistoryRecord, kind string, value func(labeldistill.HistoryRecord) (float64, bool)) plotter.XYs {
+func series(recs []rundir.HistoryRecord, kind string, value func(rundir.HistoryRecord) (float64, bool)) plotter.XYs {
 	var xys plotter.XYs
 	for _, r := range recs {
 		if r.Kind != kind {
@@ -77,19 +76,19 @@ func addPoints(p *plot.Plot, xys plotter.XYs, col color.Color, shape draw.GlyphD
 }
 
 // learningCurvesFigure: label loss, errors, validation accuracy, T and resets over steps.
-func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]byte, error) {
-	stepVal := func(f func(labeldistill.HistoryRecord) float64) func(labeldistill.HistoryRecord) (float64, bool) {
-		return func(r labeldistill.HistoryRecord) (float64, bool) { return f(r), true }
+func learningCurvesFigure(recs []rundir.HistoryRecord, resets []int) ([]byte, error) {
+	stepVal := func(f func(rundir.HistoryRecord) float64) func(rundir.HistoryRecord) (float64, bool) {
+		return func(r rundir.HistoryRecord) (float64, bool) { return f(r), true }
 	}
 	loss := newPlot("Label loss (cross-entropy of the target batch)")
-	if err := addLine(loss, series(recs, labeldistill.HistoryStep, stepVal(func(r labeldistill.HistoryRecord) float64 { return r.LabelLoss })), blue, 1, ""); err != nil {
+	if err := addLine(loss, series(recs, rundir.HistoryStep, stepVal(func(r rundir.HistoryRecord) float64 { return r.LabelLoss })), blue, 1, ""); err != nil {
 		return nil, err
 	}
 	errs := newPlot("Top-1 error on the target batches (%)")
-	if err := addLine(errs, series(recs, labeldistill.HistoryStep, stepVal(func(r labeldistill.HistoryRecord) float64 { return r.Error })), grey, 0.5, "per meta-step"); err != nil {
+	if err := addLine(errs, series(recs, rundir.HistoryStep, stepVal(func(r rundir.HistoryRecord) float64 { return r.Error })), grey, 0.5, "per meta-step"); err != nil {
 		return nil, err
 	}
-	moving := series(recs, labeldistill.HistoryStep, func(r labeldistill.HistoryRecord) (float64, bool) {
+	moving := series(recs, rundir.HistoryStep, func(r rundir.HistoryRecord) (float64, bool) {
 		if r.MovingError == nil {
 			return 0, false
 		}
@@ -99,14 +98,14 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 		return nil, err
 	}
 	val := newPlot("Validation accuracy of a fresh model (%)")
-	valXY := series(recs, labeldistill.HistoryValidation, stepVal(func(r labeldistill.HistoryRecord) float64 { return r.Accuracy }))
+	valXY := series(recs, rundir.HistoryValidation, stepVal(func(r rundir.HistoryRecord) float64 { return r.Accuracy }))
 	if err := addLine(val, valXY, green, 1, ""); err != nil {
 		return nil, err
 	}
 	if err := addPoints(val, valXY, green, draw.CircleGlyph{}, "validation"); err != nil {
 		return nil, err
 	}
-	best := series(recs, labeldistill.HistoryValidation, func(r labeldistill.HistoryRecord) (float64, bool) { return r.Accuracy, r.Best })
+	best := series(recs, rundir.HistoryValidation, func(r rundir.HistoryRecord) (float64, bool) { return r.Accuracy, r.Best })
 	if len(best) > 0 {
 		ring, err := plotter.NewScatter(best[len(best)-1:])
 		if err != nil {
@@ -119,9 +118,9 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 	// Resets: the step lines where the reset count went up.
 	var resetSteps plotter.XYs
 	prev := 0
-	tXY := series(recs, labeldistill.HistoryStep, stepVal(func(r labeldistill.HistoryRecord) float64 { return float64(r.T) }))
+	tXY := series(recs, rundir.HistoryStep, stepVal(func(r rundir.HistoryRecord) float64 { return float64(r.T) }))
 	for _, r := range recs {
-		if r.Kind == labeldistill.HistoryStep && r.Resets > prev {
+		if r.Kind == rundir.HistoryStep && r.Resets > prev {
 			resetSteps = append(resetSteps, plotter.XY{X: float64(r.Step), Y: float64(r.T)})
 			prev = r.Resets
 		}
@@ -159,14 +158,14 @@ func learningCurvesFigure(recs []labeldistill.HistoryRecord, resets []int) ([]by
 
 // resumePoints are the meta-steps a resumed run went on from (the history's resume lines),
 // each at the T of the last step line up to it (0 before the first).
-func resumePoints(recs []labeldistill.HistoryRecord) plotter.XYs {
+func resumePoints(recs []rundir.HistoryRecord) plotter.XYs {
 	var xys plotter.XYs
 	t := 0
 	for _, r := range recs {
 		switch r.Kind {
-		case labeldistill.HistoryStep:
+		case rundir.HistoryStep:
 			t = r.T
-		case labeldistill.HistoryResume:
+		case rundir.HistoryResume:
 			xys = append(xys, plotter.XY{X: float64(r.Step), Y: float64(t)})
 		}
 	}
@@ -280,9 +279,9 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 
 // gradVarianceFigure: the label meta-gradient's variance over windows of the run (from
 // the history) and, when measured, across fresh models for LD and LD RR on one label state.
-func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile) ([]byte, error) {
+func gradVarianceFigure(recs []rundir.HistoryRecord, measured *GradVarFile) ([]byte, error) {
 	var row []*plot.Plot
-	norms := series(recs, labeldistill.HistoryStep, func(r labeldistill.HistoryRecord) (float64, bool) { return r.GradNorm, r.GradNorm > 0 })
+	norms := series(recs, rundir.HistoryStep, func(r rundir.HistoryRecord) (float64, bool) { return r.GradNorm, r.GradNorm > 0 })
 	if len(norms) > 0 {
 		p := newPlot("Norm of the label meta-gradient dL/dY per meta-step")
 		norms = logY(p, norms)
@@ -300,7 +299,7 @@ func gradVarianceFigure(recs []labeldistill.HistoryRecord, measured *GradVarFile
 		p.Add(plotter.NewGrid())
 		row = append(row, p)
 	}
-	window := series(recs, labeldistill.HistoryStep, func(r labeldistill.HistoryRecord) (float64, bool) {
+	window := series(recs, rundir.HistoryStep, func(r rundir.HistoryRecord) (float64, bool) {
 		if r.GradVar == nil || r.GradVar.Count < 2 || !(r.GradVar.Variance > 0) {
 			return 0, false
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
 
 // accuracies lists the distilled labels and each baseline, and the distilled labels'
@@ -137,7 +138,7 @@ func renderHTML(dir string, rep *artifact.Report, res *Result, entries, improvem
 	for _, f := range res.Figures {
 		figs = append(figs, htmlFigure{Title: f.Title, Caption: f.Caption, Src: FiguresDir + "/" + f.Name})
 	}
-	_, histErr := os.Stat(filepath.Join(dir, labeldistill.HistoryFile))
+	_, histErr := os.Stat(filepath.Join(dir, rundir.HistoryFile))
 	var b strings.Builder
 	err := page.Execute(&b, map[string]any{
 		"Title": title, "Facts": facts, "Entries": hes, "Notes": res.Notes, "Figures": figs,

@@ -15,11 +15,12 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -69,11 +70,11 @@ type Result struct {
 // GradVarFile is gradvar.json: the label meta-gradient's variance across fresh models at
 // one label state, per method (see labeldistill.MeasureGradVariance).
 type GradVarFile struct {
-	Labels  string                            `json:"labels"` // where the label state came from
-	Models  int                               `json:"models"`
-	Batches int                               `json:"batches"`
-	Warmup  int                               `json:"warmup"` // steps each fresh model trained on the labels first
-	Methods []labeldistill.MethodGradVariance `json:"methods"`
+	Labels  string           `json:"labels"` // where the label state came from
+	Models  int              `json:"models"`
+	Batches int              `json:"batches"`
+	Warmup  int              `json:"warmup"` // steps each fresh model trained on the labels first
+	Methods []gradvar.Method `json:"methods"`
 }
 
 // figureName is a dataset's name short enough for a figure's title: an image folder by its
@@ -112,17 +113,17 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	}
 	rep := art.Report
 	res = &Result{HTML: filepath.Join(dir, HTMLFile), Recovered: -1, BaseExamples: int(art.Shape[0]), Base: BaseOrigin(rep)}
-	hist, err := labeldistill.ReadHistory(filepath.Join(dir, labeldistill.HistoryFile))
-	_, lerr := os.Lstat(filepath.Join(dir, labeldistill.HistoryFile))
+	hist, err := rundir.ReadHistory(filepath.Join(dir, rundir.HistoryFile))
+	_, lerr := os.Lstat(filepath.Join(dir, rundir.HistoryFile))
 	switch {
 	case errors.Is(err, os.ErrNotExist) && errors.Is(lerr, os.ErrNotExist): // a link to nothing is not "no history"
-		res.Notes = append(res.Notes, "no run history ("+labeldistill.HistoryFile+"): learning curves not drawn")
+		res.Notes = append(res.Notes, "no run history ("+rundir.HistoryFile+"): learning curves not drawn")
 	case err != nil:
 		return nil, err
 	}
 	if len(hist) > 0 {
 		if why := historyMismatch(hist, rep); why != "" {
-			res.Notes = append(res.Notes, labeldistill.HistoryFile+" is not this artifact's history ("+why+"): learning curves not drawn")
+			res.Notes = append(res.Notes, rundir.HistoryFile+" is not this artifact's history ("+why+"): learning curves not drawn")
 			hist = nil
 		}
 	}
@@ -332,7 +333,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 			return nil, err
 		}
 		if err := save(Figure{Name: "learning_curves.png", Title: "Learning curves",
-			Caption: "From " + labeldistill.HistoryFile + ": the label loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
+			Caption: "From " + rundir.HistoryFile + ": the label loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
 				"the validation accuracy of a fresh model (the labels kept are the best validated), and T with the model resets and the meta-steps a resumed run went on from."}, png); err != nil {
 			return nil, err
 		}
@@ -356,7 +357,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, err
 	}
 	if png != nil {
-		caption := "From the run history (" + labeldistill.HistoryFile + "): the norm of each meta-step's label meta-gradient and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
+		caption := "From the run history (" + rundir.HistoryFile + "): the norm of each meta-step's label meta-gradient and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
 		if gv != nil {
 			caption += fmt.Sprintf(" Last panel: its variance across %d fresh models, each trained %d steps on the %s labels, at those labels, with the same base and target batches, per method (%s); the paper's Figure on RR reducing the meta-gradient variance.", gv.Models, gv.Warmup, gv.Labels, GradVarJSON)
 		} else {
@@ -380,16 +381,16 @@ func Write(dir string, opt Options) (res *Result, err error) {
 // historyMismatch says why a history does not belong to the artifact's run ("" when it
 // does): another run's settings, or a run that has not ended with this artifact's test
 // accuracy (a later run into the same folder, still going or failed).
-func historyMismatch(hist []labeldistill.HistoryRecord, rep *artifact.Report) string {
+func historyMismatch(hist []rundir.HistoryRecord, rep *artifact.Report) string {
 	start := hist[0]
-	if start.Kind != labeldistill.HistoryStart {
+	if start.Kind != rundir.HistoryStart {
 		return "no start line"
 	}
 	if start.Method != rep.Method || start.Dataset != rep.Target || start.Seed != rep.Seed || start.BaseExamples != rep.BaseExamples {
 		return fmt.Sprintf("its run is %s on %s, %d base, seed %d", start.Method, start.Dataset, start.BaseExamples, start.Seed)
 	}
 	for _, r := range hist {
-		if r.Kind == labeldistill.HistoryPhase && r.Name == "test" && r.Mean == rep.TestMean {
+		if r.Kind == rundir.HistoryPhase && r.Name == "test" && r.Mean == rep.TestMean {
 			return ""
 		}
 	}

@@ -17,6 +17,9 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/torch"
 )
 
@@ -110,7 +113,7 @@ func tinyRun(t *testing.T, shared, target, source string) string {
 		cfg.TeacherSteps = 50
 	}
 	out := t.TempDir()
-	res, err := labeldistill.Distill(context.Background(), cfg, labeldistill.WithHistory(filepath.Join(out, labeldistill.HistoryFile)))
+	res, err := labeldistill.Distill(context.Background(), cfg, labeldistill.WithHistory(filepath.Join(out, rundir.HistoryFile)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,17 +274,17 @@ func TestWriteReportNeedsArtifact(t *testing.T) {
 // this artifact, is not drawn as this artifact's.
 func TestHistoryMismatch(t *testing.T) {
 	rep := &artifact.Report{Method: "rr", Target: "mnist", Seed: 1, BaseExamples: 100, Record: labeldistill.Record{TestMean: 85}}
-	start := labeldistill.HistoryRecord{Kind: labeldistill.HistoryStart, Method: "rr", Dataset: "mnist", Seed: 1, BaseExamples: 100}
-	test := labeldistill.HistoryRecord{Kind: labeldistill.HistoryPhase, Name: "test", Mean: 85}
-	if why := historyMismatch([]labeldistill.HistoryRecord{start, test}, rep); why != "" {
+	start := rundir.HistoryRecord{Kind: rundir.HistoryStart, Method: "rr", Dataset: "mnist", Seed: 1, BaseExamples: 100}
+	test := rundir.HistoryRecord{Kind: rundir.HistoryPhase, Name: "test", Mean: 85}
+	if why := historyMismatch([]rundir.HistoryRecord{start, test}, rep); why != "" {
 		t.Fatalf("own history refused: %s", why)
 	}
-	if historyMismatch([]labeldistill.HistoryRecord{start}, rep) == "" {
+	if historyMismatch([]rundir.HistoryRecord{start}, rep) == "" {
 		t.Fatal("an unfinished history accepted")
 	}
 	other := start
 	other.Seed = 2
-	if historyMismatch([]labeldistill.HistoryRecord{other, test}, rep) == "" {
+	if historyMismatch([]rundir.HistoryRecord{other, test}, rep) == "" {
 		t.Fatal("another seed's history accepted")
 	}
 }
@@ -290,8 +293,8 @@ func TestHistoryMismatch(t *testing.T) {
 // log-scale panels must still draw (gonum widened a one-value range below zero and failed
 // the whole report with "Values must be greater than 0 for a log scale").
 func TestGradVarianceFigureOneLine(t *testing.T) {
-	recs := []labeldistill.HistoryRecord{{Kind: labeldistill.HistoryStep, Step: 50, GradNorm: 2.1e-4,
-		GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}}}
+	recs := []rundir.HistoryRecord{{Kind: rundir.HistoryStep, Step: 50, GradNorm: 2.1e-4,
+		GradVar: &engine.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}}}
 	png, err := gradVarianceFigure(recs, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -307,13 +310,13 @@ func TestGradVarianceFigureOneLine(t *testing.T) {
 // title at its own canvas top, which plot.Align moves by the plot's own overhang; the
 // gradient-variance figure's three panels had their titles at three heights.
 func TestRowTitlesLineUp(t *testing.T) {
-	recs := []labeldistill.HistoryRecord{
-		{Kind: labeldistill.HistoryStep, Step: 50, GradNorm: 2.1e-4, GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}},
-		{Kind: labeldistill.HistoryStep, Step: 100, GradNorm: 1.5e-4, GradVar: &labeldistill.GradVariance{Count: 50, Variance: 1.1e-9, MeanSquare: 1.6e-9}},
+	recs := []rundir.HistoryRecord{
+		{Kind: rundir.HistoryStep, Step: 50, GradNorm: 2.1e-4, GradVar: &engine.GradVariance{Count: 50, Variance: 1.9e-9, MeanSquare: 2.4e-9}},
+		{Kind: rundir.HistoryStep, Step: 100, GradNorm: 1.5e-4, GradVar: &engine.GradVariance{Count: 50, Variance: 1.1e-9, MeanSquare: 1.6e-9}},
 	}
-	measured := &GradVarFile{Labels: "distilled", Models: 3, Warmup: 10, Methods: []labeldistill.MethodGradVariance{
-		{Name: "LD", Variance: labeldistill.GradVariance{Count: 3, Variance: 1.67e-9}},
-		{Name: "LD RR", Variance: labeldistill.GradVariance{Count: 3, Variance: 1.42e-10}},
+	measured := &GradVarFile{Labels: "distilled", Models: 3, Warmup: 10, Methods: []gradvar.Method{
+		{Name: "LD", Variance: engine.GradVariance{Count: 3, Variance: 1.67e-9}},
+		{Name: "LD RR", Variance: engine.GradVariance{Count: 3, Variance: 1.42e-10}},
 	}}
 	buf, err := gradVarianceFigure(recs, measured)
 	if err != nil {
@@ -383,15 +386,15 @@ func TestCompactTickLabels(t *testing.T) {
 // TestResumePoints: each resume line of a history is marked at the meta-step it went on
 // from, at the T of the last step line before it.
 func TestResumePoints(t *testing.T) {
-	h := []labeldistill.HistoryRecord{
-		{Kind: labeldistill.HistoryStart},
-		{Kind: labeldistill.HistoryResume, Step: 0},
-		{Kind: labeldistill.HistoryStep, Step: 1, T: 1},
-		{Kind: labeldistill.HistoryStep, Step: 2, T: 2},
-		{Kind: labeldistill.HistoryValidation, Step: 2, T: 9},
-		{Kind: labeldistill.HistoryResume, Step: 2},
-		{Kind: labeldistill.HistoryStep, Step: 3, T: 3},
-		{Kind: labeldistill.HistoryResume, Step: 3},
+	h := []rundir.HistoryRecord{
+		{Kind: rundir.HistoryStart},
+		{Kind: rundir.HistoryResume, Step: 0},
+		{Kind: rundir.HistoryStep, Step: 1, T: 1},
+		{Kind: rundir.HistoryStep, Step: 2, T: 2},
+		{Kind: rundir.HistoryValidation, Step: 2, T: 9},
+		{Kind: rundir.HistoryResume, Step: 2},
+		{Kind: rundir.HistoryStep, Step: 3, T: 3},
+		{Kind: rundir.HistoryResume, Step: 3},
 	}
 	got := resumePoints(h)
 	want := [][2]float64{{0, 0}, {2, 2}, {3, 3}}

@@ -15,9 +15,9 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
@@ -177,7 +177,7 @@ func (s *selector) paper(ctx context.Context) error {
 		s.note(Progress{Phase: "candidate", Done: finished, Total: K, Message: fmt.Sprintf("%d of %d candidates finished earlier", finished, K)})
 	}
 	err := torch.WithScope(func(_ *torch.Scope) error {
-		vx, vy, err := labeldistill.SplitTensors(&s.ds.Validation, s.ds.Shape, s.dev)
+		vx, vy, err := engine.SplitTensors(&s.ds.Validation, s.ds.Shape, s.dev)
 		if err != nil {
 			return err
 		}

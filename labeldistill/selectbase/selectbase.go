@@ -43,6 +43,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -451,7 +452,7 @@ func (s *selector) features(ctx context.Context) (feats []float32, acc float64, 
 		if err != nil {
 			return err
 		}
-		vx, vy, err := labeldistill.SplitTensors(&s.ds.Validation, s.ds.Shape, s.dev)
+		vx, vy, err := engine.SplitTensors(&s.ds.Validation, s.ds.Shape, s.dev)
 		if err != nil {
 			return err
 		}
@@ -504,7 +505,7 @@ func (s *selector) features(ctx context.Context) (feats []float32, acc float64, 
 // upload puts a split's images and its one-hot true labels (N, classes) on the device, in
 // the caller's scope; ok tells whether the table is wanted.
 func (s *selector) upload(sp *data.Split, table bool) (x, y *torch.Tensor, err error) {
-	x, labels, err := labeldistill.SplitTensors(sp, s.ds.Shape, s.dev)
+	x, labels, err := engine.SplitTensors(sp, s.ds.Shape, s.dev)
 	if err != nil || !table {
 		return x, labels, err
 	}

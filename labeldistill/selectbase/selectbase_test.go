@@ -17,6 +17,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -245,7 +246,7 @@ func TestPaperPicksTheBestValidatedCandidate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vx, vy, err := labeldistill.SplitTensors(&ds.Validation, ds.Shape, s.dev)
+	vx, vy, err := engine.SplitTensors(&ds.Validation, ds.Shape, s.dev)
 	if err != nil {
 		t.Fatal(err)
 	}

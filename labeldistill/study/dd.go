@@ -4,7 +4,7 @@ package study
 // supplementary tables "Sensitivity of original DD to ..."): every setting trains fresh
 // networks with DD's own recipe (Wang et al.'s initialisation, plain gradient steps with
 // the learnt step sizes, the images in blocks of k = N/dd_steps in their fixed order;
-// labeldistill.DDSchedule) with one thing changed:
+// engine.DDSchedule) with one thing changed:
 //
 //   - steps: the first K steps with their learnt step sizes, the others at step size 0;
 //     K > T: T learnt steps and K − T more at the mean learnt step size, continuing
@@ -29,6 +29,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -248,12 +249,12 @@ func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s
 		if err != nil {
 			return nil, err
 		}
-		x, y, err := labeldistill.SplitTensors(test, [3]int64{sh[1], sh[2], sh[3]}, dev)
+		x, y, err := engine.SplitTensors(test, [3]int64{sh[1], sh[2], sh[3]}, dev)
 		if err != nil {
 			return nil, fmt.Errorf("test data: %w", err)
 		}
 		steps := len(s.ddLRs)
-		sch := labeldistill.DDSchedule(int(sh[0]), cfg.DDSteps, art.StepLRs)
+		sch := engine.DDSchedule(int(sh[0]), cfg.DDSteps, art.StepLRs)
 		sch.LRs = s.ddLRs
 		tr := &train.Trainer{Net: net.XavierInit(), Cfg: cfg, Images: images, Labels: table, Batch: len(sch.Batches[0]),
 			Opt: train.OptSpec{Kind: "sgd"}, Device: dev, Progress: ec.Progress, Schedule: sch}

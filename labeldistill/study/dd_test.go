@@ -11,6 +11,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 )
 
@@ -248,7 +249,7 @@ func TestDDStudies(t *testing.T) {
 // says: within epochs every epoch is a permutation of all images; across epochs every image
 // comes dd_epochs times in all; each model has its own shuffle.
 func TestDDOrder(t *testing.T) {
-	sch := labeldistill.DDSchedule(20, 2, make([]float32, 6))
+	sch := engine.DDSchedule(20, 2, make([]float32, 6))
 	if got := ddOrder(OrderFixed, sch, 6, 1, 0); fmt.Sprint(got) != fmt.Sprint(sch.Batches) {
 		t.Errorf("fixed order %v, want the schedule's %v", got, sch.Batches)
 	}

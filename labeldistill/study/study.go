@@ -20,6 +20,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -373,7 +374,7 @@ func searchSteps(ctx context.Context, art *artifact.Artifact, val *data.Split, c
 		if err != nil {
 			return found{}, err
 		}
-		vx, vy, err := labeldistill.SplitTensors(val, [3]int64{s[1], s[2], s[3]}, dev)
+		vx, vy, err := engine.SplitTensors(val, [3]int64{s[1], s[2], s[3]}, dev)
 		if err != nil {
 			return found{}, err
 		}

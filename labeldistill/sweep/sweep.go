@@ -18,6 +18,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -69,7 +70,7 @@ func cellState(cell Cell, locked bool) (State, error) {
 		return CellNeedsBase, nil
 	}
 	if m, _ := filepath.Glob(filepath.Join(dir, "checkpoints", "ckpt-*.npz")); len(m) > 0 {
-		ck, _, _, err := labeldistill.CheckpointConfig(filepath.Join(dir, "checkpoints"))
+		ck, _, _, err := rundir.CheckpointConfig(filepath.Join(dir, "checkpoints"))
 		if err != nil {
 			return "", fmt.Errorf("cell %s: %w", cell.ID, err)
 		}
@@ -358,7 +359,7 @@ func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err er
 		run = append(slices.Clone(run), labeldistill.WithBaseFile(c.BaseFile))
 	}
 	ckpt := filepath.Join(c.Config.Out, "checkpoints")
-	opts := append(slices.Clone(run), labeldistill.WithCheckpointDir(ckpt), labeldistill.WithHistory(filepath.Join(c.Config.Out, labeldistill.HistoryFile)))
+	opts := append(slices.Clone(run), labeldistill.WithCheckpointDir(ckpt), labeldistill.WithHistory(filepath.Join(c.Config.Out, rundir.HistoryFile)))
 	if st == CellResume {
 		opts = append(opts, labeldistill.WithResume(ckpt))
 	}

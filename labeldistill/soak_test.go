@@ -1,4 +1,4 @@
-package engine
+package labeldistill
 
 // soak_test.go: memory stays flat. Resident memory (RSS, /proc/self/statm) is read after a
 // warm-up and at the end of a long meta-loop (LD and RR, with model resets and checkpoints),
@@ -20,6 +20,8 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 )
 
 // rssBytes is the resident set size of this process, after returning the Go heap's free
@@ -47,7 +49,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 // soakConfig: the small real-MNIST run of ckptConfig for the given number of meta-steps
 // (8 per epoch), validating only at the end, G = 10 (a model reset every 21+ steps).
 func soakConfig(method string, steps int) config.Config {
-	cfg := ckptConfig(method)
+	cfg := testkit.SmallConfig(method)
 	cfg.Epochs = (steps + 7) / 8
 	cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = cfg.Epochs+1, 10, 1
 	return cfg
@@ -56,8 +58,8 @@ func soakConfig(method string, steps int) config.Config {
 // rssDuring runs one Distill and returns RSS after meta-step warm and after the last one.
 func rssDuring(tb testing.TB, cfg config.Config, warm int, opts ...RunOption) (start, end int64, res *Result) {
 	tb.Helper()
-	total := cfg.Epochs * StepsPerEpoch(ckptDataset(tb).TargetSet.N, cfg.OuterBatch)
-	opts = append(opts, WithData(ckptDataset(tb)), WithProgress(func(p Progress) {
+	total := cfg.Epochs * engine.StepsPerEpoch(testkit.SmallDataset(tb).TargetSet.N, cfg.OuterBatch)
+	opts = append(opts, WithData(testkit.SmallDataset(tb)), WithProgress(func(p Progress) {
 		if p.Phase != "distill" {
 			return
 		}
@@ -68,7 +70,7 @@ func rssDuring(tb testing.TB, cfg config.Config, warm int, opts ...RunOption) (s
 			end = rssBytes(tb)
 		}
 	}))
-	res, err := testDistill(context.Background(), cfg, opts...)
+	res, err := Distill(context.Background(), cfg, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 	// Beside TestRSSFlatOverDistillCalls, whose work is in a child process. No other test
 	// of the package may be parallel: tensor scopes are process-wide.
 	t.Parallel()
-	ckptRestoreThreads(t)
+	testkit.RestoreThreads(t)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		cfg := soakConfig(method, 200)
 		var opts []RunOption
@@ -115,13 +117,13 @@ func TestRSSFlatOverMetaSteps(t *testing.T) {
 func TestRSSFlatOverDistillCalls(t *testing.T) {
 	const calls, after = 30, 10
 	if os.Getenv("LDTORCH_RSS_CHILD") == "1" {
-		ds := ckptDataset(t)
+		ds := testkit.SmallDataset(t)
 		var mid int64
 		for i := 1; i <= calls; i++ {
 			method := []string{config.MethodLD, config.MethodRR}[i%2]
 			cfg := soakConfig(method, 8)
 			cfg.CheckpointEvery = 4
-			if _, err := testDistill(context.Background(), cfg, WithData(ds), WithCheckpointDir(t.TempDir())); err != nil {
+			if _, err := Distill(context.Background(), cfg, WithData(ds), WithCheckpointDir(t.TempDir())); err != nil {
 				t.Fatal(err)
 			}
 			if i == after {
@@ -142,7 +144,7 @@ func TestRSSFlatOverDistillCalls(t *testing.T) {
 	// TestRSSFlatOverMetaSteps (the package's one other parallel test, so the process
 	// still does tensor work on one goroutine at a time).
 	t.Parallel()
-	ckptDataset(t) // skip here when MNIST is absent
+	testkit.SmallDataset(t) // skip here when MNIST is absent
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRSSFlatOverDistillCalls$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "LDTORCH_RSS_CHILD=1", "MALLOC_ARENA_MAX=1", "MALLOC_MMAP_THRESHOLD_=131072", "MALLOC_TRIM_THRESHOLD_=131072",
 		"MALLOC_TOP_PAD_=131072") // all four set here, whatever the suite runs under
@@ -167,7 +169,7 @@ func BenchmarkSoak(b *testing.B) {
 			b.Fatalf("LDTORCH_SOAK_STEPS=%q: want an integer ≥ 200", s)
 		}
 	}
-	ckptRestoreThreads(b)
+	testkit.RestoreThreads(b)
 	for _, method := range []string{config.MethodLD, config.MethodRR} {
 		b.Run(method, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

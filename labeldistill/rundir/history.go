@@ -1,4 +1,4 @@
-package engine
+package rundir
 
 // history.go: the run history, OUT/metrics.jsonl, written as the run goes (WithHistory).
 //
@@ -10,7 +10,7 @@ package engine
 //	            CE), error (its top-1 error, %), moving_error (%, the reset window's mean;
 //	            null until the window has filled), resets (so far), steps_T (T), grad_norm (‖∇_Ỹ L‖₂ of this step), seconds,
 //	            distill_seconds, and at the end of each grad_var_window steps grad_var (see
-//	            GradVariance) over that window's steps
+//	            engine.GradVariance) over that window's steps
 //	validation  after each validation: step, epoch, steps_T, accuracy (%), best (kept as
 //	            the best labels so far), duration (s), seconds
 //	resume      when a run continues from a checkpoint: step, seconds
@@ -30,13 +30,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
@@ -82,15 +83,15 @@ type HistoryRecord struct {
 	GradVarWindow int    `json:"grad_var_window,omitempty"`
 
 	// step (Epoch and T also validation)
-	Epoch          int           `json:"epoch,omitempty"`
-	LabelLoss      float64       `json:"label_loss"`
-	Error          float64       `json:"error"`
-	MovingError    *float64      `json:"moving_error"` // null until the reset window has filled
-	Resets         int           `json:"resets"`
-	T              int           `json:"steps_T,omitempty"`
-	GradNorm       float64       `json:"grad_norm"`
-	DistillSeconds float64       `json:"distill_seconds"`
-	GradVar        *GradVariance `json:"grad_var,omitempty"`
+	Epoch          int                  `json:"epoch,omitempty"`
+	LabelLoss      float64              `json:"label_loss"`
+	Error          float64              `json:"error"`
+	MovingError    *float64             `json:"moving_error"` // null until the reset window has filled
+	Resets         int                  `json:"resets"`
+	T              int                  `json:"steps_T,omitempty"`
+	GradNorm       float64              `json:"grad_norm"`
+	DistillSeconds float64              `json:"distill_seconds"`
+	GradVar        *engine.GradVariance `json:"grad_var,omitempty"`
 
 	// validation
 	Accuracy float64 `json:"accuracy"`
@@ -124,18 +125,18 @@ type (
 		GradVarWindow int     `json:"grad_var_window"`
 	}
 	stepLine struct {
-		Kind           string        `json:"kind"`
-		Step           int           `json:"step"`
-		Epoch          int           `json:"epoch"`
-		LabelLoss      float64       `json:"label_loss"`
-		Error          float64       `json:"error"`
-		MovingError    *float64      `json:"moving_error"`
-		Resets         int           `json:"resets"`
-		T              int           `json:"steps_T"`
-		GradNorm       float64       `json:"grad_norm"`
-		Seconds        float64       `json:"seconds"`
-		DistillSeconds float64       `json:"distill_seconds"`
-		GradVar        *GradVariance `json:"grad_var,omitempty"`
+		Kind           string               `json:"kind"`
+		Step           int                  `json:"step"`
+		Epoch          int                  `json:"epoch"`
+		LabelLoss      float64              `json:"label_loss"`
+		Error          float64              `json:"error"`
+		MovingError    *float64             `json:"moving_error"`
+		Resets         int                  `json:"resets"`
+		T              int                  `json:"steps_T"`
+		GradNorm       float64              `json:"grad_norm"`
+		Seconds        float64              `json:"seconds"`
+		DistillSeconds float64              `json:"distill_seconds"`
+		GradVar        *engine.GradVariance `json:"grad_var,omitempty"`
 	}
 	validationLine struct {
 		Kind     string  `json:"kind"`
@@ -175,36 +176,39 @@ type history struct {
 	// from is the history of the run resumed (beside its checkpoint folder), continued
 	// when the resumed run writes its own history elsewhere (another --out).
 	from  string
-	grads *gradAccumulator // the meta-gradients of the first learnt parameter (the labels)
+	stats GradStats // the meta-gradient statistics of the lines (nil: none)
 }
 
-func (h *history) observer() Observer {
-	return Observer{
-		Start: h.open,
-		Gradient: func(l *Loop, grads []*torch.Tensor) error {
-			if err := h.grads.add(grads[0]); err != nil {
-				return fmt.Errorf("label gradient statistics: %w", err)
-			}
-			return nil
-		},
+// GradStats are the meta-gradient statistics of a history's step lines (gradvar.Window):
+// its observer sees each meta-step's gradients; LastNorm is the latest one's L2 norm, and
+// Variance the statistics of the gradients since its last call (a grad_var_window).
+type GradStats interface {
+	Observer() engine.Observer
+	LastNorm() (float64, error)
+	Variance() (engine.GradVariance, error)
+}
+
+func (h *history) observer() engine.Observer {
+	return engine.Observer{
+		Name:      "history",
+		Start:     h.open,
 		WantsRead: func(step int) bool { return h.due(step) },
-		Read: func(l *Loop, s StepRecord) error {
-			if !h.due(s.step) {
+		Read: func(l *engine.Loop, s engine.StepRecord) error {
+			if !h.due(s.Step) {
 				return nil
 			}
 			return h.stepLine(l, s)
 		},
-		Validated: func(l *Loop, v ValidationRecord, took time.Duration) error {
+		Validated: func(l *engine.Loop, v engine.ValidationRecord, took time.Duration) error {
 			return h.write(validationLine{Kind: HistoryValidation, Step: v.Step, Epoch: v.Epoch, T: v.T,
-				Accuracy: v.Accuracy, Best: v == l.best.record, Duration: took.Seconds(), Seconds: l.wallSeconds()})
+				Accuracy: v.Accuracy, Best: v == l.BestValidation(), Duration: took.Seconds(), Seconds: l.WallSeconds()})
 		},
-		Phase: func(l *Loop, p PhaseRecord) error {
-			return h.write(phaseLine{Kind: HistoryPhase, Step: l.pos.step, Name: p.name, Baseline: p.baseline, Mean: p.mean,
-				Std: p.std, Duration: p.took.Seconds(), Seconds: l.wallSeconds()})
+		Phase: func(l *engine.Loop, p engine.PhaseRecord) error {
+			return h.write(phaseLine{Kind: HistoryPhase, Step: l.Position().Step, Name: p.Name, Baseline: p.Baseline, Mean: p.Mean,
+				Std: p.Std, Duration: p.Took.Seconds(), Seconds: l.WallSeconds()})
 		},
 		Sync: h.sync,
 		Close: func() {
-			h.grads.close()
 			if h.f != nil {
 				h.f.Close()
 			}
@@ -221,8 +225,8 @@ func (h *history) due(step int) bool {
 
 // open starts the history of a fresh run (truncating any file at path) or, when the run
 // was resumed, cuts the file back to the loop's restored position.
-func (h *history) open(l *Loop) error {
-	h.cfg = l.in.cfg
+func (h *history) open(l *engine.Loop) error {
+	h.cfg = l.Config()
 	var keep []byte
 	if h.resumed {
 		src := h.path
@@ -234,9 +238,9 @@ func (h *history) open(l *Loop) error {
 			return fmt.Errorf("history: %w", err)
 		}
 		var dropped []int
-		keep, dropped = l.historyUpTo(old)
+		keep, dropped = historyUpTo(l, old)
 		if len(dropped) > 0 {
-			l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s: %s not a history line (damaged?) and dropped; the history misses what %s",
+			l.Note(engine.Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s: %s not a history line (damaged?) and dropped; the history misses what %s",
 				src, linesWord(dropped), map[bool]string{true: "it held", false: "they held"}[len(dropped) == 1])})
 		}
 		if err := atomicfile.WriteFile(h.path, keep); err != nil {
@@ -252,24 +256,21 @@ func (h *history) open(l *Loop) error {
 		return fmt.Errorf("history: %w", err)
 	}
 	h.f = f
-	if h.grads, err = newGradAccumulator(l.params()[0].Shape(), l.in.dev); err != nil {
-		return err
-	}
 	if len(keep) == 0 {
-		if err := h.write(l.startLine()); err != nil {
+		if err := h.write(newStartLine(l)); err != nil {
 			return err
 		}
 	}
 	if h.resumed {
-		return h.write(resumeLine{Kind: HistoryResume, Step: l.pos.step, Seconds: l.wallSeconds()})
+		return h.write(resumeLine{Kind: HistoryResume, Step: l.Position().Step, Seconds: l.WallSeconds()})
 	}
 	return nil
 }
 
-func (l *Loop) startLine() startLine {
-	perEpoch := l.stepsPerEpoch()
-	c := l.in.cfg
-	return startLine{Kind: HistoryStart, Schema: HistorySchema, Version: Version, Method: c.Method, Dataset: c.Dataset,
+func newStartLine(l *engine.Loop) startLine {
+	perEpoch := l.StepsPerEpoch()
+	c := l.Config()
+	return startLine{Kind: HistoryStart, Schema: HistorySchema, Version: engine.Version, Method: c.Method, Dataset: c.Dataset,
 		Source: c.Source, BaseExamples: c.BaseExamples, Seed: c.Seed, Epochs: c.Epochs, StepsPerEpoch: perEpoch,
 		TotalSteps: perEpoch * c.Epochs, HistoryEvery: c.HistoryEvery, GradVarWindow: c.GradVarWindow}
 }
@@ -278,7 +279,7 @@ func (l *Loop) startLine() startLine {
 // restored position: the start line, step and resume lines up to its step, and one line per
 // restored validation (the file's own when present, else rebuilt from the checkpoint).
 // Phase lines and a partial last line are dropped.
-func (l *Loop) historyUpTo(old []byte) (kept []byte, dropped []int) {
+func historyUpTo(l *engine.Loop, old []byte) (kept []byte, dropped []int) {
 	var out bytes.Buffer
 	fileVal := map[[2]int][]byte{}
 	lines := bytes.Split(old, []byte("\n"))
@@ -300,7 +301,7 @@ func (l *Loop) historyUpTo(old []byte) (kept []byte, dropped []int) {
 				keptLines = append(keptLines, line)
 			}
 		case HistoryStep, HistoryResume:
-			if rec.Step <= l.pos.step {
+			if rec.Step <= l.Position().Step {
 				keptLines = append(keptLines, line)
 			}
 		case HistoryValidation:
@@ -311,12 +312,12 @@ func (l *Loop) historyUpTo(old []byte) (kept []byte, dropped []int) {
 	// follows step s's line).
 	vi := 0
 	emitValidationsBefore := func(step int) {
-		for ; vi < len(l.vals) && l.vals[vi].Step < step; vi++ {
-			v := l.vals[vi]
+		for ; vi < len(l.Validations()) && l.Validations()[vi].Step < step; vi++ {
+			v := l.Validations()[vi]
 			line, ok := fileVal[[2]int{v.Epoch, v.Step}]
 			if !ok {
 				line, _ = json.Marshal(validationLine{Kind: HistoryValidation, Step: v.Step, Epoch: v.Epoch, T: v.T,
-					Accuracy: v.Accuracy, Best: v == l.best.record})
+					Accuracy: v.Accuracy, Best: v == l.BestValidation()})
 			}
 			out.Write(line)
 			out.WriteByte('\n')
@@ -331,7 +332,7 @@ func (l *Loop) historyUpTo(old []byte) (kept []byte, dropped []int) {
 		out.Write(line)
 		out.WriteByte('\n')
 	}
-	emitValidationsBefore(l.pos.step + 1)
+	emitValidationsBefore(l.Position().Step + 1)
 	return out.Bytes(), dropped
 }
 
@@ -377,27 +378,29 @@ func (h *history) sync() error {
 // window's end adds grad_var). The label loss and error are what the meta-step read; the
 // gradient norm and window statistics are read here, once per line (readDue made s the
 // latest step, so the accumulator's last gradient is its).
-func (h *history) stepLine(l *Loop, s StepRecord) error {
+func (h *history) stepLine(l *engine.Loop, s engine.StepRecord) error {
 	window := h.cfg.GradVarWindow
-	line := stepLine{Kind: HistoryStep, Step: s.step, Epoch: s.epoch, LabelLoss: s.stats.LabelLoss, Error: s.stats.Error,
-		MovingError: finiteOrNil(l.tracker.MovingError()), Resets: len(l.tracker.Resets()), T: l.T(),
-		Seconds: l.wallSeconds(), DistillSeconds: l.clock.distillSeconds}
-	var err error
-	if line.GradNorm, err = h.grads.lastNorm(); err != nil {
-		return err
-	}
-	if window > 0 && s.step%window == 0 {
-		gv, err := h.grads.variance()
-		if err != nil {
+	line := stepLine{Kind: HistoryStep, Step: s.Step, Epoch: s.Epoch, LabelLoss: s.Stats.LabelLoss, Error: s.Stats.Error,
+		MovingError: finiteOrNil(l.Tracker().MovingError()), Resets: len(l.Tracker().Resets()), T: l.T(),
+		Seconds: l.WallSeconds(), DistillSeconds: l.DistillSeconds()}
+	if h.stats != nil {
+		var err error
+		if line.GradNorm, err = h.stats.LastNorm(); err != nil {
 			return err
 		}
-		line.GradVar = &gv
+		if window > 0 && s.Step%window == 0 {
+			gv, err := h.stats.Variance()
+			if err != nil {
+				return err
+			}
+			line.GradVar = &gv
+		}
 	}
 	return h.write(line)
 }
 
 func finiteOrNil(v float64) *float64 {
-	if !finite(v) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return nil
 	}
 	return &v

@@ -30,8 +30,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -40,13 +38,12 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/npz"
 )
 
-// checkpointMeta is the JSON "meta" member of a checkpoint: the format, the position, the
-// run's record as of the position, and what restoring needs besides the arrays.
-type checkpointMeta struct {
+// CheckpointMeta is the JSON "meta" member of a checkpoint: the format, the Position, the
+// run's record as of the Position, and what restoring needs besides the arrays.
+type CheckpointMeta struct {
 	Format  string `json:"format"`
 	Version int    `json:"version"`
 	Reason  string `json:"reason"` // periodic, validation, final, cancelled
@@ -59,7 +56,7 @@ type checkpointMeta struct {
 	Step      int `json:"step"`
 	Epoch     int `json:"epoch"`
 	NextBatch int `json:"next_batch"`
-	// StepsPerEpoch and TargetSize are recorded to check the position on resume.
+	// StepsPerEpoch and TargetSize are recorded to check the Position on resume.
 	StepsPerEpoch int `json:"steps_per_epoch"`
 	TargetSize    int `json:"target_set_size"`
 	// WorldSize is the number of processes of a data-parallel run (1 alone); a resume needs
@@ -90,57 +87,11 @@ type checkpointMeta struct {
 
 // optimizerSteps is m's step counts, taken from the fields of older checkpoints when they
 // are all it has.
-func (m *checkpointMeta) optimizerSteps() map[string]int64 {
+func (m *CheckpointMeta) optimizerSteps() map[string]int64 {
 	if m.OptimizerSteps != nil {
 		return m.OptimizerSteps
 	}
 	return map[string]int64{"labels": m.LabelAdamSteps, "model": m.ModelAdamSteps, "rr.scale": m.ScaleAdamSteps}
-}
-
-// checkpointer is the observer that writes checkpoints into dir, keeping the newest keep.
-type checkpointer struct {
-	dir  string
-	keep int
-	last position // of the last checkpoint written or loaded
-	// written is that checkpoint's time stamp (its meta's "written"), which with its step
-	// names it (phases.go).
-	written string
-}
-
-func (c *checkpointer) observer() Observer {
-	return Observer{
-		Stepped: func(l *Loop) error {
-			every := l.in.cfg.CheckpointEvery
-			// A checkpoint due with an epoch's last batch waits for its validation (epochEnd).
-			if every > 0 && l.pos.step%every == 0 && l.pos.nextBatch < l.stepsPerEpoch() {
-				return c.write(l, "periodic", l.pos)
-			}
-			return nil
-		},
-		EpochEnd: func(l *Loop, epoch int, validated bool) error {
-			// At the position (next epoch, batch 0), before the next epoch's permutation.
-			every := l.in.cfg.CheckpointEvery
-			reason := ""
-			switch {
-			case every > 0 && l.pos.step%every == 0:
-				reason = "periodic"
-			case every == 0 && validated:
-				reason = "validation"
-			case epoch == l.in.cfg.Epochs:
-				reason = "final"
-			}
-			if reason == "" {
-				return nil
-			}
-			return c.write(l, reason, position{l.pos.step, epoch + 1, 0})
-		},
-		End: func(l *Loop, err error) error {
-			if werr := c.write(l, "cancelled", l.pos); werr != nil {
-				return fmt.Errorf("the checkpoint on cancellation failed: %v", werr)
-			}
-			return nil
-		},
-	}
 }
 
 // tensorState is the loop's tensor state, in checkpoint order: the one list that write
@@ -186,30 +137,30 @@ func (l *Loop) optimizers() []namedAdam {
 type arrayState struct {
 	name   string
 	save   func() (shape []int, data any, ok bool, err error)
-	needed func(m *checkpointMeta) bool
+	needed func(m *CheckpointMeta) bool
 	load   func(a *npz.Array) error
 }
 
 // arrayStates lists the loop's non-tensor arrays, in checkpoint order: the one list that
 // write saves and restore loads.
-func (l *Loop) arrayStates(pos position) []arrayState {
+func (l *Loop) arrayStates(pos Position) []arrayState {
 	ds := l.in.ds
 	perEpoch := l.stepsPerEpoch()
 	midEpoch := func(nextBatch int) bool { return nextBatch > 0 && nextBatch < perEpoch }
-	always := func(*checkpointMeta) bool { return true }
+	always := func(*CheckpointMeta) bool { return true }
 	s := ds.Shape
 	return []arrayState{
-		keptArray("best_labels", &l.best.labels, []int{ds.Base.N, ds.Classes}, pos.step,
-			func(m *checkpointMeta) bool { return m.HasBest }),
-		keptArray("best_images", &l.best.images, []int{ds.Base.N, int(s[0]), int(s[1]), int(s[2])}, pos.step,
-			func(m *checkpointMeta) bool { return false }), // optional: loaded when present (see restore)
-		keptArray("best_step_lrs", &l.best.lrs, []int{l.T()}, pos.step,
-			func(m *checkpointMeta) bool { return m.HasBest && l.dd != nil }),
+		keptArray("best_labels", &l.best.labels, []int{ds.Base.N, ds.Classes}, pos.Step,
+			func(m *CheckpointMeta) bool { return m.HasBest }),
+		keptArray("best_images", &l.best.images, []int{ds.Base.N, int(s[0]), int(s[1]), int(s[2])}, pos.Step,
+			func(m *CheckpointMeta) bool { return false }), // optional: loaded when present (see restore)
+		keptArray("best_step_lrs", &l.best.lrs, []int{l.T()}, pos.Step,
+			func(m *CheckpointMeta) bool { return m.HasBest && l.dd != nil }),
 		{
 			// The epoch's order of target examples, needed only mid-epoch.
 			name: "epoch_order",
 			save: func() ([]int, any, bool, error) {
-				if !midEpoch(pos.nextBatch) {
+				if !midEpoch(pos.NextBatch) {
 					return nil, nil, false, nil
 				}
 				order := make([]int64, len(l.order))
@@ -218,7 +169,7 @@ func (l *Loop) arrayStates(pos position) []arrayState {
 				}
 				return []int{len(order)}, order, true, nil
 			},
-			needed: func(m *checkpointMeta) bool { return midEpoch(m.NextBatch) },
+			needed: func(m *CheckpointMeta) bool { return midEpoch(m.NextBatch) },
 			load: func(a *npz.Array) error {
 				v, ok := a.Data.([]int64)
 				if !ok || len(v) != ds.TargetSet.N {
@@ -296,7 +247,7 @@ func (l *Loop) arrayStates(pos position) []arrayState {
 
 // keptArray is the arrayState of one kept table (*dst, float32 of shape), refused when not
 // finite.
-func keptArray(name string, dst *[]float32, shape []int, step int, needed func(*checkpointMeta) bool) arrayState {
+func keptArray(name string, dst *[]float32, shape []int, step int, needed func(*CheckpointMeta) bool) arrayState {
 	n := 1
 	for _, d := range shape {
 		n *= d
@@ -335,9 +286,9 @@ func bindScalar[T any](run, meta *T) scalar {
 }
 
 // scalarStates lists the loop's scalar state and its meta fields: the one list that write
-// copies into m and restore copies back. (The position, the configuration and the data
+// copies into m and restore copies back. (The Position, the configuration and the data
 // checksums are written by write and checked by compatible and restore instead.)
-func (l *Loop) scalarStates(m *checkpointMeta) []scalar {
+func (l *Loop) scalarStates(m *CheckpointMeta) []scalar {
 	return []scalar{
 		bindScalar(&l.best.record, &m.BestValidation),
 		bindScalar(&l.vals, &m.Validations),
@@ -370,90 +321,6 @@ func (l *Loop) scalarStates(m *checkpointMeta) []scalar {
 			}
 		}},
 	}
-}
-
-// write saves the loop's whole state as <dir>/ckpt-<step>.npz, to be resumed at pos, and
-// prunes old ones. pos is the position after the last meta-step done: the current one, or
-// the start of the next batch or epoch when the loop has not advanced to it yet. Non-finite
-// state is refused with a *NonFiniteError (the previous checkpoints stay).
-func (c *checkpointer) write(l *Loop, reason string, pos position) error {
-	// The state saved includes every step's checks and its observation by the reset rule.
-	if err := l.read(); err != nil {
-		return err
-	}
-	if c.last == pos {
-		return nil
-	}
-	// What the observers wrote up to this position (the history) must survive whatever
-	// follows the checkpoint.
-	if err := l.sync(); err != nil {
-		return err
-	}
-	s := torch.NewScope()
-	defer s.Close()
-	in := l.in
-	meta := checkpointMeta{
-		Format: checkpoint.Format, Version: checkpoint.Version, Reason: reason,
-		Written: time.Now().UTC().Format(time.RFC3339),
-		Step:    pos.step, Epoch: pos.epoch, NextBatch: pos.nextBatch,
-		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N, WorldSize: l.par.size(),
-		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.step, Resets: l.tracker.Resets(),
-			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version(), BaseOrigin: in.origin},
-		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
-	}
-	for _, sc := range l.scalarStates(&meta) {
-		sc.save()
-	}
-	var err error
-	if meta.Tracker, err = json.Marshal(l.tracker); err != nil {
-		return fmt.Errorf("checkpoint: reset tracker: %w", err)
-	}
-	for _, sp := range l.model.specs {
-		meta.Params = append(meta.Params, sp.Name)
-	}
-	for _, b := range in.net.Buffers {
-		meta.Buffers = append(meta.Buffers, b.Name)
-	}
-	var arrays []*npz.Array
-	for _, nt := range l.tensorState() {
-		// Detached, so that the trainable ones (labels, parameters, the RR scale) can be read;
-		// a missing tensor is named by tensorArray.
-		t := nt.t
-		if t != nil && !t.Freed() {
-			if t, err = t.Detach(); err != nil {
-				return err
-			}
-		}
-		a, err := tensorArray(nt.name, t, pos.step)
-		if err != nil {
-			return err
-		}
-		arrays = append(arrays, a)
-	}
-	for _, st := range l.arrayStates(pos) {
-		shape, data, ok, err := st.save()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
-		a, err := npz.New(st.name, shape, data)
-		if err != nil {
-			return err
-		}
-		arrays = append(arrays, a)
-	}
-	path := filepath.Join(c.dir, checkpoint.Name(pos.step))
-	if err := checkpoint.Write(path, meta, arrays); err != nil {
-		return err
-	}
-	c.last, c.written = pos, meta.Written
-	l.note(Progress{Phase: "checkpoint", Epoch: min(pos.epoch, in.cfg.Epochs), Epochs: in.cfg.Epochs, Message: fmt.Sprintf("wrote %s (%s)", path, reason)})
-	if err := checkpoint.Prune(c.dir, c.keep); err != nil {
-		l.note(Progress{Phase: "checkpoint", Message: fmt.Sprintf("warning: could not remove old checkpoints: %v", err)})
-	}
-	return nil
 }
 
 // dataDigest is the SHA-256 of the data a run trains on.
@@ -528,16 +395,133 @@ func tensorArray(name string, t *torch.Tensor, step int) (*npz.Array, error) {
 	return a, nil
 }
 
-// prepareCheckpointDir creates dir and proves it writable, so that an unusable folder fails
-// before any work starts.
-func prepareCheckpointDir(dir string) error {
-	if err := atomicfile.EnsureWritableDir(dir); err != nil {
-		return fmt.Errorf("checkpoint folder %s is not writable: %w", dir, err)
+// restore loads a verified, compatible checkpoint into the loop.
+func (l *Loop) restore(f *checkpoint.File, m *CheckpointMeta) error {
+	cfg := l.in.cfg
+	perEpoch := l.stepsPerEpoch()
+	nTarget := l.in.ds.TargetSet.N
+	switch {
+	case m.StepsPerEpoch != perEpoch || m.TargetSize != nTarget:
+		return fmt.Errorf("checkpoint has %d steps per epoch over %d target examples, the run %d over %d", m.StepsPerEpoch, m.TargetSize, perEpoch, nTarget)
+	case m.Epoch < 1 || m.Epoch > cfg.Epochs+1 || m.NextBatch < 0 || m.NextBatch > perEpoch ||
+		(m.Epoch == cfg.Epochs+1 && m.NextBatch != 0) || m.Step != (m.Epoch-1)*perEpoch+m.NextBatch:
+		return fmt.Errorf("inconsistent position: step %d, epoch %d, batch %d", m.Step, m.Epoch, m.NextBatch)
 	}
+	var tr ResetTracker
+	if err := json.Unmarshal(m.Tracker, &tr); err != nil {
+		return err
+	}
+	observed := m.Step
+	if l.dd != nil {
+		observed = 0 // method dd has no reset rule
+	}
+	if tr.Window() != cfg.ResetWindow || tr.MeanOfLast() != cfg.ResetMeanOfLast || tr.TotalSteps() != observed {
+		return fmt.Errorf("reset tracker (window %d, mean of last %d, %d steps) does not match the run (%d, %d, %d steps)",
+			tr.Window(), tr.MeanOfLast(), tr.TotalSteps(), cfg.ResetWindow, cfg.ResetMeanOfLast, observed)
+	}
+	model := l.model
+	if len(m.Params) != len(model.specs) || len(m.Buffers) != len(l.in.net.Buffers) {
+		return fmt.Errorf("checkpoint holds %d parameters and %d buffers, the model has %d and %d", len(m.Params), len(m.Buffers), len(model.specs), len(l.in.net.Buffers))
+	}
+	for i, sp := range model.specs {
+		if m.Params[i] != sp.Name {
+			return fmt.Errorf("parameter %d is %q in the checkpoint, %q in the model", i, m.Params[i], sp.Name)
+		}
+	}
+	for i, b := range l.in.net.Buffers {
+		if m.Buffers[i] != b.Name {
+			return fmt.Errorf("buffer %d is %q in the checkpoint, %q in the model", i, m.Buffers[i], b.Name)
+		}
+	}
+	for _, nt := range l.tensorState() {
+		a, err := f.Array(nt.name)
+		if err != nil {
+			return err
+		}
+		if err := checkpoint.RestoreTensor(nt.t, a); err != nil {
+			return err
+		}
+	}
+	l.best.labels, l.best.images, l.best.lrs, l.order = nil, nil, nil, nil
+	for _, st := range l.arrayStates(Position{m.Step, m.Epoch, m.NextBatch}) {
+		a, err := f.Array(st.name)
+		if !st.needed(m) && err != nil {
+			continue // absent and not required
+		}
+		if err != nil {
+			return err
+		}
+		if err := st.load(a); err != nil {
+			return err
+		}
+	}
+	for _, sc := range l.scalarStates(m) {
+		sc.load()
+	}
+	l.tracker = &tr
+	l.pos = Position{m.Step, m.Epoch, m.NextBatch}
 	return nil
 }
 
-func isDir(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && st.IsDir()
+// Snapshot is the loop's whole state at pos, a meta-step boundary, as a checkpoint's meta
+// and arrays (the three lists above), with reason ("periodic", "validation", "final",
+// "cancelled") and the time of writing in the meta. Non-finite state is refused with a
+// *NonFiniteError. The caller reads the pending steps first (ReadPending).
+func (l *Loop) Snapshot(reason string, pos Position) (CheckpointMeta, []*npz.Array, error) {
+	s := torch.NewScope()
+	defer s.Close()
+	in := l.in
+	meta := CheckpointMeta{
+		Format: checkpoint.Format, Version: checkpoint.Version, Reason: reason,
+		Written: time.Now().UTC().Format(time.RFC3339),
+		Step:    pos.Step, Epoch: pos.Epoch, NextBatch: pos.NextBatch,
+		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N, WorldSize: l.par.size(),
+		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.Step, Resets: l.tracker.Resets(),
+			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version(), BaseOrigin: in.origin},
+		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
+	}
+	for _, sc := range l.scalarStates(&meta) {
+		sc.save()
+	}
+	var err error
+	if meta.Tracker, err = json.Marshal(l.tracker); err != nil {
+		return CheckpointMeta{}, nil, fmt.Errorf("checkpoint: reset tracker: %w", err)
+	}
+	for _, sp := range l.model.specs {
+		meta.Params = append(meta.Params, sp.Name)
+	}
+	for _, b := range in.net.Buffers {
+		meta.Buffers = append(meta.Buffers, b.Name)
+	}
+	var arrays []*npz.Array
+	for _, nt := range l.tensorState() {
+		// Detached, so that the trainable ones (labels, parameters, the RR scale) can be read;
+		// a missing tensor is named by tensorArray.
+		t := nt.t
+		if t != nil && !t.Freed() {
+			if t, err = t.Detach(); err != nil {
+				return CheckpointMeta{}, nil, err
+			}
+		}
+		a, err := tensorArray(nt.name, t, pos.Step)
+		if err != nil {
+			return CheckpointMeta{}, nil, err
+		}
+		arrays = append(arrays, a)
+	}
+	for _, st := range l.arrayStates(pos) {
+		shape, data, ok, err := st.save()
+		if err != nil {
+			return CheckpointMeta{}, nil, err
+		}
+		if !ok {
+			continue
+		}
+		a, err := npz.New(st.name, shape, data)
+		if err != nil {
+			return CheckpointMeta{}, nil, err
+		}
+		arrays = append(arrays, a)
+	}
+	return meta, arrays, nil
 }

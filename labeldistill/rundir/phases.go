@@ -1,4 +1,4 @@
-package engine
+package rundir
 
 // phases.go: the phases after the meta-loop (the final test, then each baseline) survive a
 // cut. They train many fresh models (a ConvNet-3 run on one core: 17 min of test models,
@@ -21,7 +21,6 @@ package engine
 // hold. Only rank 0 writes it; every rank reads it on resume, so that all decide alike.
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,14 +32,12 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
-
-// PhasesFile is the name, inside a checkpoint folder, of the finished phases' results.
-const PhasesFile = "phases.json"
 
 const phasesFormat = "ldtorch phases 1"
 
@@ -54,21 +51,6 @@ type checkpointID struct {
 	Written string `json:"written"`
 }
 
-// finishedTest is the final test's outcome.
-type finishedTest struct {
-	Accuracies []float64 `json:"accuracies"`
-	Mean       float64   `json:"mean"`
-	Std        float64   `json:"std"`
-	Diverged   int       `json:"diverged_models,omitempty"`
-	Seconds    float64   `json:"seconds"`
-}
-
-// finishedBaseline is one baseline's outcome.
-type finishedBaseline struct {
-	Result  BaselineResult `json:"result"`
-	Seconds float64        `json:"seconds"`
-}
-
 // unfinishedPhase is the phase in progress when the run was cut, with what it had finished:
 // a baseline's step search, and the test models scored so far (models 0..len(Accuracies)-1).
 type unfinishedPhase struct {
@@ -79,24 +61,24 @@ type unfinishedPhase struct {
 	Seconds          float64         `json:"seconds"`                     // the phase's time up to the latest record
 }
 
-// phasesState is phases.json.
-type phasesState struct {
-	Format     string                      `json:"format"`
-	Checkpoint checkpointID                `json:"checkpoint"`
-	Config     config.Config               `json:"config"`
-	DataDigest string                      `json:"data_digest"`
-	WorldSize  int                         `json:"world_size"`
-	Test       *finishedTest               `json:"test,omitempty"`
-	Baselines  map[string]finishedBaseline `json:"baselines,omitempty"` // by key ("true_rr")
-	Unfinished *unfinishedPhase            `json:"unfinished,omitempty"`
+// PhasesState is phases.json.
+type PhasesState struct {
+	Format     string                             `json:"format"`
+	Checkpoint checkpointID                       `json:"checkpoint"`
+	Config     config.Config                      `json:"config"`
+	DataDigest string                             `json:"data_digest"`
+	WorldSize  int                                `json:"world_size"`
+	Test       *engine.FinishedTest               `json:"test,omitempty"`
+	Baselines  map[string]engine.FinishedBaseline `json:"baselines,omitempty"` // by key ("true_rr")
+	Unfinished *unfinishedPhase                   `json:"unfinished,omitempty"`
 }
 
 // phases are the post-loop phases' results of one run: those taken from an earlier part
 // (reused) and those it records (into dir; "" records nothing).
 type phases struct {
 	dir    string
-	state  phasesState
-	reused phasesState // what an earlier part finished; zero when nothing is reused
+	state  PhasesState
+	reused PhasesState // what an earlier part finished; zero when nothing is reused
 }
 
 // changesRounding are the operational settings (config.IsOperational) that a resume may
@@ -115,24 +97,24 @@ func keepsResults(field string) bool { return config.IsOperational(field) && !ch
 // run resumed from final itself (no meta-step since), the folder it read it from, whose
 // phases.json is reused where it matches. A phases.json that cannot be used is noted and
 // trained past, never an error.
-func (l *Loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
-	in := l.in
-	if final.Written == "" || l.pos.epoch != in.cfg.Epochs+1 || (dir == "" && resumeDir == "") {
+func newPhases(l *engine.Loop, dir, resumeDir string, final checkpointID) *phases {
+	cfg := l.Config()
+	if final.Written == "" || l.Position().Epoch != cfg.Epochs+1 || (dir == "" && resumeDir == "") {
 		return &phases{} // no final checkpoint to tie results to, or nothing to record or reuse
 	}
 	// The data digest hashes every split: computed only when results are recorded or reused.
-	key := phasesState{Format: phasesFormat, Checkpoint: final, Config: in.cfg, DataDigest: in.dataDigest(), WorldSize: l.par.size()}
+	key := PhasesState{Format: phasesFormat, Checkpoint: final, Config: cfg, DataDigest: l.DataDigest(), WorldSize: l.WorldSize()}
 	p := &phases{dir: dir, state: key}
 	if resumeDir == "" {
 		return p
 	}
-	path := filepath.Join(resumeDir, PhasesFile)
-	earlier, err := readPhases(path)
+	path := filepath.Join(resumeDir, engine.PhasesFile)
+	earlier, err := ReadPhases(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return p
 	case err != nil:
-		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s not used, the phases after the meta-loop run again: %v", path, err)})
+		l.Note(engine.Progress{Phase: "resume", Message: fmt.Sprintf("warning: %s not used, the phases after the meta-loop run again: %v", path, err)})
 		return p
 	}
 	why := ""
@@ -145,7 +127,7 @@ func (l *Loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
 	case earlier.WorldSize != key.WorldSize:
 		why = fmt.Sprintf("it was computed by %d process(es), this run has %d", earlier.WorldSize, key.WorldSize)
 	default:
-		for _, name := range config.Diff(earlier.Config, in.cfg) {
+		for _, name := range config.Diff(earlier.Config, cfg) {
 			if !keepsResults(name) {
 				why = fmt.Sprintf("the setting %s changed since", name)
 				break
@@ -153,20 +135,20 @@ func (l *Loop) newPhases(dir, resumeDir string, final checkpointID) *phases {
 		}
 	}
 	if why != "" {
-		l.note(Progress{Phase: "resume", Message: fmt.Sprintf("%s not used (%s): the phases after the meta-loop run again", path, why)})
+		l.Note(engine.Progress{Phase: "resume", Message: fmt.Sprintf("%s not used (%s): the phases after the meta-loop run again", path, why)})
 		return p
 	}
 	p.reused = *earlier
 	return p
 }
 
-// readPhases reads and checks a phases.json.
-func readPhases(path string) (*phasesState, error) {
+// ReadPhases reads and checks a phases.json.
+func ReadPhases(path string) (*PhasesState, error) {
 	b, err := boundedread.ReadRegularFile(path, phasesFileMaxBytes, "finished phases file")
 	if err != nil {
 		return nil, err
 	}
-	var s phasesState
+	var s PhasesState
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -201,19 +183,19 @@ func (p *phases) save() error {
 	}
 	b, err := json.MarshalIndent(p.state, "", " ")
 	if err != nil {
-		return fmt.Errorf("%s: %w", PhasesFile, err)
+		return fmt.Errorf("%s: %w", engine.PhasesFile, err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(p.dir, PhasesFile), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(filepath.Join(p.dir, engine.PhasesFile), append(b, '\n')); err != nil {
 		return fmt.Errorf("saving the finished phases: %w", err)
 	}
 	return nil
 }
 
-// test is the final test's result from an earlier part, or nil.
-func (p *phases) test() *finishedTest { return p.reused.Test }
+// Test is the final test's result from an earlier part, or nil (engine.PhaseLog).
+func (p *phases) Test() *engine.FinishedTest { return p.reused.Test }
 
 // baseline is baseline key's result from an earlier part, or nil.
-func (p *phases) baseline(key string) *finishedBaseline {
+func (p *phases) Baseline(key string) *engine.FinishedBaseline {
 	if b, ok := p.reused.Baselines[key]; ok {
 		return &b
 	}
@@ -221,21 +203,21 @@ func (p *phases) baseline(key string) *finishedBaseline {
 }
 
 // testDone records the final test's result.
-func (p *phases) testDone(res *Result, took time.Duration) error {
-	p.state.Test = &finishedTest{Accuracies: slices.Clone(res.TestAccuracies), Mean: res.TestMean, Std: res.TestStd,
+func (p *phases) TestDone(res *engine.Result, took time.Duration) error {
+	p.state.Test = &engine.FinishedTest{Accuracies: slices.Clone(res.TestAccuracies), Mean: res.TestMean, Std: res.TestStd,
 		Diverged: res.TestDiverged, Seconds: took.Seconds()}
 	p.state.Unfinished = nil
 	return p.save()
 }
 
 // baselineDone records baseline key's result.
-func (p *phases) baselineDone(key string, res BaselineResult, took time.Duration) error {
+func (p *phases) BaselineDone(key string, res engine.BaselineResult, took time.Duration) error {
 	if p.state.Baselines == nil {
-		p.state.Baselines = map[string]finishedBaseline{}
+		p.state.Baselines = map[string]engine.FinishedBaseline{}
 	}
 	res.Accuracies = slices.Clone(res.Accuracies)
 	res.ValidationErrors = maps.Clone(res.ValidationErrors)
-	p.state.Baselines[key] = finishedBaseline{Result: res, Seconds: took.Seconds()}
+	p.state.Baselines[key] = engine.FinishedBaseline{Result: res, Seconds: took.Seconds()}
 	p.state.Unfinished = nil
 	return p.save()
 }
@@ -243,7 +225,7 @@ func (p *phases) baselineDone(key string, res BaselineResult, took time.Duration
 // phaseTraining is one phase being trained (the final test, or a baseline by its key), continued
 // from what an earlier part of the run finished of it, and recorded as it goes.
 type phaseTraining struct {
-	l     *Loop
+	l     *engine.Loop
 	ph    *phases
 	rec   unfinishedPhase // what is finished of the phase, the earlier part's included
 	prior float64         // seconds the earlier part spent on it
@@ -257,40 +239,48 @@ type phaseTraining struct {
 
 // begin starts phase, continuing an earlier part's record of it when reuse is true (the
 // final test does not when it saves its models: the record holds no models).
-func (p *phases) begin(l *Loop, phase string, reuse bool, mode nets.BodyMode) *phaseTraining {
+func (p *phases) Begin(l *engine.Loop, phase string, reuse bool) engine.PhaseRun {
 	r := &phaseTraining{l: l, ph: p, rec: unfinishedPhase{Phase: phase}, start: time.Now(),
-		tracked: p.dir != "" && p.state.WorldSize == 1 && mode == nets.BodyPerModel}
-	if u := p.reused.Unfinished; reuse && u != nil && u.Phase == phase && len(u.Accuracies) <= l.in.cfg.EvalModels {
+		tracked: p.dir != "" && p.state.WorldSize == 1 && train.Mode(l.Device()) == nets.BodyPerModel}
+	if u := p.reused.Unfinished; reuse && u != nil && u.Phase == phase && len(u.Accuracies) <= l.Config().EvalModels {
 		r.rec = *u
 		r.rec.Accuracies = slices.Clone(u.Accuracies)
 		r.rec.ValidationErrors = maps.Clone(u.ValidationErrors)
 		r.prior = u.Seconds
-		l.clock.priorWall += u.Seconds
+		l.AddPriorWall(u.Seconds)
 	}
 	return r
 }
 
-// took is the phase's time, the earlier part's included.
-func (r *phaseTraining) took() time.Duration { return secondsDuration(r.prior) + time.Since(r.start) }
+// Took is the phase's time, the earlier part's included.
+func (r *phaseTraining) Took() time.Duration {
+	return time.Duration(r.prior*float64(time.Second)) + time.Since(r.start)
+}
 
-// accuracies are the finished models' accuracies (NaN: diverged), in model order.
-func (r *phaseTraining) accuracies() []float64 { return train.FromNullable(r.rec.Accuracies) }
+// Accuracies are the finished models' accuracies (NaN: diverged), in model order.
+func (r *phaseTraining) Accuracies() []float64 { return train.FromNullable(r.rec.Accuracies) }
 
-// searched records a baseline's step search.
-func (r *phaseTraining) searched(steps int, errs map[int]float64) {
+// Search is a baseline's finished step search (steps 0: none).
+func (r *phaseTraining) Search() (int, map[int]float64) { return r.rec.Steps, r.rec.ValidationErrors }
+
+// Tracked says each test model is recorded as soon as it is scored.
+func (r *phaseTraining) Tracked() bool { return r.tracked }
+
+// Searched records a baseline's step search.
+func (r *phaseTraining) Searched(steps int, errs map[int]float64) {
 	r.rec.Steps, r.rec.ValidationErrors = steps, maps.Clone(errs)
 	r.record()
 }
 
-// scored records test models scored in order after those recorded.
-func (r *phaseTraining) scored(accs []float64) {
+// Scored records test models scored in order after those recorded.
+func (r *phaseTraining) Scored(accs []float64) {
 	r.rec.Accuracies = append(r.rec.Accuracies, train.Nullable(accs)...)
 	r.record()
 }
 
 // record saves the phase's progress; a failure is a warning, given once.
 func (r *phaseTraining) record() {
-	r.rec.Seconds = r.took().Seconds()
+	r.rec.Seconds = r.Took().Seconds()
 	rec := r.rec
 	r.ph.state.Unfinished = &rec
 	if err := r.ph.save(); err != nil && !r.warned {
@@ -299,45 +289,16 @@ func (r *phaseTraining) record() {
 		if r.rec.Phase == "test" {
 			phase = "test"
 		}
-		r.l.note(Progress{Phase: phase, Message: "warning: " + err.Error()})
+		r.l.Note(engine.Progress{Phase: phase, Message: "warning: " + err.Error()})
 	}
 }
 
 // removePhases deletes dir's phases.json, so that a fresh run's folder holds no results of
 // an earlier run's.
 func removePhases(dir string) error {
-	err := os.Remove(filepath.Join(dir, PhasesFile))
+	err := os.Remove(filepath.Join(dir, engine.PhasesFile))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("removing an earlier run's %s: %w", PhasesFile, err)
+		return fmt.Errorf("removing an earlier run's %s: %w", engine.PhasesFile, err)
 	}
 	return nil
-}
-
-// testModels trains and scores the phase's M test models with tr for steps each (model i
-// from Seed(seed, purpose, i)) and returns their accuracies (NaN: diverged), in model
-// order: those r holds from an earlier part, then the rest, each recorded as it is scored
-// when r is tracked. In a data-parallel run each rank trains its share (nothing is held or
-// recorded there).
-func (l *Loop) testModels(ctx context.Context, tr *train.Trainer, steps int, purpose string, r *phaseTraining) ([]float64, error) {
-	in := l.in
-	mode := train.Mode(in.dev)
-	if l.par.size() > 1 {
-		return l.par.evaluateSplit(func(lo, hi int) ([]float64, error) {
-			return tr.TestRange(ctx, steps, lo, hi, in.seed, purpose, in.test.x, in.test.y, mode)
-		}, in.cfg.EvalModels)
-	}
-	if r.tracked {
-		tr.Together = 1
-		tr.Scored = func(_ int, accs []float64) error {
-			r.scored(accs)
-			return nil
-		}
-		defer func() { tr.Scored = nil }()
-	}
-	done := r.accuracies()
-	rest, err := tr.TestRange(ctx, steps, len(done), in.cfg.EvalModels, in.seed, purpose, in.test.x, in.test.y, mode)
-	if err != nil {
-		return nil, err
-	}
-	return append(done, rest...), nil
 }

@@ -1,4 +1,4 @@
-package engine
+package labeldistill
 
 // phases_test.go: a run cut among the phases after its meta-loop (the final test and the
 // baselines) resumes without training the finished ones again, ends exactly like the
@@ -16,6 +16,9 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
 
 // phaseRun is what a run's progress said about its phases.
@@ -46,12 +49,12 @@ func phaseProgress(r *phaseRun, cutAt string) (context.Context, RunOption) {
 }
 
 func TestResumeReusesFinishedPhases(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	cfg.Baselines = []string{config.BaselineTrue, config.BaselineSmooth}
 	cfg.BaselineSteps = []int{10, 50, 100} // a short search: the phases are what is tested
-	want, err := testDistill(context.Background(), cfg, WithData(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,15 +67,15 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 	cutDir := t.TempDir()
 	var cr phaseRun
 	ctx, progress := phaseProgress(&cr, config.BaselineSmooth)
-	if _, err := testDistill(ctx, cfg, WithData(ds), WithCheckpointDir(cutDir), progress); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), WithCheckpointDir(cutDir), progress); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cut at the smooth baseline: got %v, want context.Canceled", err)
 	}
-	s, err := readPhases(filepath.Join(cutDir, PhasesFile))
+	s, err := rundir.ReadPhases(filepath.Join(cutDir, engine.PhasesFile))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.Test == nil || len(s.Baselines) != 1 || !reflect.DeepEqual(s.Baselines["true_rr"].Result, want.Baselines["true_rr"]) {
-		t.Fatalf("%s after the cut: test %v, baselines %v; want the test and true_rr", PhasesFile, s.Test, s.Baselines)
+		t.Fatalf("%s after the cut: test %v, baselines %v; want the test and true_rr", engine.PhasesFile, s.Test, s.Baselines)
 	}
 	cut := func(t *testing.T) string {
 		dir := filepath.Join(t.TempDir(), "checkpoints")
@@ -84,7 +87,7 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 	resume := func(t *testing.T, c config.Config, dir string, opts ...RunOption) (*Result, *phaseRun) {
 		var r phaseRun
 		ctx, progress := phaseProgress(&r, "")
-		got, err := testDistill(ctx, c, append([]RunOption{WithData(ds), WithResume(dir), progress}, opts...)...)
+		got, err := Distill(ctx, c, append([]RunOption{WithData(ds), WithResume(dir), progress}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,7 +96,7 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 
 	t.Run("reused", func(t *testing.T) {
 		dir := cut(t)
-		history := filepath.Join(t.TempDir(), HistoryFile)
+		history := filepath.Join(t.TempDir(), rundir.HistoryFile)
 		got, r := resume(t, cfg, dir, WithHistory(history))
 		requireSameResult(t, "resumed among the phases", got, want)
 		if !reflect.DeepEqual(got.Baselines, want.Baselines) {
@@ -103,19 +106,19 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 			!r.said("true: the result finished before the resume") || r.said("smooth: the result finished") {
 			t.Fatalf("trained %v, messages %q: want only the smooth baseline trained", r.trained, r.messages)
 		}
-		s, err := readPhases(filepath.Join(dir, PhasesFile))
+		s, err := rundir.ReadPhases(filepath.Join(dir, engine.PhasesFile))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if s.Test == nil || len(s.Baselines) != 2 {
-			t.Fatalf("%s after the resume: test %v, baselines %v; want all three phases", PhasesFile, s.Test, s.Baselines)
+			t.Fatalf("%s after the resume: test %v, baselines %v; want all three phases", engine.PhasesFile, s.Test, s.Baselines)
 		}
 		if got.WallSeconds < s.Test.Seconds+s.Baselines["true_rr"].Seconds {
 			t.Fatalf("wall %.3f s: less than the reused phases' %.3f + %.3f s", got.WallSeconds, s.Test.Seconds, s.Baselines["true_rr"].Seconds)
 		}
 		var phaseLines []string
 		for _, h := range readHistoryT(t, history) {
-			if h.Kind == HistoryPhase {
+			if h.Kind == rundir.HistoryPhase {
 				phaseLines = append(phaseLines, h.Name+" "+h.Baseline)
 			}
 		}
@@ -152,12 +155,12 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 
 	t.Run("damaged file", func(t *testing.T) {
 		dir := cut(t)
-		if err := os.WriteFile(filepath.Join(dir, PhasesFile), []byte(`{"format": "ldtorch phases 1", "test": {`), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, engine.PhasesFile), []byte(`{"format": "ldtorch phases 1", "test": {`), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		got, r := resume(t, cfg, dir)
-		requireSameResult(t, "resumed past a damaged "+PhasesFile, got, want)
-		if !slices.Equal(r.trained, []string{"test", "baseline"}) || !r.said("warning: "+filepath.Join(dir, PhasesFile)+" not used") {
+		requireSameResult(t, "resumed past a damaged "+engine.PhasesFile, got, want)
+		if !slices.Equal(r.trained, []string{"test", "baseline"}) || !r.said("warning: "+filepath.Join(dir, engine.PhasesFile)+" not used") {
 			t.Fatalf("trained %v, messages %q: want every phase trained again, with a warning", r.trained, r.messages)
 		}
 	})
@@ -182,11 +185,11 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 		// Cancelled as soon as it starts: it must not leave the cut run's phases behind.
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
-		if _, err := testDistill(cctx, cfg, WithData(ds), WithCheckpointDir(dir), progress); !errors.Is(err, context.Canceled) {
+		if _, err := Distill(cctx, cfg, WithData(ds), WithCheckpointDir(dir), progress); !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want context.Canceled", err)
 		}
-		if _, err := os.Stat(filepath.Join(dir, PhasesFile)); !errors.Is(err, os.ErrNotExist) {
-			t.Fatalf("%s after a fresh run in the folder: %v, want it removed", PhasesFile, err)
+		if _, err := os.Stat(filepath.Join(dir, engine.PhasesFile)); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("%s after a fresh run in the folder: %v, want it removed", engine.PhasesFile, err)
 		}
 	})
 }
@@ -196,13 +199,13 @@ func TestResumeReusesFinishedPhases(t *testing.T) {
 // the results are the uninterrupted run's bit for bit (which trained its models together,
 // the cut run one at a time).
 func TestResumeWithinAPhase(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	cfg.EvalModels = 4
 	cfg.Baselines = []string{config.BaselineTrue}
 	cfg.BaselineSteps = []int{10, 50, 100}
-	want, err := testDistill(context.Background(), cfg, WithData(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,16 +247,16 @@ func TestResumeWithinAPhase(t *testing.T) {
 			dir := t.TempDir()
 			var cut seen
 			ctx, opt := progress(&cut, tc.cutIn)
-			if _, err := testDistill(ctx, cfg, WithData(ds), WithCheckpointDir(dir), opt); !errors.Is(err, context.Canceled) {
+			if _, err := Distill(ctx, cfg, WithData(ds), WithCheckpointDir(dir), opt); !errors.Is(err, context.Canceled) {
 				t.Fatalf("cut in %s: got %v, want context.Canceled", tc.cutIn, err)
 			}
-			s, err := readPhases(filepath.Join(dir, PhasesFile))
+			s, err := rundir.ReadPhases(filepath.Join(dir, engine.PhasesFile))
 			if err != nil {
 				t.Fatal(err)
 			}
 			u := s.Unfinished
 			if u == nil || u.Phase != tc.phase || len(u.Accuracies) != 1 {
-				t.Fatalf("%s after the cut: unfinished %+v; want %s with one model", PhasesFile, u, tc.phase)
+				t.Fatalf("%s after the cut: unfinished %+v; want %s with one model", engine.PhasesFile, u, tc.phase)
 			}
 			if tc.phase != "test" && (u.Steps != want.Baselines[tc.phase].Steps || !reflect.DeepEqual(u.ValidationErrors, want.Baselines[tc.phase].ValidationErrors)) {
 				t.Fatalf("recorded step search %d %v, uninterrupted %d %v", u.Steps, u.ValidationErrors, want.Baselines[tc.phase].Steps, want.Baselines[tc.phase].ValidationErrors)
@@ -261,7 +264,7 @@ func TestResumeWithinAPhase(t *testing.T) {
 
 			var r seen
 			ctx, opt = progress(&r, "")
-			got, err := testDistill(ctx, cfg, WithData(ds), WithResume(dir), opt)
+			got, err := Distill(ctx, cfg, WithData(ds), WithResume(dir), opt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,12 +288,12 @@ func TestResumeWithinAPhase(t *testing.T) {
 				r.totals["baseline: true: step search"] != 0 {
 				t.Fatalf("messages %q, totals %v: want the step search taken from the record, not run", r.messages, r.totals)
 			}
-			s, err = readPhases(filepath.Join(dir, PhasesFile))
+			s, err = rundir.ReadPhases(filepath.Join(dir, engine.PhasesFile))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if s.Unfinished != nil || s.Test == nil || len(s.Baselines) != 1 {
-				t.Fatalf("%s after the resume: unfinished %+v, test %v, baselines %v", PhasesFile, s.Unfinished, s.Test, s.Baselines)
+				t.Fatalf("%s after the resume: unfinished %+v, test %v, baselines %v", engine.PhasesFile, s.Unfinished, s.Test, s.Baselines)
 			}
 			if got.WallSeconds < u.Seconds {
 				t.Fatalf("wall %.3f s: less than the cut phase's recorded %.3f s", got.WallSeconds, u.Seconds)

@@ -1,4 +1,4 @@
-package engine
+package labeldistill
 
 import (
 	"context"
@@ -13,14 +13,16 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
 
 // comparable strips what differs between an uninterrupted and a resumed run: timings
 // and resume lines.
-func comparableHistory(recs []HistoryRecord) []HistoryRecord {
-	var out []HistoryRecord
+func comparableHistory(recs []rundir.HistoryRecord) []rundir.HistoryRecord {
+	var out []rundir.HistoryRecord
 	for _, r := range recs {
-		if r.Kind == HistoryResume {
+		if r.Kind == rundir.HistoryResume {
 			continue
 		}
 		r.Seconds, r.Duration, r.DistillSeconds = 0, 0, 0
@@ -29,9 +31,9 @@ func comparableHistory(recs []HistoryRecord) []HistoryRecord {
 	return out
 }
 
-func readHistoryT(t *testing.T, path string) []HistoryRecord {
+func readHistoryT(t *testing.T, path string) []rundir.HistoryRecord {
 	t.Helper()
-	recs, err := ReadHistory(path)
+	recs, err := rundir.ReadHistory(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,32 +44,32 @@ func readHistoryT(t *testing.T, path string) []HistoryRecord {
 // resets and T agree with the result, the validations are the result's, the test phase
 // carries the test accuracy, and the gradient statistics cover whole windows.
 func TestHistoryMatchesRun(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	cfg.GradVarWindow = 4
 	cfg.CheckpointEvery = -1
 	cfg.Baselines = []string{config.BaselineTrue}
-	path := filepath.Join(t.TempDir(), HistoryFile)
-	res, err := testDistill(context.Background(), cfg, WithData(ds), WithHistory(path))
+	path := filepath.Join(t.TempDir(), rundir.HistoryFile)
+	res, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	recs := readHistoryT(t, path)
-	if len(recs) == 0 || recs[0].Kind != HistoryStart || recs[0].Schema != HistorySchema || recs[0].TotalSteps != res.MetaSteps ||
+	if len(recs) == 0 || recs[0].Kind != rundir.HistoryStart || recs[0].Schema != rundir.HistorySchema || recs[0].TotalSteps != res.MetaSteps ||
 		recs[0].Method != config.MethodRR || recs[0].Version != Version {
 		t.Fatalf("first line %+v, want the start line of a %d-step rr run", recs[0], res.MetaSteps)
 	}
-	var steps []HistoryRecord
+	var steps []rundir.HistoryRecord
 	var vals []ValidationRecord
-	var phases []HistoryRecord
+	var phases []rundir.HistoryRecord
 	for _, r := range recs[1:] {
 		switch r.Kind {
-		case HistoryStep:
+		case rundir.HistoryStep:
 			steps = append(steps, r)
-		case HistoryValidation:
+		case rundir.HistoryValidation:
 			vals = append(vals, ValidationRecord{Epoch: r.Epoch, Step: r.Step, T: r.T, Accuracy: r.Accuracy})
-		case HistoryPhase:
+		case rundir.HistoryPhase:
 			phases = append(phases, r)
 		default:
 			t.Fatalf("unexpected line %+v", r)
@@ -108,12 +110,12 @@ func TestHistoryMatchesRun(t *testing.T) {
 
 	// Every k steps: lines at multiples of k, plus the windows' ends.
 	cfg.HistoryEvery, cfg.GradVarWindow, cfg.Baselines = 5, 12, []string{}
-	if _, err := testDistill(context.Background(), cfg, WithData(ds), WithHistory(path)); err != nil {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(path)); err != nil {
 		t.Fatal(err)
 	}
 	var got []int
 	for _, r := range readHistoryT(t, path) {
-		if r.Kind == HistoryStep {
+		if r.Kind == rundir.HistoryStep {
 			got = append(got, r.Step)
 		}
 	}
@@ -127,30 +129,30 @@ func TestHistoryMatchesRun(t *testing.T) {
 // a killed process would leave them, then resumed, end with the uninterrupted run's
 // history: no step missing, none twice.
 func TestHistoryAfterResume(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	cfg.GradVarWindow = 4
 	dir := t.TempDir()
 	wholePath := filepath.Join(dir, "whole.jsonl")
-	if _, err := testDistill(context.Background(), cfg, WithData(ds), WithHistory(wholePath)); err != nil {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithHistory(wholePath)); err != nil {
 		t.Fatal(err)
 	}
 	want := comparableHistory(readHistoryT(t, wholePath))
 	for _, cut := range []int{12, 16} {
 		out := filepath.Join(dir, "cut", string(rune('a'+cut)))
-		path := filepath.Join(out, HistoryFile)
+		path := filepath.Join(out, rundir.HistoryFile)
 		if err := os.MkdirAll(out, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		ckpt := filepath.Join(out, "checkpoints")
 		ctx, opt := cancelAt(cut, nil)
-		_, err := testDistill(ctx, cfg, WithData(ds), opt, WithCheckpointDir(ckpt), WithHistory(path))
+		_, err := Distill(ctx, cfg, WithData(ds), opt, WithCheckpointDir(ckpt), WithHistory(path))
 		if !errors.Is(err, context.Canceled) {
 			t.Fatalf("cut %d: %v", cut, err)
 		}
 		// What a kill after the checkpoint leaves: later steps' lines and half a line.
-		extra, _ := json.Marshal(stepLine{Kind: HistoryStep, Step: cut + 1, Epoch: 9})
+		extra, _ := json.Marshal(rundir.HistoryRecord{Kind: rundir.HistoryStep, Step: cut + 1, Epoch: 9})
 		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -158,7 +160,7 @@ func TestHistoryAfterResume(t *testing.T) {
 		f.Write(append(extra, '\n'))
 		f.Write([]byte(`{"kind":"step","st`))
 		f.Close()
-		if _, err := ReadHistory(path); err != nil {
+		if _, err := rundir.ReadHistory(path); err != nil {
 			t.Fatalf("cut %d: a partial last line must read: %v", cut, err)
 		}
 
@@ -166,11 +168,11 @@ func TestHistoryAfterResume(t *testing.T) {
 		// used to start at the checkpoint, without the earlier steps).
 		if cut == 12 {
 			other := filepath.Join(out, "other")
-			if _, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(ckpt),
-				WithCheckpointDir(filepath.Join(other, "checkpoints")), WithHistory(filepath.Join(other, HistoryFile))); err != nil {
+			if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt),
+				WithCheckpointDir(filepath.Join(other, "checkpoints")), WithHistory(filepath.Join(other, rundir.HistoryFile))); err != nil {
 				t.Fatalf("cut %d: resume into another folder: %v", cut, err)
 			}
-			if got := comparableHistory(readHistoryT(t, filepath.Join(other, HistoryFile))); !reflect.DeepEqual(got, want) {
+			if got := comparableHistory(readHistoryT(t, filepath.Join(other, rundir.HistoryFile))); !reflect.DeepEqual(got, want) {
 				t.Fatalf("cut %d: resumed into another folder: %d lines, uninterrupted %d", cut, len(got), len(want))
 			}
 		}
@@ -181,7 +183,7 @@ func TestHistoryAfterResume(t *testing.T) {
 		lines = append(lines[:3], append([]string{"{garbage\n"}, lines[3:]...)...)
 		os.WriteFile(path, []byte(strings.Join(lines, "")), 0o644)
 		var msgs []string
-		if _, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(ckpt), WithHistory(path),
+		if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(ckpt), WithHistory(path),
 			WithProgress(func(p Progress) { msgs = append(msgs, p.Message) })); err != nil {
 			t.Fatalf("cut %d: resume: %v", cut, err)
 		}
@@ -191,7 +193,7 @@ func TestHistoryAfterResume(t *testing.T) {
 		recs := readHistoryT(t, path)
 		resumes := 0
 		for _, r := range recs {
-			if r.Kind == HistoryResume {
+			if r.Kind == rundir.HistoryResume {
 				resumes++
 				if r.Step != cut {
 					t.Fatalf("cut %d: resume line at step %d", cut, r.Step)
@@ -212,36 +214,6 @@ func TestHistoryAfterResume(t *testing.T) {
 	}
 }
 
-// TestMeasureGradVariance: LD and LD RR at one label state give finite, positive
-// variances across models, identically when repeated, and refuse a bad label table.
-func TestMeasureGradVariance(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
-	g := GradVarOptions{Methods: []string{config.MethodLD, config.MethodRR}, Models: 4, Batches: 2, Warmup: 5}
-	a, err := MeasureGradVariance(context.Background(), g, nil, func() (*Inputs, error) { return prepareRun(cfg, ds, nil) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := MeasureGradVariance(context.Background(), g, nil, func() (*Inputs, error) { return prepareRun(cfg, ds, nil) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(a, b) {
-		t.Fatalf("not repeatable: %+v vs %+v", a, b)
-	}
-	for _, m := range a {
-		v := m.Variance
-		if len(m.PerBatch) != 2 || v.Count != 4 || !(v.Variance > 0) || math.IsInf(v.Variance, 0) || !(v.Relative > 0) || v.Relative > 1 {
-			t.Fatalf("%s: %+v", m.Name, m)
-		}
-	}
-	t.Logf("uniform labels, 4 models warmed up 5 steps, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
-	if _, err := MeasureGradVariance(context.Background(), g, make([]float32, 7), func() (*Inputs, error) { return prepareRun(cfg, ds, nil) }); err == nil {
-		t.Fatal("a 7-value label table was accepted")
-	}
-}
-
 // TestReadHistoryRefusesImplausible: values no run writes are refused naming the line and
 // value (a percentage beyond 100 drew a panel of 39-digit tick labels); huge losses read.
 func TestReadHistoryRefusesImplausible(t *testing.T) {
@@ -257,7 +229,7 @@ func TestReadHistoryRefusesImplausible(t *testing.T) {
 	} {
 		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "_"))
 		os.WriteFile(path, []byte(start+tc.line+"\n"), 0o644)
-		_, err := ReadHistory(path)
+		_, err := rundir.ReadHistory(path)
 		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want %q", name, err, tc.want)
 		}

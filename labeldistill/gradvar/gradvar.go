@@ -1,4 +1,9 @@
-package engine
+package gradvar
+
+// gradvar.go: the label meta-gradient's variance across fresh models, LD against LD RR
+// (the paper's Figure "RR-based LD reduces synthetic label meta-gradient variance"), and
+// the accumulator of a run's meta-gradients over a window, whose statistics the run history
+// records (Window, an observer of the meta-loop).
 
 // gradstats.go: statistics of the label meta-gradient ∇_Ỹ L (the paper's Figure
 // "RR-based LD reduces synthetic label meta-gradient variance"). An accumulator sums the
@@ -12,22 +17,10 @@ import (
 	"math/rand/v2"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 )
-
-// GradVariance summarises the label meta-gradients g_1..g_n of a window (n meta-steps, or n
-// fresh models at one label state): per element (i, c) the population variance
-// v_ic = mean(g²) − mean(g)², then averaged over the N×C elements.
-type GradVariance struct {
-	Count int `json:"count"` // gradients in the window
-	// Variance is the mean over elements of the per-element variance.
-	Variance float64 `json:"variance"`
-	// MeanSquare is the mean over elements of mean(g²): Variance's scale. Their ratio,
-	// Relative, is scale-free (0: every gradient equal; 1: pure noise around zero).
-	MeanSquare float64 `json:"mean_square"`
-	Relative   float64 `json:"relative"`
-}
 
 // gradAccumulator holds Σg, Σg² (float64) and the latest g on the device.
 type gradAccumulator struct {
@@ -92,8 +85,8 @@ func (a *gradAccumulator) lastNorm() (float64, error) {
 }
 
 // variance summarises the gradients added since the last reset (one read) and resets.
-func (a *gradAccumulator) variance() (GradVariance, error) {
-	out := GradVariance{Count: a.n}
+func (a *gradAccumulator) variance() (engine.GradVariance, error) {
+	out := engine.GradVariance{Count: a.n}
 	if a.n == 0 {
 		return out, nil
 	}
@@ -143,18 +136,18 @@ func sqrtNonNeg(v float64) float64 {
 	return math.Sqrt(v)
 }
 
-// MethodGradVariance is the label meta-gradient's variance across fresh models for one
+// Method is the label meta-gradient's variance across fresh models for one
 // method (MeasureGradVariance).
-type MethodGradVariance struct {
+type Method struct {
 	Name   string `json:"name"`   // "LD" or "LD RR"
 	Method string `json:"method"` // config.MethodLD or config.MethodRR
 	// Variance averages the batches' across-model statistics (Count: models per batch).
-	Variance GradVariance   `json:"variance"`
-	PerBatch []GradVariance `json:"per_batch"`
+	Variance engine.GradVariance   `json:"variance"`
+	PerBatch []engine.GradVariance `json:"per_batch"`
 }
 
-// GradVarOptions say what MeasureGradVariance measures.
-type GradVarOptions struct {
+// Options say what MeasureGradVariance measures.
+type Options struct {
 	Methods []string // config.MethodLD, config.MethodRR
 	Models  int      // fresh models per batch pair (≥ 2)
 	Batches int      // fixed (base batch, target batch) pairs (≥ 1)
@@ -168,7 +161,7 @@ type GradVarOptions struct {
 	Progress func(done, total int)
 }
 
-// MeasureGradVariance measures, for each method, how much the label meta-gradient ∇_Ỹ L
+// Measure measures, for each method, how much the label meta-gradient ∇_Ỹ L
 // varies across fresh models at one fixed label state: for each of o.Batches fixed pairs
 // (base batch, target batch), o.Models fresh models (the same seeds for every method),
 // each trained o.Warmup steps on the labels, take one meta-step's gradient with the labels
@@ -180,7 +173,7 @@ type GradVarOptions struct {
 // leaves only the randomness of the model the meta-gradient is taken through, which is
 // what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
 // synthetic label meta-gradient variance").
-func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32, prepare func() (*Inputs, error)) (out []MethodGradVariance, err error) {
+func Measure(ctx context.Context, g Options, labels []float32, prepare func() (*engine.Inputs, error)) (out []Method, err error) {
 	methods, models, batches := g.Methods, g.Models, g.Batches
 	if err := config.CheckCount("models", int64(models), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
 		return nil, err
@@ -195,8 +188,8 @@ func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32
 	if err != nil {
 		return nil, err
 	}
-	defer in.close()
-	ds := in.ds
+	defer in.Close()
+	ds := in.Data()
 	n, classes := ds.Base.N, ds.Classes
 	if labels != nil && len(labels) != n*classes {
 		return nil, fmt.Errorf("gradvar: %d label values for %d base examples × %d classes", len(labels), n, classes)
@@ -211,12 +204,12 @@ func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32
 	if err != nil {
 		return nil, err
 	}
-	if table, err = toDevice(table, in.dev); err != nil {
+	if table, err = engine.ToDevice(table, in.Device()); err != nil {
 		return nil, err
 	}
 	defer table.Free()
-	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "gradvar-batches", 0), 0x9a7))
-	outer := min(in.cfg.OuterBatch, ds.TargetSet.N)
+	rng := rand.New(rand.NewPCG(train.Seed(in.Seed(), "gradvar-batches", 0), 0x9a7))
+	outer := min(in.Config().OuterBatch, ds.TargetSet.N)
 	for _, m := range methods {
 		name := "LD"
 		if m == config.MethodRR {
@@ -224,13 +217,13 @@ func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32
 		} else if m != config.MethodLD {
 			return nil, fmt.Errorf("gradvar: unknown method %q (ld or rr)", m)
 		}
-		out = append(out, MethodGradVariance{Name: name, Method: m})
+		out = append(out, Method{Name: name, Method: m})
 	}
 	for b := 0; b < batches; b++ {
 		targetIdx := rng.Perm(ds.TargetSet.N)[:outer]
-		baseIdx := rng.Perm(n)[:in.cfg.InnerBatch]
+		baseIdx := rng.Perm(n)[:in.Config().InnerBatch]
 		for k := range out {
-			v, err := in.gradVarianceAt(ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
+			v, err := gradVarianceAt(in, ctx, out[k].Method, table, targetIdx, baseIdx, models, g.Warmup)
 			if err != nil {
 				return nil, fmt.Errorf("gradvar %s, batch %d: %w", out[k].Name, b+1, err)
 			}
@@ -241,7 +234,7 @@ func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32
 		}
 	}
 	for k := range out {
-		var sum GradVariance
+		var sum engine.GradVariance
 		for _, v := range out[k].PerBatch {
 			sum.Variance += v.Variance / float64(batches)
 			sum.MeanSquare += v.MeanSquare / float64(batches)
@@ -257,10 +250,10 @@ func MeasureGradVariance(ctx context.Context, g GradVarOptions, labels []float32
 
 // gradVarianceAt takes one meta-gradient per fresh model on fixed batches and labels and
 // returns their statistics across the models.
-func (in *Inputs) gradVarianceAt(ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models, warmup int) (GradVariance, error) {
+func gradVarianceAt(in *engine.Inputs, ctx context.Context, method string, table *torch.Tensor, targetIdx []int, baseIdx []int, models, warmup int) (engine.GradVariance, error) {
 	s := torch.NewScope()
 	defer s.Close()
-	cfg := in.cfg
+	cfg := in.Config()
 	cfg.Method = method
 	ti := make([]int64, len(targetIdx))
 	for i, v := range targetIdx {
@@ -271,24 +264,25 @@ func (in *Inputs) gradVarianceAt(ctx context.Context, method string, table *torc
 		bi[i] = int64(v)
 	}
 	var c torch.Chain
-	tIdx := c.T(indexTensor(ti, in.dev))
-	xt := c.T(in.target.x.IndexSelect(0, tIdx))
-	yt := c.T(in.target.y.IndexSelect(0, tIdx))
-	bIdx := c.T(indexTensor(bi, in.dev))
+	tIdx := c.T(torch.FromInt64On(in.Device(), ti, int64(len(ti))))
+	targetX, targetY := in.Target()
+	xt := c.T(targetX.IndexSelect(0, tIdx))
+	yt := c.T(targetY.IndexSelect(0, tIdx))
+	bIdx := c.T(torch.FromInt64On(in.Device(), bi, int64(len(bi))))
 	if c.Err() != nil {
-		return GradVariance{}, c.Err()
+		return engine.GradVariance{}, c.Err()
 	}
-	acc, err := newGradAccumulator([]int64{int64(in.ds.Base.N), int64(in.ds.Classes)}, in.dev)
+	acc, err := newGradAccumulator([]int64{int64(in.Data().Base.N), int64(in.Data().Classes)}, in.Device())
 	if err != nil {
-		return GradVariance{}, err
+		return engine.GradVariance{}, err
 	}
 	defer acc.close()
 	for m := 0; m < models; m++ {
 		if err := ctx.Err(); err != nil {
-			return GradVariance{}, err
+			return engine.GradVariance{}, err
 		}
-		if err := in.oneGradient(ctx, cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
-			return GradVariance{}, err
+		if err := oneGradient(in, ctx, cfg, table, bIdx, xt, yt, acc, m, warmup); err != nil {
+			return engine.GradVariance{}, err
 		}
 	}
 	return acc.variance()
@@ -296,47 +290,58 @@ func (in *Inputs) gradVarianceAt(ctx context.Context, method string, table *torc
 
 // oneGradient adds the label meta-gradient of fresh model m (seeded by m alone, so every
 // method sees the same initialisations) to acc.
-func (in *Inputs) oneGradient(ctx context.Context, cfg config.Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
+func oneGradient(in *engine.Inputs, ctx context.Context, cfg config.Config, table, bIdx, xt, yt *torch.Tensor, acc *gradAccumulator, m, warmup int) error {
 	s := torch.NewScope()
 	defer s.Close()
 	// Model m, warmed up on the labels through the evaluation trainer (its own minibatch
 	// stream), then seen as the meta-step's learner.
-	tr := &train.Trainer{Net: in.net, RR: cfg.Method == config.MethodRR, Cfg: cfg, Images: in.base.x, Labels: table,
-		Batch: cfg.InnerBatch, Opt: train.AdamSpec(cfg.ModelLR), Device: in.dev}
-	warm, err := train.NewModels(tr.Net, tr.RR, cfg, tr.Opt, []uint64{train.Seed(in.seed, "gradvar-model", m)}, in.dev, in.base.x.DType(), train.Mode(in.dev))
+	tr := &train.Trainer{Net: in.Net(), RR: cfg.Method == config.MethodRR, Cfg: cfg, Images: in.BaseImages(), Labels: table,
+		Batch: cfg.InnerBatch, Opt: train.AdamSpec(cfg.ModelLR), Device: in.Device()}
+	warm, err := train.NewModels(tr.Net, tr.RR, cfg, tr.Opt, []uint64{train.Seed(in.Seed(), "gradvar-model", m)}, in.Device(), in.BaseImages().DType(), train.Mode(in.Device()))
 	if err != nil {
 		return err
 	}
 	defer warm.Close()
-	rng := rand.New(rand.NewPCG(train.Seed(in.seed, "gradvar-warmup", m), 0x3a7))
+	rng := rand.New(rand.NewPCG(train.Seed(in.Seed(), "gradvar-warmup", m), 0x3a7))
 	if err := tr.TrainFor(ctx, warm, []*rand.Rand{rng}, warmup, nil); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
-	model, err := learnerOf(warm)
-	if err != nil {
-		return err
-	}
-	y, err := newLabels(in.ds.Base.N, in.ds.Classes, cfg, in.dev)
-	if err != nil {
-		return err
-	}
-	defer y.close()
-	if err := torch.NoGrad(func() error { return y.Y.Copy_(table) }); err != nil {
-		return err
-	}
-	b, err := soloBatch(y, in.base.x, bIdx, xt, yt, func(grads []*torch.Tensor) error {
-		if err := acc.add(grads[0]); err != nil {
+	return engine.LabelMetaGradient(in, cfg, warm, table, bIdx, xt, yt, func(g *torch.Tensor) error {
+		if err := acc.add(g); err != nil {
 			return fmt.Errorf("label gradient statistics: %w", err)
 		}
 		return nil
 	})
-	if err != nil {
-		return err
-	}
-	method := ldStep
-	if cfg.Method == config.MethodRR {
-		method = rrStep
-	}
-	_, err = method(model, b)
-	return err
 }
+
+// Window is the accumulator of a run's meta-gradients as an observer of its meta-loop: the
+// first learnt parameter's (the labels, where they are learnt) since the last Variance
+// (rundir.GradStats, for the run history).
+type Window struct{ acc *gradAccumulator }
+
+// Observer creates the accumulator when the loop starts and adds each meta-step's
+// gradients.
+func (w *Window) Observer() engine.Observer {
+	return engine.Observer{
+		Name: "gradient statistics",
+		Start: func(l *engine.Loop) error {
+			var err error
+			w.acc, err = newGradAccumulator(l.Params()[0].Shape(), l.Device())
+			return err
+		},
+		Gradient: func(_ *engine.Loop, grads []*torch.Tensor) error {
+			if err := w.acc.add(grads[0]); err != nil {
+				return fmt.Errorf("label gradient statistics: %w", err)
+			}
+			return nil
+		},
+		Close: func() { w.acc.close() },
+	}
+}
+
+// LastNorm is the L2 norm of the latest meta-gradient.
+func (w *Window) LastNorm() (float64, error) { return w.acc.lastNorm() }
+
+// Variance is the statistics of the meta-gradients since the last call, which starts a new
+// window.
+func (w *Window) Variance() (engine.GradVariance, error) { return w.acc.variance() }

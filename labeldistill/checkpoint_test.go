@@ -1,4 +1,4 @@
-package engine
+package labeldistill
 
 // checkpoint_test.go: checkpoints and resume. The central test interrupts small real-MNIST
 // runs (LD and RR, model resets and validations included) at arbitrary meta-steps by
@@ -20,93 +20,24 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
+	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 )
-
-var (
-	ckptDSOnce sync.Once
-	ckptDS     *Data
-)
-
-// ckptDataset: 2000 real MNIST target images, 20 balanced base examples.
-func ckptDataset(t testing.TB) *Data {
-	t.Helper()
-	ckptDSOnce.Do(func() { ckptDS = testMNIST(t, 2000, 1000, 1000, 20) })
-	if ckptDS == nil {
-		t.Skip("MNIST not available")
-	}
-	return ckptDS
-}
-
-// ckptConfig is a small run: 20 base, N_i 10, N_o 256 (8 steps per epoch), 3 epochs,
-// validation after every epoch, G = 2 so that the model is reset several times, 1 thread.
-func ckptConfig(method string) config.Config {
-	cfg := config.Default()
-	cfg.Method, cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch = method, 20, 10, 256
-	cfg.Epochs, cfg.ValidateEvery, cfg.ResetWindow, cfg.EvalModels = 3, 1, 2, 2
-	cfg.Baselines = []string{}
-	cfg.Threads = 1
-	cfg.CheckpointEvery = 5
-	return cfg
-}
-
-// ckptRestoreThreads undoes Config.Threads' process-wide setting after the test.
-func ckptRestoreThreads(t testing.TB) {
-	prev := torch.NumThreads()
-	t.Cleanup(func() { _ = torch.SetNumThreads(prev) })
-}
-
-// cancelAt returns options that cancel ctx right after meta-step k, and collect messages.
-func cancelAt(k int, msgs *[]string) (context.Context, RunOption) {
-	ctx, cancel := context.WithCancel(context.Background())
-	return ctx, WithProgress(func(p Progress) {
-		if p.Message != "" && msgs != nil {
-			*msgs = append(*msgs, p.Phase+": "+p.Message)
-		}
-		if k > 0 && p.Phase == "distill" && p.Step == k {
-			cancel()
-		}
-	})
-}
-
-func sameBits(a, b []float32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func sameFloat64Bits(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if math.Float64bits(a[i]) != math.Float64bits(b[i]) {
-			return false
-		}
-	}
-	return true
-}
 
 // requireSameResult compares everything a resumed run must reproduce exactly.
 func requireSameResult(t *testing.T, what string, got, want *Result) {
 	t.Helper()
 	switch {
-	case !sameBits(got.Labels, want.Labels):
+	case !testkit.SameBits(got.Labels, want.Labels):
 		t.Fatalf("%s: labels differ from the uninterrupted run", what)
-	case !sameFloat64Bits(got.TestAccuracies, want.TestAccuracies):
+	case !testkit.SameFloat64Bits(got.TestAccuracies, want.TestAccuracies):
 		t.Fatalf("%s: test accuracies %v, uninterrupted %v", what, got.TestAccuracies, want.TestAccuracies)
 	case got.T != want.T || got.MetaSteps != want.MetaSteps || !reflect.DeepEqual(got.Resets, want.Resets):
 		t.Fatalf("%s: T %d, steps %d, resets %v; uninterrupted %d, %d, %v", what, got.T, got.MetaSteps, got.Resets, want.T, want.MetaSteps, want.Resets)
@@ -136,8 +67,8 @@ func ckptFiles(t *testing.T, dir string) []int {
 // end with its validation pending, before and after model resets, twice in a row) and
 // requires the resumed runs to end exactly as the uninterrupted one.
 func TestResumeBitIdentical(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
 	for _, tc := range []struct {
 		method string
 		cuts   [][]int // each entry: the successive interruption steps of one resumed run
@@ -146,8 +77,8 @@ func TestResumeBitIdentical(t *testing.T) {
 		{config.MethodRR, [][]int{{5, 19}}},
 	} {
 		t.Run(tc.method, func(t *testing.T) {
-			cfg := ckptConfig(tc.method)
-			want, err := testDistill(context.Background(), cfg, WithData(ds))
+			cfg := testkit.SmallConfig(tc.method)
+			want, err := Distill(context.Background(), cfg, WithData(ds))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +94,7 @@ func TestResumeBitIdentical(t *testing.T) {
 					if k != cuts[0] {
 						opts = append(opts, WithResume(dir))
 					}
-					if _, err := testDistill(ctx, cfg, opts...); !errors.Is(err, context.Canceled) {
+					if _, err := Distill(ctx, cfg, opts...); !errors.Is(err, context.Canceled) {
 						t.Fatalf("cut at %d: got %v, want context.Canceled", k, err)
 					}
 					if steps := ckptFiles(t, dir); len(steps) == 0 || steps[0] != k || len(steps) > checkpoint.DefaultKeep {
@@ -171,7 +102,7 @@ func TestResumeBitIdentical(t *testing.T) {
 					}
 				}
 				var msgs []string
-				got, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
+				got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
 					if p.Phase == "resume" {
 						msgs = append(msgs, p.Message)
 					}
@@ -188,7 +119,7 @@ func TestResumeBitIdentical(t *testing.T) {
 					continue
 				}
 				// The finished run's final checkpoint resumes straight to the evaluation.
-				again, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(dir))
+				again, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -202,17 +133,17 @@ func TestResumeBitIdentical(t *testing.T) {
 // truncated; resume warns about both, continues from the third, and still ends exactly like
 // the uninterrupted run.
 func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	cfg.CheckpointEvery = 2
-	want, err := testDistill(context.Background(), cfg, WithData(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	ctx, progress := cancelAt(13, nil)
-	if _, err := testDistill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	if steps := ckptFiles(t, dir); !slices.Equal(steps, []int{13, 12, 10}) {
@@ -232,7 +163,7 @@ func TestResumeSkipsCorruptCheckpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	var warnings []string
-	got, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
+	got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir), WithProgress(func(p Progress) {
 		if p.Phase == "resume" {
 			warnings = append(warnings, p.Message)
 		}
@@ -254,7 +185,7 @@ func ckptCancelled(t *testing.T, cfg config.Config, ds *Data, k int) string {
 	t.Helper()
 	dir := t.TempDir()
 	ctx, progress := cancelAt(k, nil)
-	if _, err := testDistill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
+	if _, err := Distill(ctx, cfg, WithData(ds), progress, WithCheckpointDir(dir)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	return dir
@@ -263,14 +194,14 @@ func ckptCancelled(t *testing.T, cfg config.Config, ds *Data, k int) string {
 // TestResumeRefusesOtherConfigOrData: differences that change the computation are refused
 // with an error naming them; operational ones (threads, out, checkpoint_every) are not.
 func TestResumeRefusesOtherConfigOrData(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	dir := ckptCancelled(t, cfg, ds, 3)
 
 	other := cfg
 	other.LabelLR, other.Epochs = 2e-3, 2 // fewer epochs: refused (more would extend the run)
-	_, err := testDistill(context.Background(), other, WithData(ds), WithResume(dir))
+	_, err := Distill(context.Background(), other, WithData(ds), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "label_lr: 0.001 -> 0.002") || !strings.Contains(err.Error(), "epochs: 3 -> 2") ||
 		!strings.Contains(err.Error(), "different configuration") {
 		t.Fatalf("changed label_lr and epochs: got %v", err)
@@ -279,13 +210,13 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 	changed := *ds
 	changed.TargetSet.Images = slices.Clone(ds.TargetSet.Images)
 	changed.TargetSet.Images[12345] += 0.5
-	_, err = testDistill(context.Background(), cfg, WithData(&changed), WithResume(dir))
+	_, err = Distill(context.Background(), cfg, WithData(&changed), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "different data") {
 		t.Fatalf("changed a pixel: got %v", err)
 	}
 	files := *ds
 	files.Files = map[string]string{"mnist/train-images-idx3-ubyte.gz": "00ff"}
-	_, err = testDistill(context.Background(), cfg, WithData(&files), WithResume(dir))
+	_, err = Distill(context.Background(), cfg, WithData(&files), WithResume(dir))
 	if err == nil || !strings.Contains(err.Error(), "train-images-idx3-ubyte.gz: used by") && !strings.Contains(err.Error(), "train-images-idx3-ubyte.gz: not used") {
 		t.Fatalf("changed data files: got %v", err)
 	}
@@ -293,7 +224,7 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 	ops := cfg
 	ops.Out, ops.CheckpointEvery, ops.Epochs = "elsewhere", 7, cfg.Epochs
 	ops.Baselines = []string{}
-	res, err := testDistill(context.Background(), ops, WithData(ds), WithResume(dir))
+	res, err := Distill(context.Background(), ops, WithData(ds), WithResume(dir))
 	if err != nil {
 		t.Fatalf("operational differences must be allowed: %v", err)
 	}
@@ -305,22 +236,22 @@ func TestResumeRefusesOtherConfigOrData(t *testing.T) {
 // TestCheckpointFolderProblems: an unwritable checkpoint folder fails before any meta-step;
 // resuming from a missing or empty folder fails clearly.
 func TestCheckpointFolderProblems(t *testing.T) {
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	steps := 0
 	progress := WithProgress(func(p Progress) { steps += p.Step })
-	_, err := testDistill(context.Background(), cfg, WithData(ds), progress, WithCheckpointDir(filepath.Join(file, "checkpoints")))
+	_, err := Distill(context.Background(), cfg, WithData(ds), progress, WithCheckpointDir(filepath.Join(file, "checkpoints")))
 	if err == nil || !strings.Contains(err.Error(), "not writable") || steps != 0 {
 		t.Fatalf("checkpoint folder under a file: err %v after %d steps", err, steps)
 	}
-	if _, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(filepath.Join(t.TempDir(), "missing"))); err == nil || !strings.Contains(err.Error(), "not a folder") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(filepath.Join(t.TempDir(), "missing"))); err == nil || !strings.Contains(err.Error(), "not a folder") {
 		t.Fatalf("missing resume folder: %v", err)
 	}
-	if _, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(t.TempDir())); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(t.TempDir())); err == nil || !strings.Contains(err.Error(), "no checkpoint") {
 		t.Fatalf("empty resume folder: %v", err)
 	}
 	// Only corrupt checkpoints: an error listing them.
@@ -328,7 +259,7 @@ func TestCheckpointFolderProblems(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, checkpoint.Name(5)), []byte("PK\x03\x04 not really"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(dir)); err == nil || !strings.Contains(err.Error(), "no valid checkpoint") {
+	if _, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir)); err == nil || !strings.Contains(err.Error(), "no valid checkpoint") {
 		t.Fatalf("only a corrupt checkpoint: %v", err)
 	}
 }
@@ -337,16 +268,16 @@ func TestCheckpointFolderProblems(t *testing.T) {
 // at many lengths: every truncation fails to load, and every flip either fails or leaves the
 // verified content identical (zip fields outside the payload, such as timestamps).
 func TestCheckpointCorruptionDetected(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	dir := ckptCancelled(t, cfg, ds, 11)
 	path := filepath.Join(dir, checkpoint.Name(11))
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref, meta, err := readCheckpoint(path)
+	ref, meta, err := rundir.ReadCheckpoint(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +297,7 @@ func TestCheckpointCorruptionDetected(t *testing.T) {
 		if err := os.WriteFile(bad, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c, _, err := readCheckpoint(bad)
+		c, _, err := rundir.ReadCheckpoint(bad)
 		if err != nil {
 			return err
 		}
@@ -403,20 +334,20 @@ func TestCheckpointCorruptionDetected(t *testing.T) {
 // 4 trains on: the run stops with a *NonFiniteError naming step 4 and the label loss,
 // returns no result (so no artifact can be written), and leaves checkpoints 1–3 intact.
 func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodLD)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodLD)
 	cfg.CheckpointEvery = 1
 	bad := *ds
 	bad.TargetSet.Images = slices.Clone(ds.TargetSet.Images)
 	// The first epoch's order is the first draw of the run's Go random stream (setup).
-	order := rand.New(newRunPCG(uint64(cfg.Seed))).Perm(ds.TargetSet.N)
+	order := rand.New(engine.NewRunPCG(uint64(cfg.Seed))).Perm(ds.TargetSet.N)
 	img := order[3*cfg.OuterBatch+17]
-	size := ds.imageSize()
+	size := ds.ImageSize()
 	bad.TargetSet.Images[img*size+300] = float32(math.NaN())
 
 	dir := t.TempDir()
-	res, err := testDistill(context.Background(), cfg, WithData(&bad), WithCheckpointDir(dir), WithCheckpointKeep(0))
+	res, err := Distill(context.Background(), cfg, WithData(&bad), WithCheckpointDir(dir), WithCheckpointKeep(0))
 	var nf *NonFiniteError
 	if res != nil || !errors.As(err, &nf) || nf.Step != 4 || nf.Quantity != "label loss" || !strings.Contains(err.Error(), "meta-step 4") {
 		t.Fatalf("got result %v, error %v; want a NonFiniteError at meta-step 4 for the label loss", res != nil, err)
@@ -425,47 +356,8 @@ func TestNonFiniteRunKeepsLastGoodCheckpoint(t *testing.T) {
 	if steps := ckptFiles(t, dir); !slices.Equal(steps, []int{3, 2, 1}) {
 		t.Fatalf("checkpoints %v, want [3 2 1]", steps)
 	}
-	if _, _, err := readCheckpoint(filepath.Join(dir, checkpoint.Name(3))); err != nil {
+	if _, _, err := rundir.ReadCheckpoint(filepath.Join(dir, checkpoint.Name(3))); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestNonFiniteGuards: the meta-loop's guard on the learnt values and the checkpoint writer
-// name what is not finite.
-func TestNonFiniteGuards(t *testing.T) {
-	cfg := ckptConfig(config.MethodLD)
-	labels, err := newLabels(4, 3, cfg, torch.CPU)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer labels.close()
-	labelSum := func() float64 {
-		s := torch.NewScope()
-		defer s.Close()
-		sum, err := labels.Y.Sum()
-		if err != nil {
-			t.Fatal(err)
-		}
-		v, err := sum.Item()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
-	l := &Loop{learnt: []learnable{labels}}
-	reading := func() []float64 { return []float64{readLoss: 1, readWrong: 0, readInfo: 0, readSums: labelSum()} }
-	if _, err := l.checkReading(reading(), 10); err != nil {
-		t.Fatal(err)
-	}
-	if err := torch.NoGrad(func() error { return labels.Y.Fill_(math.NaN()) }); err != nil {
-		t.Fatal(err)
-	}
-	var nf *NonFiniteError
-	if _, err := l.checkReading(reading(), 10); !errors.As(err, &nf) || !strings.HasPrefix(nf.Quantity, "labels") {
-		t.Fatalf("NaN labels: %v", err)
-	}
-	if _, err := tensorArray("labels", labels.Y, 7); !errors.As(err, &nf) || nf.Step != 7 || !strings.Contains(nf.Quantity, "labels") {
-		t.Fatalf("checkpointing NaN labels: %v", err)
 	}
 }
 
@@ -474,10 +366,10 @@ func TestNonFiniteGuards(t *testing.T) {
 // and requires the uninterrupted run's exact labels.
 func TestCheckpointKill9(t *testing.T) {
 	if dir := os.Getenv("LDTORCH_KILL9_CHILD"); dir != "" {
-		ds := ckptDataset(t)
-		cfg := ckptConfig(config.MethodRR)
+		ds := testkit.SmallDataset(t)
+		cfg := testkit.SmallConfig(config.MethodRR)
 		cfg.CheckpointEvery = 1
-		_, err := testDistill(context.Background(), cfg, WithData(ds), WithCheckpointDir(dir), WithProgress(func(p Progress) {
+		_, err := Distill(context.Background(), cfg, WithData(ds), WithCheckpointDir(dir), WithProgress(func(p Progress) {
 			if p.Phase == "distill" {
 				time.Sleep(20 * time.Millisecond) // leave the parent time to kill mid-run
 			}
@@ -490,11 +382,11 @@ func TestCheckpointKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child process")
 	}
-	ckptRestoreThreads(t)
-	ds := ckptDataset(t)
-	cfg := ckptConfig(config.MethodRR)
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cfg := testkit.SmallConfig(config.MethodRR)
 	cfg.CheckpointEvery = 1
-	want, err := testDistill(context.Background(), cfg, WithData(ds))
+	want, err := Distill(context.Background(), cfg, WithData(ds))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -521,9 +413,22 @@ func TestCheckpointKill9(t *testing.T) {
 	werr := cmd.Wait()
 	steps := ckptFiles(t, dir)
 	t.Logf("child killed (%v) with checkpoints %v", werr, steps)
-	got, err := testDistill(context.Background(), cfg, WithData(ds), WithResume(dir))
+	got, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	requireSameResult(t, "resumed after kill -9 at step "+strconv.Itoa(steps[0]), got, want)
+}
+
+// cancelAt returns options that cancel ctx right after meta-step k, and collect messages.
+func cancelAt(k int, msgs *[]string) (context.Context, RunOption) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return ctx, WithProgress(func(p Progress) {
+		if p.Message != "" && msgs != nil {
+			*msgs = append(*msgs, p.Phase+": "+p.Message)
+		}
+		if k > 0 && p.Phase == "distill" && p.Step == k {
+			cancel()
+		}
+	})
 }

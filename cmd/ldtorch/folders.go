@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+
+	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
+)
+
+// folders.go: the command's folders: writable, locked by one process at a time, and the
+// libtorch runtime and device checked before any work.
+
+// checkWritable creates dir if needed and proves it writable (atomicfile.EnsureWritableDir).
+func checkWritable(dir string) error {
+	if fi, err := os.Lstat(dir); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		if _, err := os.Stat(dir); err != nil {
+			return usageErrorf("--out: %s", unreadable(dir, err))
+		}
+	}
+	err := atomicfile.EnsureWritableDir(dir)
+	if err == nil {
+		return nil
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return usageErrorf("--out: output folder %s is not writable: %v", dir, err)
+}
+
+// checkRuntime verifies the libtorch runtime (the shim's ABI) and the device.
+func checkRuntime(device string) (torch.Info, error) {
+	info, err := torch.RuntimeInfo()
+	if err != nil {
+		return info, failuref("%v", err)
+	}
+	dev, err := torch.ParseDevice(device)
+	if err != nil {
+		return info, usageErrorf("--device: %v", err)
+	}
+	if dev.IsCUDA() {
+		switch {
+		case !info.CUDA:
+			return info, usageErrorf("--device %s: CUDA is not available (libtorch %s, %s)", device, info.TorchVersion, info.Build)
+		case dev.Index >= info.CUDADevices:
+			return info, usageErrorf("--device %s: only %d CUDA device(s) present", device, info.CUDADevices)
+		}
+	}
+	return info, nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
+// lockFile is the lock of an output folder, held by the run writing into it.
+const lockFile = atomicfile.LockFile
+
+// lockOut takes the lock of the folder dir, given by flag ("": an argument), (atomicfile.LockDir) and returns the
+// function that releases it. A folder locked by another process is a usage error naming
+// the folder and that process.
+func lockOut(flag, dir string) (func(), error) {
+	unlock, err := atomicfile.LockDir(dir)
+	prefix := ""
+	if flag != "" {
+		prefix = flag + ": "
+	}
+	var le *atomicfile.LockedError
+	switch {
+	case errors.As(err, &le):
+		how := "wait for it to end"
+		if flag == "--out" {
+			how += ", or choose another --out"
+		}
+		return nil, usageErrorf("%s%s is in use by another run (%s holds %s); %s", prefix, dir, le.Holder(), le.Path, how)
+	case err != nil:
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, usageErrorf("%scannot create the lock file %s: %v", prefix, pe.Path, pe.Err)
+		}
+		return nil, failuref("%s%v", prefix, err)
+	}
+	return unlock, nil
+}
+
+// unwrapPath returns the cause of a *fs.PathError (the path is named by the caller).
+func unwrapPath(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
