@@ -45,3 +45,9 @@ func (d DType) String() string {
 	}
 	return fmt.Sprintf("dtype(%d)", int(d))
 }
+
+// IsFloatingPoint reports whether d is a floating-point type (float16, bfloat16, float32,
+// float64).
+func (d DType) IsFloatingPoint() bool {
+	return d == Half || d == BFloat16 || d == Float || d == Double
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // ABIVersion is the shim C API version this package was written for (shim.h).
-const ABIVersion = 20
+const ABIVersion = 21
 
 // Info describes the libtorch runtime in use.
 type Info struct {

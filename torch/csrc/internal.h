@@ -12,12 +12,19 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "compat.h"
 #include "shim.h"
+
+namespace torch {
+namespace jit {
+struct Graph;
+}
+}  // namespace torch
 
 namespace ldt {
 
@@ -114,6 +121,11 @@ inline void check_classes(const at::Tensor &y, int64_t classes, const char *op) 
     throw std::invalid_argument(std::string(op) + ": class index out of range (min " + std::to_string(lo) + ", max " +
                                 std::to_string(hi) + ", classes " + std::to_string(classes) + ")");
 }
+
+// rewrite_own_kernels inlines a TorchScript method's graph and moves its convolutions and
+// max-pools onto the shim's own kernels (script_kernels.cc); it returns how many operators
+// it replaced.
+int rewrite_own_kernels(const std::shared_ptr<torch::jit::Graph> &g);
 
 // local_response_norm is torch.nn.functional.local_response_norm's composite (nn.cc), where
 // the shim's own kernels (kernels/kernels.h) do not apply.

@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-#define LDT_ABI_VERSION 20
+#define LDT_ABI_VERSION 21
 
 #if defined(__GNUC__)
 #define LDT_API __attribute__((visibility("default")))
@@ -33,6 +33,7 @@ typedef char *ldt_error;
 typedef struct ldt_process_group_s *ldt_process_group;
 typedef struct ldt_work_s *ldt_work;
 typedef struct ldt_graph_s *ldt_graph;
+typedef struct ldt_script_s *ldt_script;
 
 /* ---- runtime (core.cc) ---------------------------------------------------------------- */
 LDT_API int ldt_abi_version(void);
@@ -404,6 +405,42 @@ LDT_API ldt_error ldt_pickle_save(const char *names, const int64_t *name_lens, c
                                   void **buf, int64_t *len);
 LDT_API ldt_error ldt_pickle_load(const void *data, int64_t len, int *n, ldt_tensor **ts, char **names);
 LDT_API void ldt_free_buffer(void *p);
+
+/* ---- TorchScript modules (script.cc) ---------------------------------------------------------
+ * ldt_script_load: a module from the bytes of a torch.jit.save file (len bytes at data, read
+ * during the call only), every tensor onto the CPU. Free it with ldt_script_free.
+ * ldt_script_named: the module's parameters (buffers = 0) or buffers (1), in the order and
+ * with the names of Python's named_parameters / named_buffers ("layer1.0.conv1.weight"):
+ * *n entries; *names and *owners (malloc'd; ldt_free_buffer) hold the n names and the
+ * qualified type names of the submodules holding them (as TorchScript spells them, e.g.
+ * "__torch__.torch.nn.modules.conv.Conv2d"), each NUL-terminated, back to back; *ts (malloc'd
+ * array; ldt_free_buffer) n new handles on the module's own tensors. Two parameters that are
+ * one tensor (tied weights) are an error.
+ * ldt_script_module_type: the qualified type name of the submodule at path ("" the module,
+ * "a.b" nested; malloc'd, ldt_free_buffer); no such submodule is an error.
+ * ldt_script_train: the training flag of the module and every submodule.
+ * ldt_script_to: every floating-point parameter and buffer to dtype, every one to the device
+ * (in place: the module keeps the same tensors).
+ * ldt_script_call: runs method on x with the n tensors ts in place of the parameters or
+ * buffers named in names (n names back to back, byte lengths in name_lens) for the call,
+ * then puts the module's own back; the given tensors may carry a graph, which the result
+ * extends. The method must return one tensor. One thread at a time per module.
+ * ldt_script_use_own_kernels: inlines method's graph (the methods it calls, its submodules')
+ * and runs its 2-d convolutions and max-pools, fused where a max-pool takes a convolution's
+ * output (or its ReLU's) alone, through the shim's own kernels (ldt_conv2d_direct,
+ * ldt_max_pool2d_direct, ldt_conv2d_max_pool2d and the 2×2 forms), which fall back to ATen's
+ * ops where they do not apply; *replaced is the number of operators replaced. Call it before
+ * the method first runs. */
+LDT_API ldt_error ldt_script_load(ldt_script *out, const void *data, int64_t len);
+LDT_API void ldt_script_free(ldt_script m);
+LDT_API ldt_error ldt_script_named(ldt_script m, int buffers, int *n, char **names, char **owners, ldt_tensor **ts);
+LDT_API ldt_error ldt_script_module_type(ldt_script m, const char *path, char **type);
+LDT_API ldt_error ldt_script_has_method(ldt_script m, const char *name, int *found);
+LDT_API ldt_error ldt_script_train(ldt_script m, int on);
+LDT_API ldt_error ldt_script_to(ldt_script m, int dtype, int dev_type, int dev_index);
+LDT_API ldt_error ldt_script_use_own_kernels(ldt_script m, const char *method, int *replaced);
+LDT_API ldt_error ldt_script_call(ldt_tensor *out, ldt_script m, const char *method, const char *names,
+                                  const int64_t *name_lens, const ldt_tensor *ts, int n, ldt_tensor x);
 
 #ifdef __cplusplus
 }
