@@ -38,6 +38,8 @@ const (
 	// convolutions on CPU are slower than the M convolutions they replace.
 	BodyPerModel BodyMode = iota
 	// BodyGrouped runs the M bodies as one computation: few, large kernels, meant for GPUs.
+	// A TorchScript network (New("torchscript:FILE")) runs its models one by one instead,
+	// as BodyPerModel: its module takes one model's tensors per call.
 	BodyGrouped
 )
 
@@ -65,6 +67,10 @@ func NewBatched(n *Net, m int64) (*Batched, error) {
 	}
 	return &Batched{Net: n, M: m}, nil
 }
+
+// grouped_ reports whether the bodies run grouped: in BodyGrouped mode, except for a
+// TorchScript network, whose models run one by one (BodyPerModel) in either mode.
+func (b *Batched) grouped_() bool { return b.Mode == BodyGrouped && b.Net.script == nil }
 
 // Features runs the M bodies: p[i] holds at least model i's body parameters and buf[i]
 // its buffers. x is either (M, B, C, H, W), model i's own batch at x[i], or (B, C, H, W),
@@ -97,7 +103,7 @@ func (b *Batched) stacked(p, buf [][]*torch.Tensor, x *torch.Tensor, train, head
 	if err != nil {
 		return nil, err
 	}
-	if b.Mode == BodyGrouped {
+	if b.grouped_() {
 		return b.grouped(p, buf, x, perModelInput, train, head)
 	}
 	outs, err := b.perModel(p, buf, x, perModelInput, train, head)
@@ -112,7 +118,7 @@ func (b *Batched) each(p, buf [][]*torch.Tensor, x *torch.Tensor, train, head bo
 	if err != nil {
 		return nil, err
 	}
-	if b.Mode != BodyGrouped {
+	if !b.grouped_() {
 		return b.perModel(p, buf, x, perModelInput, train, head)
 	}
 	out, err := b.grouped(p, buf, x, perModelInput, train, head)

@@ -42,4 +42,53 @@
 // channels; the one-channel padding of 3 is the reference's, so that MNIST-like data
 // reaches the same 4×4×128 features as CIFAR-like data (a three-channel 28×28 image ends
 // at 3×3×128 = 1152).
+//
+// # TorchScript networks
+//
+// New("torchscript:FILE", c, h, w, classes) builds a Net from a TorchScript file (written by
+// torch.jit.save of a scripted or traced module; scripts/export_torchscript.py exports
+// nets' LeNet, a CIFAR ResNet-18 and modules of one's own). The contract, checked when the
+// file loads, each failure an error naming the file:
+//
+//   - a method features(x) taking a batch (B, c, h, w) and returning (B, D), and a
+//     submodule head that is an nn.Linear(D, classes) with a bias; forward(x) must be
+//     head(features(x)) (compared on a probe batch);
+//   - a probe batch of the data's shape, of 2 and of 5 images, runs through both methods on
+//     the CPU (another input size or channel count fails here, a module that runs only on
+//     CUDA too, and a traced module that fixed its batch size fails on one of the two);
+//   - every parameter is floating point and is held by a layer whose initialisation nets
+//     knows (below); parameters shared by two names (tied weights) are refused.
+//
+// Body is every parameter not under head., in the module's named_parameters order and with
+// its state_dict names (TorchNames returns them as they are); Head is head.weight and
+// head.bias. So LD RR uses Features (the method features) and LD uses Forward (the method
+// forward), each a functional call: the module runs with the caller's parameter and buffer
+// tensors in place of its own (θ′ = θ − α∇θ included, with every derivative its operators
+// have; an operator without a double backward, grid_sample for one, fails second-order LD
+// with libtorch's error while first order works).
+//
+// Fresh parameters come from the caller's seed (InitParams, Reinit) with PyTorch's default
+// per layer type, exactly as for nets' own networks: Conv1d/2d/3d, ConvTranspose1d/2d/3d and
+// Linear weights kaiming_uniform(a = √5), that is U(±1/√fan_in) with fan_in from the weight's
+// shape, and biases U(±1/√fan_in) of their layer's weight; BatchNorm1d/2d/3d, SyncBatchNorm,
+// InstanceNorm1d/2d/3d, LayerNorm and GroupNorm weight 1, bias 0. A parameter held by any
+// other module type (a layer of one's own with an nn.Parameter, an Embedding, …) is an
+// error naming the parameter and its layer type: there is no hook for one's own
+// initialisation; hold parameters in the layers above. The exported LeNet therefore starts,
+// for a seed, exactly where nets' LeNet starts.
+//
+// Buffers are the running statistics of BatchNorm and InstanceNorm layers, running_mean
+// (starting at 0), running_var (1) and num_batches_tracked (0, kept in the buffers' dtype),
+// handled as for ResNet: in training mode the layers normalise with the batch's statistics
+// and update the buffers given to the call in place, in evaluation mode they use them
+// (BatchCoupled reports such a network). Any other buffer of the module is a constant it
+// keeps as the file holds it (moved to the parameters' dtype and device); a buffer the
+// module changes while it runs must belong to one of those layers.
+//
+// The module's 2-d convolutions and max-pools run through the shim's own CPU kernels, as
+// nets' networks do (torch.ScriptModule.UseOwnKernels), so the exported LeNet computes
+// nets' LeNet's bits at its speed. Batched runs the models of a TorchScript network one by
+// one (BodyPerModel) in either BodyMode. The Net holds the loaded module, used by one
+// goroutine at a time (a call sets the module's attributes for its duration) and freed by
+// Close.
 package nets

@@ -13,7 +13,7 @@ import (
 // Net is a functional network: the parameters and buffers live with the caller. Run
 // Forward and Features inside a torch.Scope: intermediate tensors belong to it.
 type Net struct {
-	Arch       string   // "lenet", "alexnet", "resnet" or "convnet"
+	Arch       string   // "lenet", "alexnet", "resnet", "convnet" or "torchscript:FILE"
 	InShape    [3]int64 // C, H, W
 	Classes    int64
 	FeatureDim int64        // width of the body's output (d)
@@ -21,6 +21,7 @@ type Net struct {
 	Buffers    []BufferSpec // BatchNorm running statistics (resnet only)
 	body       body         // written once over layers (layers.go)
 	xavier     bool         // Head's weights Xavier-normal, bias zero (XavierInit)
+	script     *scriptNet   // a network from a TorchScript file (torchscript.go), else nil
 }
 
 // XavierInit is a copy of n whose conv and linear weights start Xavier-normal and biases
@@ -36,9 +37,15 @@ func (n *Net) XavierInit() *Net {
 var Archs = []string{"lenet", "alexnet", "resnet", "convnet"}
 
 // New builds the network arch for inputs of shape (c, h, w) and the given class count.
+// arch is one of Archs, or "torchscript:FILE", a TorchScript file that meets the contract
+// of the package documentation ("TorchScript networks"); such a network holds the loaded
+// module until Close.
 func New(arch string, c, h, w, classes int64) (*Net, error) {
 	if classes < 2 {
 		return nil, fmt.Errorf("nets: need at least 2 classes, got %d", classes)
+	}
+	if IsTorchScript(arch) {
+		return newTorchScript(arch, c, h, w, classes)
 	}
 	switch arch {
 	case "lenet":
@@ -50,12 +57,17 @@ func New(arch string, c, h, w, classes int64) (*Net, error) {
 	case "convnet":
 		return newConvNet(c, h, w, classes)
 	}
-	return nil, fmt.Errorf("nets: unknown architecture %q (known: %s)", arch, strings.Join(Archs, ", "))
+	return nil, fmt.Errorf("nets: unknown architecture %q (known: %s, %sFILE)", arch, strings.Join(Archs, ", "), TorchScriptPrefix)
 }
 
-// Head is the final linear layer's parameters (FeatureDim → Classes).
+// Head is the final linear layer's parameters (FeatureDim → Classes): fc.weight and fc.bias,
+// or head.weight and head.bias for a TorchScript network.
 func (n *Net) Head() []ParamSpec {
-	h := linearSpecs("fc", n.Classes, n.FeatureDim)
+	name := "fc"
+	if n.script != nil {
+		name = "head"
+	}
+	h := linearSpecs(name, n.Classes, n.FeatureDim)
 	if n.xavier {
 		h = XavierSpecs(h)
 	}
@@ -79,6 +91,9 @@ func (n *Net) Features(p, buf []*torch.Tensor, x *torch.Tensor, train bool) (*to
 	if err := n.checkInput(x); err != nil {
 		return nil, err
 	}
+	if n.script != nil {
+		return n.script.call(n, "features", n.script.featNames, p, buf, x, train, n.FeatureDim)
+	}
 	var c torch.Chain
 	f := n.body(oneModel{}, &c, p, buf, x, train)
 	return f, c.Err()
@@ -89,6 +104,15 @@ func (n *Net) Forward(p, buf []*torch.Tensor, x *torch.Tensor, train bool) (*tor
 	nb := len(n.Body)
 	if len(p) != nb+2 {
 		return nil, fmt.Errorf("nets: %s needs %d parameters, got %d", n.Arch, nb+2, len(p))
+	}
+	if n.script != nil {
+		if len(buf) != len(n.Buffers) {
+			return nil, fmt.Errorf("nets: %s needs %d buffers, got %d", n.Arch, len(n.Buffers), len(buf))
+		}
+		if err := n.checkInput(x); err != nil {
+			return nil, err
+		}
+		return n.script.call(n, "forward", n.script.fwdNames, p, buf, x, train, n.Classes)
 	}
 	f, err := n.Features(p, buf, x, train)
 	if err != nil {

@@ -25,8 +25,12 @@ func (n *Net) TorchNames() (params, buffers []string) {
 	return params, buffers
 }
 
-// torchName maps one of n's names ("conv1.weight", "fc.bias", …) to PyTorch's.
+// torchName maps one of n's names ("conv1.weight", "fc.bias", …) to PyTorch's. A
+// TorchScript network's names are its module's already.
 func (n *Net) torchName(name string) string {
+	if n.script != nil {
+		return name
+	}
 	module, leaf, _ := cutLast(name)
 	switch n.Arch {
 	case "lenet":
