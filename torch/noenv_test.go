@@ -23,12 +23,13 @@ import (
 // environment, by file (relative to torch/) and function: torch/dist's explicit
 // from-environment calls (torchrun's variables, read when the program asks) and its launcher
 // (whose ranks inherit this process's environment unless it is given one), and the test
-// helper torch/devicetest (LDTORCH_TEST_DEVICE), which no program imports
+// helper torch/devicetest (LDTORCH_TEST_DEVICE, and LDTORCH_MKLDNN for the test binaries'
+// check of oneDNN, as the command reads it), which no program imports
 // (TestNoEnvironmentReads checks that too).
 var envAllowed = map[string][]string{
 	"dist/dist.go":             {"FromEnv", "TimeoutFromEnv", "CheckEnv"},
 	"dist/launch.go":           {"Launch"},
-	"devicetest/devicetest.go": {"Device"},
+	"devicetest/devicetest.go": {"Device", "GuardConvolutions"},
 }
 
 // envFuncs are the calls that read the environment, by package.

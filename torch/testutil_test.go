@@ -21,7 +21,12 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	// Here as in the command: libtorch's oneDNN convolutions are checked, and switched off
-	// where they are wrong (mkldnn.go); every comparison with Conv2d below trusts it.
+	// where they are wrong (mkldnn.go), unless LDTORCH_MKLDNN says on or off; every
+	// comparison with Conv2d below trusts it.
+	if v := os.Getenv(MkldnnEnv); SetMkldnnSetting(v) != nil {
+		fmt.Fprintf(os.Stderr, "torch tests: %s=%q: want check (the default), on or off\n", MkldnnEnv, v)
+		os.Exit(1)
+	}
 	g, err := GuardConvolutions()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -41,9 +41,14 @@ func Device(tb testing.TB) torch.Device {
 }
 
 // GuardConvolutions is torch.GuardConvolutions for a test binary's TestMain, as the
-// command runs it: a wrong LDTORCH_MKLDNN or a failed check ends the binary (exit 1); oneDNN
-// switched off, or any outcome under go test -v, is said on stderr. It returns the outcome.
+// command runs it, with the command's LDTORCH_MKLDNN (torch.SetMkldnnSetting): a wrong
+// value or a failed check ends the binary (exit 1); oneDNN switched off, or any outcome
+// under go test -v, is said on stderr. It returns the outcome.
 func GuardConvolutions(pkg string, verbose bool) torch.ConvGuard {
+	if v := os.Getenv(torch.MkldnnEnv); torch.SetMkldnnSetting(v) != nil {
+		fmt.Fprintf(os.Stderr, "%s tests: %s=%q: want check (the default), on or off\n", pkg, torch.MkldnnEnv, v)
+		os.Exit(1)
+	}
 	g, err := torch.GuardConvolutions()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s tests: %v\n", pkg, err)
