@@ -13,6 +13,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
+	"github.com/ldtorch/ldtorch/labeldistill/results"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -64,7 +65,7 @@ type EvalConfig struct {
 // Recipes of EvalConfig.Recipe.
 const (
 	RecipeStandard = "standard"
-	RecipeDD       = "dd"
+	RecipeDD       = results.RecipeDD
 )
 
 // EvalDataConfig returns the configuration art's fresh models are trained and tested under

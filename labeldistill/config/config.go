@@ -356,6 +356,17 @@ func (c Config) LearnsImages() bool {
 	return c.Method == MethodDD || c.Learn == LearnImages || c.Learn == LearnBoth
 }
 
+// MethodLabel is how summaries and figures name a method by itself: "LD", "LD RR" or "DD".
+func MethodLabel(method string) string {
+	switch method {
+	case MethodRR:
+		return "LD RR"
+	case MethodDD:
+		return "DD"
+	}
+	return "LD"
+}
+
 // MethodName is how summaries and figures name what a run of the (resolved) configuration
 // distils: "LD", "LD RR", the paper's "Our DD" and "Our DD RR" (learnt images), "LD + images"
 // and "LD RR + images" (both), "DD" (method dd).

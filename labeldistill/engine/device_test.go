@@ -112,7 +112,10 @@ func TestDeviceMetaGraph(t *testing.T) {
 			cfg := testkit.SmallConfig(method)
 			cfg.CheckpointEvery, cfg.Epochs, cfg.Device = -1, 2, dev.String()
 			run := func(graphs string) (*Result, int64, int64) {
-				t.Setenv("LDTORCH_CUDA_GRAPHS", graphs)
+				if err := torch.SetCUDAGraphs(graphs); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = torch.SetCUDAGraphs("on") })
 				c0, r0, _ := train.CUDAGraphStatus()
 				res, err := testDistill(context.Background(), cfg, WithData(ds))
 				if err != nil {

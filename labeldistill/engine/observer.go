@@ -44,6 +44,24 @@ type Observer struct {
 	Close func()
 }
 
+// ObserverError is an error of an observer's hook, with the observer's name. Its message is
+// the hook's own (hooks name what they were doing).
+type ObserverError struct {
+	Observer string
+	Err      error
+}
+
+func (e *ObserverError) Error() string { return e.Err.Error() }
+func (e *ObserverError) Unwrap() error { return e.Err }
+
+// wrap is err with o's name (nil stays nil).
+func (o Observer) wrap(err error) error {
+	if err == nil || o.Name == "" {
+		return err
+	}
+	return &ObserverError{Observer: o.Name, Err: err}
+}
+
 // PhaseRecord is one evaluation phase after the meta-loop: the final test or a baseline.
 type PhaseRecord struct {
 	Name, Baseline string // "test" or "baseline", and the baseline's key
@@ -55,7 +73,7 @@ func (l *Loop) onStart() error {
 	for _, o := range l.observers {
 		if o.Start != nil {
 			if err := o.Start(l); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -66,7 +84,7 @@ func (l *Loop) onStepped() error {
 	for _, o := range l.observers {
 		if o.Stepped != nil {
 			if err := o.Stepped(l); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -77,7 +95,7 @@ func (l *Loop) onValidated(v ValidationRecord, took time.Duration) error {
 	for _, o := range l.observers {
 		if o.Validated != nil {
 			if err := o.Validated(l, v, took); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -88,7 +106,7 @@ func (l *Loop) onEpochEnd(epoch int, validated bool) error {
 	for _, o := range l.observers {
 		if o.EpochEnd != nil {
 			if err := o.EpochEnd(l, epoch, validated); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -99,7 +117,7 @@ func (l *Loop) onPhase(p PhaseRecord) error {
 	for _, o := range l.observers {
 		if o.Phase != nil {
 			if err := o.Phase(l, p); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -111,7 +129,7 @@ func (l *Loop) sync() error {
 	for _, o := range l.observers {
 		if o.Sync != nil {
 			if err := o.Sync(); err != nil {
-				return err
+				return o.wrap(err)
 			}
 		}
 	}
@@ -128,6 +146,7 @@ func progressObserver(f func(Progress)) Observer {
 	}
 	total := func(l *Loop) int { return l.stepsPerEpoch() * l.in.cfg.Epochs }
 	return Observer{
+		Name: "progress",
 		Stepped: func(l *Loop) error {
 			report(l, Progress{Phase: "distill", Epoch: l.pos.Epoch, Epochs: l.in.cfg.Epochs, TotalSteps: total(l)})
 			return nil

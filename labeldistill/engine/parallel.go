@@ -190,7 +190,7 @@ func (p *parallel) observer() []Observer {
 	if p.size() == 1 {
 		return nil
 	}
-	return []Observer{{Start: p.broadcastState, Validated: func(l *Loop, v ValidationRecord, _ time.Duration) error {
+	return []Observer{{Name: "data-parallel checks", Start: p.broadcastState, Validated: func(l *Loop, v ValidationRecord, _ time.Duration) error {
 		return p.checkAgreement(l, v.Accuracy)
 	}}}
 }
@@ -333,7 +333,7 @@ type baseShard struct {
 
 // baseShard returns this rank's part of an N_i-row base batch of a run on net, or nil.
 func (p *parallel) baseShard(cfg config.Config, net *nets.Net, innerBatch int) *baseShard {
-	if p.size() == 1 || cfg.LearnsImages() || len(net.Buffers) > 0 || innerBatch < p.size() || !p.splitsBase(net) {
+	if p.size() == 1 || cfg.LearnsImages() || net.BatchCoupled() || innerBatch < p.size() || !p.splitsBase(net) {
 		return nil
 	}
 	lo, hi := shardOf(innerBatch, p.rank(), p.size())

@@ -1,6 +1,6 @@
 package report
 
-// flexibility.go: the paper's flexibility figure (study.Flexibility): learnt labels beside
+// flexibility.go: the paper's flexibility figure (results.Flexibility): learnt labels beside
 // method dd for the number of training steps, the optimisation settings and the
 // architecture, as one PNG of three panels.
 
@@ -14,14 +14,14 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/ldtorch/ldtorch/labeldistill/study"
+	"github.com/ldtorch/ldtorch/labeldistill/results"
 )
 
 // FlexibilityFigure draws f's three panels side by side: (a) test accuracy (mean ± std over
 // the models) against the step count as a fraction of each method's T; (b) horizontal bars
 // of the optimisation settings, the methods' own recipes first; (c) bars per architecture,
 // one per method (and the labels' true-label baseline).
-func FlexibilityFigure(f *study.Flexibility) ([]byte, error) {
+func FlexibilityFigure(f *results.Flexibility) ([]byte, error) {
 	if len(f.Panels) != 3 {
 		return nil, fmt.Errorf("flexibility figure: %d panels, want 3", len(f.Panels))
 	}
@@ -36,7 +36,7 @@ func FlexibilityFigure(f *study.Flexibility) ([]byte, error) {
 		}
 	}
 	yMin := math.Max(0, math.Floor(lo/10)*10-10)
-	colour := func(s study.Series, i int) color.Color {
+	colour := func(s results.Series, i int) color.Color {
 		switch {
 		case s.Labels == "true":
 			return grey
@@ -50,7 +50,7 @@ func FlexibilityFigure(f *study.Flexibility) ([]byte, error) {
 	var plots []*plot.Plot
 	for _, pn := range f.Panels {
 		title := pn.Title
-		if pn.Name == study.FlexSteps {
+		if pn.Name == results.FlexSteps {
 			title = fmt.Sprintf("%s: %s beside %s on %s", pn.Title, f.MethodName, f.VersusName, f.Dataset)
 		}
 		p := newPlot(title)
@@ -59,9 +59,9 @@ func FlexibilityFigure(f *study.Flexibility) ([]byte, error) {
 		p.Legend.TextStyle.Font.Size = vg.Points(9)
 		var err error
 		switch pn.Name {
-		case study.FlexSteps:
+		case results.FlexSteps:
 			err = flexStepsPanel(p, pn, yMin, colour)
-		case study.FlexOptimisation:
+		case results.FlexOptimisation:
 			err = flexOptPanel(p, pn, yMin, colour)
 		default:
 			err = flexArchPanel(p, pn, yMin, colour)
@@ -74,7 +74,7 @@ func FlexibilityFigure(f *study.Flexibility) ([]byte, error) {
 	return renderPNG([][]*plot.Plot{plots}, 21*vg.Inch, 6.5*vg.Inch)
 }
 
-func flexStepsPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(study.Series, int) color.Color) error {
+func flexStepsPanel(p *plot.Plot, pn results.Panel, yMin float64, colour func(results.Series, int) color.Color) error {
 	p.Add(plotter.NewGrid())
 	xMin, xMax := 1.0, 1.0
 	for i, s := range pn.Series {
@@ -107,7 +107,7 @@ func flexStepsPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(stud
 }
 
 // flexOptPanel draws one horizontal bar per setting, top to bottom in the panel's order.
-func flexOptPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(study.Series, int) color.Color) error {
+func flexOptPanel(p *plot.Plot, pn results.Panel, yMin float64, colour func(results.Series, int) color.Color) error {
 	p.Add(&plotter.Grid{Vertical: plotter.DefaultGridLineStyle})
 	n := 0
 	for _, s := range pn.Series {
@@ -157,7 +157,7 @@ func flexOptPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(study.
 }
 
 // flexArchPanel draws grouped bars: one group per architecture, one bar per series.
-func flexArchPanel(p *plot.Plot, pn study.Panel, yMin float64, colour func(study.Series, int) color.Color) error {
+func flexArchPanel(p *plot.Plot, pn results.Panel, yMin float64, colour func(results.Series, int) color.Color) error {
 	p.Add(&plotter.Grid{Horizontal: plotter.DefaultGridLineStyle})
 	cats := pn.Categories()
 	const w = 36
@@ -232,7 +232,7 @@ func (o offsetErrBars) Plot(c draw.Canvas, p *plot.Plot) {
 // offsetLabels draws each series' value labels over its own bars.
 type offsetLabels struct {
 	*plotter.Labels
-	series []study.Series
+	series []results.Series
 	w      float64
 	k      int
 }

@@ -5,29 +5,29 @@ import (
 	"image/png"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/labeldistill/study"
+	"github.com/ldtorch/ldtorch/labeldistill/results"
 )
 
 // TestFlexibilityFigure: the figure is a PNG of three panels side by side, each drawing
 // both methods in their colours (LD blue, DD orange), the true-label baseline in grey.
 func TestFlexibilityFigure(t *testing.T) {
-	pt := func(label string, x, mean float64, own bool) study.Point {
-		return study.Point{Label: label, X: x, Steps: 10, Mean: mean, Std: 1, Models: 3, Own: own}
+	pt := func(label string, x, mean float64, own bool) results.Point {
+		return results.Point{Label: label, X: x, Steps: 10, Mean: mean, Std: 1, Models: 3, Own: own}
 	}
-	f := &study.Flexibility{Study: "flexibility", Dataset: "mnist", MethodName: "LD", VersusName: "DD", Panels: []study.Panel{
-		{Name: study.FlexSteps, Title: "(a) training steps", XLabel: "steps ÷ T", Series: []study.Series{
-			{Name: "LD (T = 278)", Method: "LD", Labels: "distilled", Points: []study.Point{pt("T-50", 0.82, 86, false), pt("T+0", 1, 87, true), pt("T+100", 1.36, 86.5, false)}},
-			{Name: "DD (T = 30)", Method: "DD", Labels: "distilled", Points: []study.Point{pt("10", 1.0/3, 36, false), pt("30", 1, 77, true), pt("35", 35.0/30, 54, false)}},
+	f := &results.Flexibility{Study: "flexibility", Dataset: "mnist", MethodName: "LD", VersusName: "DD", Panels: []results.Panel{
+		{Name: results.FlexSteps, Title: "(a) training steps", XLabel: "steps ÷ T", Series: []results.Series{
+			{Name: "LD (T = 278)", Method: "LD", Labels: "distilled", Points: []results.Point{pt("T-50", 0.82, 86, false), pt("T+0", 1, 87, true), pt("T+100", 1.36, 86.5, false)}},
+			{Name: "DD (T = 30)", Method: "DD", Labels: "distilled", Points: []results.Point{pt("10", 1.0/3, 36, false), pt("30", 1, 77, true), pt("35", 35.0/30, 54, false)}},
 		}},
-		{Name: study.FlexOptimisation, Title: "(b) optimisation settings", Series: []study.Series{
-			{Name: "LD: off-the-shelf optimisers", Method: "LD", Labels: "distilled", Points: []study.Point{pt("LD: Adam lr 0.001 (own recipe)", 0, 87, true), pt("LD: sgd momentum 0.9 lr 0.01", 1, 85, false)}},
-			{Name: "DD: its recipe changed", Method: "DD", Labels: "distilled", Points: []study.Point{pt("DD: own recipe", 2, 77, true), pt("DD: mean step size", 3, 62, false),
+		{Name: results.FlexOptimisation, Title: "(b) optimisation settings", Series: []results.Series{
+			{Name: "LD: off-the-shelf optimisers", Method: "LD", Labels: "distilled", Points: []results.Point{pt("LD: Adam lr 0.001 (own recipe)", 0, 87, true), pt("LD: sgd momentum 0.9 lr 0.01", 1, 85, false)}},
+			{Name: "DD: its recipe changed", Method: "DD", Labels: "distilled", Points: []results.Point{pt("DD: own recipe", 2, 77, true), pt("DD: mean step size", 3, 62, false),
 				{Label: "DD: shuffled within epochs", X: 4, Diverged: 3}}},
 		}},
-		{Name: study.FlexArch, Title: "(c) architectures", Series: []study.Series{
-			{Name: "LD (distilled with lenet)", Method: "LD", Labels: "distilled", Points: []study.Point{pt("lenet", 0, 87, true), pt("resnet", 1, 80, false)}},
-			{Name: "DD (distilled with lenet)", Method: "DD", Labels: "distilled", Points: []study.Point{pt("lenet", 0, 77, true), pt("resnet", 1, 40, false)}},
-			{Name: "true labels of the same base images", Method: "LD", Labels: "true", Points: []study.Point{pt("lenet", 0, 80, false), pt("resnet", 1, 70, false)}},
+		{Name: results.FlexArch, Title: "(c) architectures", Series: []results.Series{
+			{Name: "LD (distilled with lenet)", Method: "LD", Labels: "distilled", Points: []results.Point{pt("lenet", 0, 87, true), pt("resnet", 1, 80, false)}},
+			{Name: "DD (distilled with lenet)", Method: "DD", Labels: "distilled", Points: []results.Point{pt("lenet", 0, 77, true), pt("resnet", 1, 40, false)}},
+			{Name: "true labels of the same base images", Method: "LD", Labels: "true", Points: []results.Point{pt("lenet", 0, 80, false), pt("resnet", 1, 70, false)}},
 		}},
 	}}
 	b, err := FlexibilityFigure(f)

@@ -1,6 +1,6 @@
 package report
 
-// study.go: the figure of a flexibility study (study.Run), drawn with the
+// results.go: the figure of a flexibility study (results.Run), drawn with the
 // helpers of figures.go.
 
 import (
@@ -14,14 +14,14 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/ldtorch/ldtorch/labeldistill/study"
-	"github.com/ldtorch/ldtorch/labeldistill/sweep"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
+	"github.com/ldtorch/ldtorch/labeldistill/results"
 )
 
 // StudyFigure draws a study as PNG: test accuracy (mean ± std over the models) against the
 // number of steps (steps), against the learning rate per optimiser (optimizer), or as bars
 // per setting (arch: distilled beside true labels; rr-standard).
-func StudyFigure(st *study.Study) ([]byte, error) {
+func StudyFigure(st *results.Study) ([]byte, error) {
 	title := fmt.Sprintf("%s study: %s %s, %d base examples (T = %d, %d models)",
 		st.Study, studyMethodName(st), datasetTitle(st), st.BaseExamples, st.T, st.Models)
 	p := newPlot(title)
@@ -29,9 +29,9 @@ func StudyFigure(st *study.Study) ([]byte, error) {
 	p.Add(plotter.NewGrid())
 	var err error
 	switch st.Study {
-	case study.Steps:
+	case results.Steps:
 		err = stepsPlot(p, st)
-	case study.Optimizer:
+	case results.Optimizer:
 		err = optimizerPlot(p, st)
 	default:
 		err = barsPlot(p, st)
@@ -42,7 +42,7 @@ func StudyFigure(st *study.Study) ([]byte, error) {
 	return renderPNG([][]*plot.Plot{{p}}, 9*vg.Inch, 5*vg.Inch)
 }
 
-func datasetTitle(st *study.Study) string {
+func datasetTitle(st *results.Study) string {
 	if st.Source != "" && st.Source != st.Dataset {
 		return st.Source + " → " + st.Dataset
 	}
@@ -50,7 +50,7 @@ func datasetTitle(st *study.Study) string {
 }
 
 // meanErr adds a line with points and ±std error bars.
-func meanErr(p *plot.Plot, xs []float64, settings []study.Setting, col color.Color, legend string) error {
+func meanErr(p *plot.Plot, xs []float64, settings []results.Setting, col color.Color, legend string) error {
 	var xys plotter.XYs
 	var stds []float64
 	for i, s := range settings {
@@ -83,7 +83,7 @@ func addMeanStd(p *plot.Plot, xys plotter.XYs, stds []float64, col color.Color, 
 	return nil
 }
 
-func stepsPlot(p *plot.Plot, st *study.Study) error {
+func stepsPlot(p *plot.Plot, st *results.Study) error {
 	xs := make([]float64, len(st.Settings))
 	for i, s := range st.Settings {
 		xs[i] = float64(s.Steps)
@@ -102,8 +102,8 @@ func stepsPlot(p *plot.Plot, st *study.Study) error {
 	return nil
 }
 
-func optimizerPlot(p *plot.Plot, st *study.Study) error {
-	groups := map[string][]study.Setting{}
+func optimizerPlot(p *plot.Plot, st *results.Study) error {
+	groups := map[string][]results.Setting{}
 	var order []string
 	for _, s := range st.Settings {
 		key := s.Optimizer
@@ -131,7 +131,7 @@ func optimizerPlot(p *plot.Plot, st *study.Study) error {
 	return nil
 }
 
-func barsPlot(p *plot.Plot, st *study.Study) error {
+func barsPlot(p *plot.Plot, st *results.Study) error {
 	names := make([]string, len(st.Settings))
 	xys := make(plotter.XYs, len(st.Settings))
 	stds := make([]float64, len(st.Settings))
@@ -160,11 +160,11 @@ func barsPlot(p *plot.Plot, st *study.Study) error {
 		bars.Color, bars.LineStyle.Width = b.col, 0
 		p.Add(bars)
 		switch {
-		case st.Study == study.Arch && st.DD():
+		case st.Study == results.Arch && st.DD():
 			if b.legend == "distilled labels" {
 				p.Legend.Add("distilled images (learnt step sizes, fixed order)", bars)
 			}
-		case st.Study == study.Arch:
+		case st.Study == results.Arch:
 			p.Legend.Add(b.legend, bars)
 		}
 	}
@@ -197,7 +197,7 @@ func barsPlot(p *plot.Plot, st *study.Study) error {
 }
 
 // yRange pads the accuracies' range (mean ± std) to whole points.
-func yRange(settings []study.Setting) (lo, hi float64) {
+func yRange(settings []results.Setting) (lo, hi float64) {
 	lo, hi = 100, 0
 	for _, s := range settings {
 		if len(s.Accuracies) == 0 {
@@ -212,9 +212,9 @@ func yRange(settings []study.Setting) (lo, hi float64) {
 }
 
 // studyMethodName names the study's method (studies written before method_name: the method's).
-func studyMethodName(st *study.Study) string {
+func studyMethodName(st *results.Study) string {
 	if st.MethodName != "" {
 		return st.MethodName
 	}
-	return sweep.MethodNameOf(st.Method)
+	return config.MethodLabel(st.Method)
 }

@@ -61,12 +61,6 @@ func isDD(art *artifact.Artifact) bool {
 	return art.StepLRs != nil && art.Report != nil && art.Report.Config.Method == config.MethodDD && art.Report.Config.DDSteps > 0
 }
 
-// DD reports whether the study trained with method dd's own recipe (a study of DDKinds on
-// a method dd artifact).
-func (st *Study) DD() bool {
-	return len(st.Settings) > 0 && st.Settings[0].Recipe == artifact.RecipeDD
-}
-
 // DDDefaultSteps are the steps study's default step counts for T learnt steps: the paper's
 // 10, 15, 20, 25, 30 and 35 of T = 30, as fractions of T (⅓, ½, ⅔, ⅚, 1; rounded, at least
 // 1, without repeats) and T + DDExtraSteps.
@@ -97,7 +91,7 @@ func ddSettings(kind string, art *artifact.Artifact, sc Config, st *Study) ([]Se
 		return nil, fmt.Errorf("steps: the %s study of a method dd artifact trains its %d learnt steps; step counts apply to its steps study", kind, T)
 	}
 	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "sgd", Steps: T, Recipe: artifact.RecipeDD,
-		StepSizes: StepSizesLearnt, Order: OrderFixed, ddLRs: learnt}
+		StepSizes: StepSizesLearnt, Order: OrderFixed, StepLRs: learnt}
 	st.Notes = append(st.Notes, fmt.Sprintf("method dd's own recipe: %s's initialisation by Wang et al., plain gradient steps with the %d learnt step sizes (mean %.4g), "+
 		"the images in %d blocks of %d in their fixed order; each setting changes one of these", cfg.EvalArch, T, mean, cfg.DDSteps, int(art.Shape[0])/cfg.DDSteps))
 	var settings []Setting
@@ -122,12 +116,12 @@ func ddSettings(kind string, art *artifact.Artifact, sc Config, st *Study) ([]Se
 			x.Steps, x.Delta, x.Label = k, &delta, strconv.Itoa(k)
 			switch {
 			case k < T:
-				x.ddLRs = learnt[:k]
+				x.StepLRs = learnt[:k]
 				x.StepSizes = fmt.Sprintf("learnt, first %d of %d", k, T)
 			case k > T:
-				x.ddLRs = slices.Clone(learnt)
-				for len(x.ddLRs) < k {
-					x.ddLRs = append(x.ddLRs, mean)
+				x.StepLRs = slices.Clone(learnt)
+				for len(x.StepLRs) < k {
+					x.StepLRs = append(x.StepLRs, mean)
 				}
 				x.LR = mean
 				x.StepSizes = fmt.Sprintf("learnt, then %d at the mean", k-T)
@@ -141,9 +135,9 @@ func ddSettings(kind string, art *artifact.Artifact, sc Config, st *Study) ([]Se
 		x := base
 		x.Label = "learnt step sizes"
 		y := base
-		y.ddLRs = make([]float64, T)
-		for i := range y.ddLRs {
-			y.ddLRs[i] = mean
+		y.StepLRs = make([]float64, T)
+		for i := range y.StepLRs {
+			y.StepLRs[i] = mean
 		}
 		y.StepSizes, y.LR, y.Label = StepSizesMean, mean, fmt.Sprintf("mean step size (%.4g) at every step", mean)
 		settings = append(settings, x, y)
@@ -253,9 +247,9 @@ func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s
 		if err != nil {
 			return nil, fmt.Errorf("test data: %w", err)
 		}
-		steps := len(s.ddLRs)
+		steps := len(s.StepLRs)
 		sch := engine.DDSchedule(int(sh[0]), cfg.DDSteps, art.StepLRs)
-		sch.LRs = s.ddLRs
+		sch.LRs = s.StepLRs
 		tr := &train.Trainer{Net: net.XavierInit(), Cfg: cfg, Images: images, Labels: table, Batch: len(sch.Batches[0]),
 			Opt: train.OptSpec{Kind: "sgd"}, Device: dev, Progress: ec.Progress, Schedule: sch}
 		seed := uint64(ec.Seed)
@@ -276,7 +270,7 @@ func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s
 		}
 		accs, diverged := train.KeepFinite(accs)
 		if len(accs) == 0 {
-			return nil, &labeldistill.DivergedError{Purpose: "study", Models: ec.Models, Steps: steps, Field: "step size", LR: slices.Max(s.ddLRs)}
+			return nil, &labeldistill.DivergedError{Purpose: "study", Models: ec.Models, Steps: steps, Field: "step size", LR: slices.Max(s.StepLRs)}
 		}
 		res := &artifact.EvalResult{Recipe: artifact.RecipeDD, Arch: s.Arch, Optimizer: "sgd", LR: s.LR, Steps: steps, Accuracies: accs, Diverged: diverged}
 		res.Mean, res.Std = train.MeanStd(accs)

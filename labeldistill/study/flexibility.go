@@ -7,7 +7,6 @@ package study
 // and the architecture.
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -15,60 +14,6 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
-)
-
-// Flexibility is DIR/studies/flexibility.json.
-type Flexibility struct {
-	Study string `json:"study"` // "flexibility"
-	// Artifact is the folder of learnt labels (--distilled), Versus the method dd folder.
-	Artifact      string            `json:"artifact"`
-	Versus        string            `json:"versus"`
-	Dataset       string            `json:"dataset"`
-	MethodName    string            `json:"method_name"`        // "LD", "LD RR", …
-	VersusName    string            `json:"versus_method_name"` // "DD"
-	Panels        []Panel           `json:"panels"`
-	Notes         []string          `json:"notes,omitempty"`
-	StudiesUsed   map[string]*Study `json:"studies"`        // the artifact's studies by kind
-	VersusStudies map[string]*Study `json:"versus_studies"` // the dd artifact's
-}
-
-// Panel is one panel of the figure: a series per method.
-type Panel struct {
-	Name   string   `json:"name"` // FlexSteps, FlexOptimisation or FlexArch
-	Title  string   `json:"title"`
-	XLabel string   `json:"x_label"`
-	Series []Series `json:"series"`
-}
-
-// Series is one method's points in a panel.
-type Series struct {
-	Name   string  `json:"name"`   // the legend
-	Method string  `json:"method"` // the method's name: "LD", "DD", …
-	Labels string  `json:"labels"` // "distilled", or "true" for the true-label baseline
-	Points []Point `json:"points"`
-}
-
-// Point is one setting of a study in a panel.
-type Point struct {
-	Label string `json:"label"`
-	// X: the step count as a fraction of the method's T (FlexSteps); the architecture's
-	// position in the panel's Categories (FlexArch); the point's position (FlexOptimisation).
-	X        float64 `json:"x"`
-	Steps    int     `json:"steps"`
-	Mean     float64 `json:"test_accuracy_mean"`
-	Std      float64 `json:"test_accuracy_std"`
-	Models   int     `json:"models"`          // finite models
-	Diverged int     `json:"diverged_models"` // left out of Mean and Std
-	// Own marks the method's own recipe (as it was distilled and is evaluated).
-	Own bool `json:"own_recipe,omitempty"`
-}
-
-// Panels of the flexibility figure.
-const (
-	FlexSteps        = "steps"
-	FlexOptimisation = "optimisation"
-	FlexArch         = "architecture"
 )
 
 // Flexibility kinds: the studies the figure takes from each artifact.
@@ -218,20 +163,6 @@ func NewFlexibility(ld, dd map[string]*Study, ldCfg, ddCfg config.Config) (*Flex
 	return f, nil
 }
 
-// Categories are the architectures of the FlexArch panel, in the order of their X.
-func (p Panel) Categories() []string {
-	var out []string
-	for _, s := range p.Series {
-		for _, x := range s.Points {
-			for len(out) <= int(x.X) {
-				out = append(out, "")
-			}
-			out[int(x.X)] = x.Label
-		}
-	}
-	return out
-}
-
 // point is a study setting as a point at x.
 func point(s Setting, x float64) Point {
 	return Point{Label: s.Label, X: x, Steps: s.Steps, Mean: s.Mean, Std: s.Std, Models: len(s.Accuracies), Diverged: s.Diverged}
@@ -242,23 +173,6 @@ func methodName(st *Study) string {
 		return st.MethodName
 	}
 	return st.Method
-}
-
-// MaxStudyFileBytes bounds a study file read back (ReadFile): far above what a study of
-// config.MaxEvalModels models per setting writes.
-const MaxStudyFileBytes = 64 << 20
-
-// ReadFile reads a study written to DIR/studies/NAME.json.
-func ReadFile(path string) (*Study, error) {
-	b, err := boundedread.ReadFile(path, MaxStudyFileBytes, "study file")
-	if err != nil {
-		return nil, err
-	}
-	var st Study
-	if err := json.Unmarshal(b, &st); err != nil {
-		return nil, fmt.Errorf("%s: not a study file: %v", path, err)
-	}
-	return &st, nil
 }
 
 // Reusable says why st, read from an artifact's studies folder, does not fit the artifact

@@ -26,17 +26,6 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// Study kinds. steps and arch on a method dd artifact, lr and order (which need one) are
-// Wang et al.'s sensitivity studies of DD (dd.go).
-const (
-	Steps      = "steps"
-	Optimizer  = "optimizer"
-	Arch       = "arch"
-	RRStandard = "rr-standard"
-	LR         = "lr"
-	Order      = "order"
-)
-
 // Kinds lists the study kinds.
 var Kinds = []string{Steps, Optimizer, Arch, RRStandard, LR, Order}
 
@@ -68,50 +57,6 @@ type Config struct {
 	Dataset string
 	// Progress hears the setting being trained and its training steps done.
 	Progress func(setting string, done, total int)
-}
-
-// Setting is one setting of a study with its M test accuracies.
-type Setting struct {
-	Label      string    `json:"label"`
-	Labels     string    `json:"labels"` // "distilled" or "true" (a true-label baseline)
-	Arch       string    `json:"arch"`
-	Optimizer  string    `json:"optimizer"`
-	LR         float64   `json:"lr"`
-	Momentum   float64   `json:"momentum"`
-	Steps      int       `json:"steps"`
-	Delta      *int      `json:"delta,omitempty"` // steps study: Steps − T
-	RR         bool      `json:"rr"`
-	Accuracies []float64 `json:"test_accuracies"`
-	Mean       float64   `json:"test_accuracy_mean"`
-	Std        float64   `json:"test_accuracy_std"` // population
-	Diverged   int       `json:"diverged_models"`
-	// ValidationErrors: rr-standard's early stopping, validation error (%) per step count.
-	ValidationErrors map[int]float64 `json:"validation_errors,omitempty"`
-	// Method dd's recipe (the studies of dd.go): Recipe "dd", the step sizes and the order
-	// of the images the models train with; Optimizer is then "sgd" (plain gradient steps)
-	// and LR the mean step size where one is used, else 0.
-	Recipe    string `json:"recipe,omitempty"`
-	StepSizes string `json:"step_sizes,omitempty"`
-	Order     string `json:"order,omitempty"`
-	// ddLRs are the step sizes of a dd setting, one per training step.
-	ddLRs []float64
-}
-
-// Study is DIR/studies/NAME.json.
-type Study struct {
-	Study        string    `json:"study"`
-	Artifact     string    `json:"artifact"`
-	Method       string    `json:"method"`
-	MethodName   string    `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
-	Dataset      string    `json:"dataset"`
-	Source       string    `json:"source"`
-	BaseExamples int       `json:"base_examples"`
-	T            int       `json:"T"`
-	Models       int       `json:"models"`
-	Seed         int64     `json:"seed"`
-	Settings     []Setting `json:"settings"`
-	Notes        []string  `json:"notes,omitempty"`
-	WallSeconds  float64   `json:"wall_seconds"`
 }
 
 // Data is the data a study scores on: the target's test split, and its validation
@@ -406,9 +351,4 @@ func Table(st *Study) [][]string {
 		rows = append(rows, []string{s.Label, acc, models, strconv.Itoa(s.Steps)})
 	}
 	return rows
-}
-
-// FileNames are a study's files inside an artifact folder: studies/NAME.json, .png.
-func FileNames(kind string) (json, png string) {
-	return "studies/" + kind + ".json", "studies/" + kind + ".png"
 }

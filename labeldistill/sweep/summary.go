@@ -315,15 +315,7 @@ func summaryRows(g *Grid, cells []Cell, done map[string]summaryCell) []Row {
 
 // MethodNameOf is the paper's name of a method of label distillation: "LD", "LD RR" or,
 // for method dd, "DD" (config.Config.MethodName also names runs that learn images).
-func MethodNameOf(method string) string {
-	switch method {
-	case config.MethodRR:
-		return "LD RR"
-	case config.MethodDD:
-		return "DD"
-	}
-	return "LD"
-}
+func MethodNameOf(method string) string { return config.MethodLabel(method) }
 
 // PaperBaselineName names a Result.Baselines key as the paper does.
 func PaperBaselineName(key string) string {

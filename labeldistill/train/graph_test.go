@@ -37,7 +37,10 @@ func TestTrainerCUDAGraph(t *testing.T) {
 				seeds[i] = uint64(100 + i)
 			}
 			train := func(graphs string) (*Models, int64, int64) {
-				t.Setenv("LDTORCH_CUDA_GRAPHS", graphs)
+				if err := torch.SetCUDAGraphs(graphs); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = torch.SetCUDAGraphs("on") })
 				c0, r0, _ := CUDAGraphStatus()
 				l, err := tr.TrainModels(context.Background(), steps, seeds, Mode(dev), nil)
 				if err != nil {
