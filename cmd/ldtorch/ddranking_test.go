@@ -13,8 +13,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
 
 // tinyRRArtifact distils a one-epoch LD RR artifact of 10 MNIST base examples (300 target
@@ -85,54 +83,77 @@ func TestEvaluateDDRanking(t *testing.T) {
 	}
 }
 
-// SIGINT during the full-data training: exit 130 with a message saying how to go on; the
-// same command run again resumes (and says so). A negative --checkpoint-every is a usage
-// error, as is the flag under the paper's protocol.
-func TestEvaluateDDRankingResumesAfterSIGINT(t *testing.T) {
+// TestDDRankingHostileFiles: the full-data cache's parameters replaced by an endless device
+// and its entry by a named pipe are a missing entry (trained again and replaced), not an
+// out-of-memory crash or a hang; report leaves out an evaluation of another distilled.npz
+// with a note, and names a device put in place of one.
+func TestDDRankingHostileFiles(t *testing.T) {
 	shared := sharedDatasets(t)
 	out := tinyRRArtifact(t, shared)
 	cache := filepath.Join(t.TempDir(), "cache")
-	args := []string{"evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "lenet", "--epochs", "60",
-		"--models", "1", "--cache-dir", cache, "--threads", "1", "--checkpoint-every", "1ns"}
-	r := startBinary(t, args...)
-	r.waitFor(t, "full data: epoch", 2*time.Minute)
-	if err := r.cmd.Process.Signal(syscall.SIGINT); err != nil {
+	eval := func() map[string]any {
+		t.Helper()
+		r := hostileRun(t, 2*time.Minute, "evaluate", "--distilled", out, "--protocol", "ddranking", "--arch", "lenet", "--epochs", "1",
+			"--models", "1", "--cache-dir", cache, "--threads", "1", "--quiet", "--json")
+		if r.code != 0 {
+			t.Fatalf("evaluate --protocol ddranking: exit %d\n%s", r.code, r.stderr)
+		}
+		var res map[string]any
+		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
+			t.Fatalf("--json: %v: %q", err, r.stdout)
+		}
+		return res
+	}
+	eval()
+	npzs, _ := filepath.Glob(filepath.Join(cache, "*.npz"))
+	if len(npzs) != 1 {
+		t.Fatalf("cache: %v", npzs)
+	}
+	entry := strings.TrimSuffix(npzs[0], ".npz") + ".json"
+	os.Remove(npzs[0])
+	if err := os.Symlink("/dev/zero", npzs[0]); err != nil {
 		t.Fatal(err)
 	}
-	// Cut in the full-data model's training, which is kept beside its cache entry: the
-	// message names both places.
-	if code := r.exitWithin(t, signalLimit); code != exitInterrupted || !strings.Contains(r.log.String(), "the same command goes on from the last save") ||
-		!strings.Contains(r.log.String(), "the full-data model's in "+cache) {
-		t.Fatalf("after SIGINT: exit %d, want %d and how to go on, naming the cache %s:\n%s", code, exitInterrupted, cache, r.log.String())
+	if full := eval()["full_data"].(map[string]any); full["cached"] == true {
+		t.Errorf("parameters from /dev/zero taken from the cache: %v", full)
 	}
-	noFile(t, filepath.Join(out, "evaluations", "ddranking.json"))
-	// The same evaluation running elsewhere holds its progress folder: a usage error.
-	partial, _ := filepath.Glob(filepath.Join(out, "evaluations", "ddranking-partial-*"))
-	if len(partial) != 1 {
-		t.Fatalf("progress folders after SIGINT: %v", partial)
+	if fi, err := os.Lstat(npzs[0]); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("the cache's parameters were not replaced: %v %v", fi, err)
 	}
-	unlock, err := atomicfile.LockDir(partial[0])
-	if err != nil {
+	os.Remove(entry)
+	if err := syscall.Mkfifo(entry, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	busy := ldtorch(t, nil, args...)
-	unlock()
-	if busy.code != exitUsage || !strings.Contains(busy.stderr, "the same evaluation") || !strings.Contains(busy.stderr, "wait for it to end") {
-		t.Errorf("the same evaluation twice at once: exit %d: %s", busy.code, busy.stderr)
+	if full := eval()["full_data"].(map[string]any); full["cached"] == true {
+		t.Errorf("an entry from a named pipe taken from the cache: %v", full)
 	}
-	res := ldtorch(t, nil, args...)
-	if res.code != 0 || !strings.Contains(res.stderr, "resuming the full-data model from epoch") || !strings.Contains(res.stdout, "resumed:") {
-		t.Errorf("run again: exit %d:\n%s%s", res.code, res.stdout, res.stderr)
+
+	// report: the evaluation of another artifact's distilled.npz, then a device.
+	evalFile := filepath.Join(out, "evaluations", "ddranking.json")
+	var res map[string]any
+	if err := json.Unmarshal(mustReadFile(t, evalFile), &res); err != nil {
+		t.Fatal(err)
 	}
-	if m, _ := filepath.Glob(filepath.Join(out, "evaluations", "ddranking-partial-*")); len(m) != 0 {
-		t.Errorf("progress left after the evaluation: %v", m)
+	rep := readReport(t, out)
+	own := rep["distilled"].(map[string]any)["sha256"].(string)
+	if res["distilled_sha256"] != own {
+		t.Fatalf("ddranking.json records distilled_sha256 %v, the artifact's is %s", res["distilled_sha256"], own)
 	}
-	bad := ldtorch(t, nil, "evaluate", "--distilled", out, "--protocol", "ddranking", "--checkpoint-every", "-1s")
-	if bad.code != exitUsage || !strings.Contains(bad.stderr, "--checkpoint-every") {
-		t.Errorf("--checkpoint-every -1s: exit %d: %s", bad.code, bad.stderr)
+	res["distilled_sha256"] = strings.Repeat("ab", 32)
+	b, _ := json.Marshal(res)
+	if err := os.WriteFile(evalFile, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	bad = ldtorch(t, nil, "evaluate", "--distilled", out, "--checkpoint-every", "1m")
-	if bad.code != exitUsage || !strings.Contains(bad.stderr, "--checkpoint-every applies to --protocol ddranking only") {
-		t.Errorf("--checkpoint-every under the paper's protocol: exit %d: %s", bad.code, bad.stderr)
+	r := hostileRun(t, time.Minute, "report", out)
+	if r.code != 0 || !strings.Contains(r.stdout, "evaluations/ddranking.json evaluated another distilled.npz (sha256 abababababab, this artifact's "+own[:12]+"): not shown") {
+		t.Errorf("report with another artifact's evaluation: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	if html := mustReadFile(t, filepath.Join(out, "report.html")); strings.Contains(string(html), "hlr") {
+		t.Error("report.html shows another artifact's evaluation")
+	}
+	os.Remove(evalFile)
+	if err := os.Symlink("/dev/zero", evalFile); err != nil {
+		t.Fatal(err)
+	}
+	wantOneLine(t, hostileRun(t, time.Minute, "report", out), exitFailure, evalFile, "a device, not a regular file")
 }

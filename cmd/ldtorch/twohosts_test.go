@@ -1,3 +1,5 @@
+//go:build long
+
 // Two ranks on two "machines": each in a network namespace of its own, joined by a veth
 // pair, with MASTER_ADDR on rank 0's veth address, so that nothing goes over loopback (as
 // between two hosts). Skipped where namespaces cannot be made (not root, no ip command, no
