@@ -96,9 +96,9 @@ type Config struct {
 	// ModelTraining: whether the model inside the meta-loop takes its own Adam steps (§12):
 	// "always", "never" (each model keeps its initialisation until the reset rule replaces
 	// it; RR's W and s still learn) or "after-reset" (never until the first reset, then
-	// always). "" (auto) = "never" when images are learnt (method ld or rr), "always"
-	// otherwise; under compat authors "after-reset" for rr images (the authors' RR image
-	// code), "always" otherwise.
+	// always). "" (auto) = "never" when images are learnt (method ld or rr; with labels
+	// too, method rr only), "always" otherwise; under compat authors "after-reset" for rr
+	// images (the authors' RR image code), "always" otherwise.
 	ModelTraining string `json:"model_training"`
 	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
 	// (alias emnist), k49, cifar10, cifar100. Default "mnist".

@@ -239,7 +239,10 @@ func (c Config) withDefaults() Config {
 		r.Learn = pick(r.Method == MethodDD, LearnImages, LearnLabels)
 	}
 	if r.ModelTraining == "" {
-		imagesLearnt := r.Method != MethodDD && (r.Learn == LearnImages || r.Learn == LearnBoth)
+		// A model trained on the images it shapes makes them useless to fresh models
+		// (docs/ALGORITHM.md §12). Learning labels too, LD's second-order step needs the
+		// model trained (with it fixed the labels collapse to one class); LD RR's does not.
+		imagesLearnt := r.Method != MethodDD && (r.Learn == LearnImages || (r.Learn == LearnBoth && r.Method == MethodRR))
 		switch {
 		case r.Compat == CompatAuthors:
 			r.ModelTraining = pick(r.Method == MethodRR && r.Learn == LearnImages, ModelTrainAfterReset, ModelTrainAlways)

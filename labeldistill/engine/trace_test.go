@@ -49,13 +49,18 @@ func readAuthorsTrace(t *testing.T, path string) *authorsTrace {
 	if err := json.Unmarshal(tr.bytes(t, "args"), &tr.args); err != nil {
 		t.Fatalf("%s: args: %v", path, err)
 	}
+	rr := a.Get("step1.ridge.w") != nil
 	switch {
-	case a.Get("init_images") != nil && a.Get("step1.ridge.w") != nil:
+	case a.Get("init_images") != nil && rr:
 		tr.script = "data_distillation_rr"
 	case a.Get("init_images") != nil:
 		tr.script = "data_distillation_or2"
+	case a.Get("init_labels") != nil && rr:
+		tr.script = "label_distillation_rr"
+	case a.Get("init_labels") != nil:
+		tr.script = "label_distillation_or2"
 	default:
-		t.Fatalf("%s: not an image-distillation trace (no init_images)", path)
+		t.Fatalf("%s: not a trace of scripts/trace/authors.py (no init_images or init_labels)", path)
 	}
 	for _, name := range a.Names() {
 		var k int
@@ -134,28 +139,45 @@ func theirNormalise(r *data.RawSet, idx []int) data.Split {
 	return s
 }
 
-// data is MNIST split as the authors' run split it; the base examples' labels are their
-// fixed image labels 0, 1, …, C−1, 0, 1, … (the images themselves are learnt).
+// images says whether the trace learns images (else labels).
+func (tr *authorsTrace) images() bool { return strings.HasPrefix(tr.script, "data_") }
+
+// data is MNIST split as the authors' run split it. Learnt images: the base examples'
+// labels are their fixed image labels 0, 1, …, C−1, 0, 1, … (the images are learnt).
+// Learnt labels: their base examples.
 func (tr *authorsTrace) data(t *testing.T) *Data {
 	train, test := testkit.SharedMNIST(t)
 	all := make([]int, test.N)
 	for i := range all {
 		all[i] = i
 	}
-	base := theirNormalise(train, make([]int, tr.args.Base))
-	for i := range base.Labels {
-		base.Labels[i] = int64(i % 10)
+	var base data.Split
+	baseIdx := make([]int64, tr.args.Base)
+	if tr.images() {
+		base = theirNormalise(train, make([]int, tr.args.Base))
+		for i := range base.Labels {
+			base.Labels[i] = int64(i % 10)
+		}
+	} else {
+		idx := tr.ints(t, "base_indices")
+		base = theirNormalise(train, idx)
+		for i, j := range idx {
+			baseIdx[i] = int64(j)
+		}
 	}
 	return &Data{Target: "mnist", Source: "mnist", Classes: 10, Shape: [3]int64{1, 28, 28},
 		TargetSet: theirNormalise(train, tr.ints(t, "target_set")), Validation: theirNormalise(train, tr.ints(t, "validation")),
-		Test: theirNormalise(test, all), Base: base, BaseIndices: make([]int64, tr.args.Base), Files: map[string]string{}}
+		Test: theirNormalise(test, all), Base: base, BaseIndices: baseIdx, Files: map[string]string{}}
 }
 
 func (tr *authorsTrace) config(compat string) config.Config {
 	cfg := config.Default()
-	cfg.Dataset, cfg.Learn, cfg.Compat = "mnist", config.LearnImages, compat
+	cfg.Dataset, cfg.Learn, cfg.Compat = "mnist", config.LearnLabels, compat
+	if tr.images() {
+		cfg.Learn = config.LearnImages
+	}
 	cfg.Method = config.MethodLD
-	if tr.script == "data_distillation_rr" {
+	if strings.HasSuffix(tr.script, "_rr") {
 		cfg.Method = config.MethodRR
 	}
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch = tr.args.Base, tr.args.InnerBatch, tr.args.Batch
@@ -258,9 +280,8 @@ func (tr *authorsTrace) learnerModel(t *testing.T) int {
 
 // ours is what this loop holds at a traced step.
 type ours struct {
-	grad, images []float32
-	theta        map[string][]float32
-	ridgeW       []float32
+	grad, value []float32
+	theta       map[string][]float32
 }
 
 func TestReplayAuthorsTrace(t *testing.T) {
@@ -282,17 +303,22 @@ func TestReplayAuthorsTrace(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.close()
-	var img *pixelImages
+	// The learnt value: the images' pixels or the label table.
+	kind, value := "labels", (*torch.Tensor)(nil)
 	for _, v := range l.learnt {
-		if p, ok := v.(*pixelImages); ok {
-			img = p
+		switch v := v.(type) {
+		case *pixelImages:
+			kind, value = "images", v.P
+		case *labels:
+			value = v.Y
 		}
 	}
+	grad := map[string]string{"images": "image_grad", "labels": "label_grad"}[kind]
 	// LDTORCH_TRACE_OURS names what is drawn by this run instead of taken from the trace
-	// (images, theta, batches): a comparison of the inputs themselves.
+	// (values, theta, batches): a comparison of the inputs themselves.
 	drawn := os.Getenv("LDTORCH_TRACE_OURS")
-	if !strings.Contains(drawn, "images") {
-		if err := torch.NoGrad(func() error { return img.P.Copy_(tr.tensorOf(t, "init_images")) }); err != nil {
+	if !strings.Contains(drawn, "values") {
+		if err := torch.NoGrad(func() error { return value.Copy_(tr.tensorOf(t, "init_"+kind)) }); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -321,13 +347,8 @@ func TestReplayAuthorsTrace(t *testing.T) {
 				return nil
 			}
 			var err error
-			if o.images, err = img.P.Float32s(); err != nil {
+			if o.value, err = value.Float32s(); err != nil {
 				return err
-			}
-			if l.model.w != nil {
-				if o.ridgeW, err = l.model.w.Float32s(); err != nil {
-					return err
-				}
 			}
 			for i, sp := range l.model.specs {
 				if o.theta[sp.Name], err = l.model.params[i].Float32s(); err != nil {
@@ -366,8 +387,8 @@ func TestReplayAuthorsTrace(t *testing.T) {
 			continue
 		}
 		line := []string{fmt.Sprintf("step %d:", k)}
-		line = append(line, "image grad "+traceDiff(o.grad, tr.f32(t, fmt.Sprintf("step%d.image_grad", k))))
-		line = append(line, "images "+traceDiff(o.images, tr.f32(t, fmt.Sprintf("step%d.images", k))))
+		line = append(line, grad+" "+traceDiff(o.grad, tr.f32(t, fmt.Sprintf("step%d.%s", k, grad))))
+		line = append(line, kind+" "+traceDiff(o.value, tr.f32(t, fmt.Sprintf("step%d.%s", k, kind))))
 		line = append(line, "theta conv1.weight "+traceDiff(o.theta["conv1.weight"], tr.f32(t, fmt.Sprintf("step%d.theta.conv1.weight", k))))
 		t.Log(strings.Join(line, "  "))
 	}
@@ -376,32 +397,36 @@ func TestReplayAuthorsTrace(t *testing.T) {
 		t.Logf("our validation after epoch %d (our fresh model, T = %d): %.2f %%", v.Epoch, v.T, v.Accuracy)
 	}
 	// The authors' fresh models: their initial weights and minibatches, on their final
-	// images and on ours, scored on the validation split.
+	// values and on ours, scored on the validation split.
 	final := tr.steps[len(tr.steps)-1]
-	theirs := tr.f32(t, fmt.Sprintf("step%d.images", final))
-	mine := got[final].images
+	theirs := tr.f32(t, fmt.Sprintf("step%d.%s", final, kind))
+	mine := got[final].value
 	for k := 1; tr.a.Get(fmt.Sprintf("val%d.model", k)) != nil; k++ {
-		a := replayFresh(t, tr, in, fmt.Sprintf("val%d", k), theirs)
-		b := replayFresh(t, tr, in, fmt.Sprintf("val%d", k), mine)
-		t.Logf("validation %d: theirs %.2f %% (their script: %.2f %%), our trainer on their images %.2f %%, on ours %.2f %%",
-			k, 100-tr.f64(t, fmt.Sprintf("val%d.err", k))[0], 100-tr.f64(t, fmt.Sprintf("val%d.err", k))[0], a, b)
+		a := replayFresh(t, tr, in, fmt.Sprintf("val%d", k), kind, theirs)
+		b := replayFresh(t, tr, in, fmt.Sprintf("val%d", k), kind, mine)
+		t.Logf("validation %d: their script %.2f %%, our trainer on their %s %.2f %%, on ours %.2f %%",
+			k, 100-tr.f64(t, fmt.Sprintf("val%d.err", k))[0], kind, a, b)
 	}
 }
 
 // replayFresh trains the trace's fresh model key (valK, testK) as their script did (its
-// initial weights, its minibatches, T steps) with our trainer on pixels p, and scores it on
-// the validation split.
-func replayFresh(t *testing.T, tr *authorsTrace, in *Inputs, key string, p []float32) float64 {
+// initial weights, its minibatches, T steps) with our trainer on the learnt value v (the
+// images' pixels with their fixed labels, or the labels of the base images), and scores it
+// on the validation split.
+func replayFresh(t *testing.T, tr *authorsTrace, in *Inputs, key, kind string, v []float32) float64 {
 	s := torch.NewScope()
 	defer s.Close()
 	n := int64(tr.args.Base)
-	xs := make([]float32, len(p)) // normalised as their validate() does: (p − 0.1307) / 0.3081
-	ys := make([]float32, int(n)*10)
-	for i, v := range p {
-		xs[i] = (v - float32(0.1307)) / float32(0.3081)
-	}
-	for i := range int(n) {
-		ys[i*10+i%10] = 1
+	xs, ys := in.ds.Base.Images, v
+	if kind == "images" {
+		xs = make([]float32, len(v)) // normalised as their validate() does: (p − 0.1307) / 0.3081
+		ys = make([]float32, int(n)*10)
+		for i, p := range v {
+			xs[i] = (p - float32(0.1307)) / float32(0.3081)
+		}
+		for i := range int(n) {
+			ys[i*10+i%10] = 1
+		}
 	}
 	var c torch.Chain
 	x := c.T(torch.FromFloat32(xs, n, 1, 28, 28))

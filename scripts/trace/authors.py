@@ -19,7 +19,8 @@ The trace (one .npz, every array named below; steps are 1-based meta-steps):
   target_set, validation  MNIST train indices of their target set and validation split
   init_images             the images before the first step, pixels in [0, 1] (image scripts)
   init_labels             the labels before the first step (label scripts)
-  base_indices            MNIST train indices of the base examples (label scripts)
+  base_indices            MNIST train indices of the base examples (label scripts; their
+                          images matched pixel for pixel in the base loader's order)
   model<k>.phase          where their k-th network was built (main, train, validate, test)
   model<k>.<param>        its initial parameters (state_dict names)
   target_offsets, target_idx   meta-step t's target batch: target_idx[off[t-1]:off[t]]
@@ -97,6 +98,8 @@ class Recorder:
         self.fresh = None      # the current validation / test record
         self.counts = {"validate": 0, "test": 0}
         self.errs, self.losses = [], []  # every meta-step's target error (%) and loss
+        self.source_orders = []          # the label scripts' base-example loader, per epoch
+        self.pixels = None               # MNIST's train pixels (uint8), to name base examples
 
     def put(self, key, value):
         if isinstance(value, str):  # as UTF-8 bytes: ldtorch's npz reader takes no strings
@@ -194,11 +197,22 @@ def install(rec, mod):
         def __iter__(self):
             order = list(super().__iter__())
             base = mnist_indices(self.data_source)
-            bs = rec.batch_size
+            bs = getattr(self, "trace_batch", rec.batch_size)
+            if bs != rec.batch_size:  # the label scripts' loader of base examples
+                rec.source_orders.append(base[np.array(order)])
+                return iter(order)
             for lo in range(0, len(order), bs):
                 rec.targets.append(base[np.array(order[lo:lo + bs])])
             return iter(order)
     dl.RandomSampler = Sampler
+
+    real_loader_init = torch.utils.data.DataLoader.__init__
+
+    def loader_init(self, *a, **kw):
+        real_loader_init(self, *a, **kw)
+        if isinstance(self.sampler, Sampler):
+            self.sampler.trace_batch = self.batch_size
+    torch.utils.data.DataLoader.__init__ = loader_init
 
     real_split = torch.utils.data.random_split
 
@@ -254,9 +268,34 @@ def install(rec, mod):
                 rec.fresh = None
             return result
         return run
+    real_train = mod.train
+
+    def train(*a, **kw):
+        # The label scripts' fixed base examples (their third argument), named once by
+        # their MNIST train indices: the first example of the loader's order with the same
+        # pixels (their selection is theirs; only the images are matched here).
+        if "base_indices" not in rec.out and "label_distillation" in mod.__name__:
+            rec.put("base_indices", name_examples(rec, a[2]))
+        return real_train(*a, **kw)
+    mod.train = train
     mod.train = phased("train", mod.train)
     mod.validate = phased("validate", mod.validate)
     mod.test = phased("test", mod.test)
+
+
+def name_examples(rec, images):
+    """MNIST train indices of normalised images, searched in the base loader's order."""
+    px = np.rint((np_of(images) * 0.3081 + 0.1307) * 255).astype(np.uint8).reshape(len(images), -1)
+    order = np.concatenate(rec.source_orders)
+    where = {}
+    for j in order:
+        where.setdefault(rec.pixels[j].tobytes(), int(j))
+    out = []
+    for i, p in enumerate(px):
+        if p.tobytes() not in where:
+            raise SystemExit("trace: base example %d matches no MNIST train image" % i)
+        out.append(where[p.tobytes()])
+    return np.array(out, dtype=np.int64)
 
 
 def mnist_indices(ds):
@@ -285,6 +324,8 @@ def main():
         rec.batch_size = mod.get_args().batch_size
         rec.put("args", json.dumps(vars(mod.get_args())))
         install(rec, mod)
+        with open(os.path.join(work, "data", "MNIST", "raw", "train-images-idx3-ubyte"), "rb") as f:
+            rec.pixels = np.frombuffer(f.read()[16:], dtype=np.uint8).reshape(-1, 784)
         mod.main()
         rec.after_step(rec.step)
         rec.put("steps", rec.step)
