@@ -141,7 +141,9 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	switch ec.Arch {
 	case "", config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet:
 	default:
-		return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet, resnet or convnet)", ec.Arch)
+		if !strings.HasPrefix(ec.Arch, config.TorchScriptPrefix) {
+			return usageErrorf("--arch: unknown architecture %q (want lenet, alexnet, resnet, convnet or %sFILE)", ec.Arch, config.TorchScriptPrefix)
+		}
 	}
 	if c.IsSet("lr") && (math.IsNaN(ec.LR) || math.IsInf(ec.LR, 0) || ec.LR <= 0) {
 		return usageErrorf("--lr: must be a positive finite number, got %v", ec.LR)

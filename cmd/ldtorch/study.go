@@ -107,10 +107,14 @@ func parseFloats(flag, text string, ok func(float64) bool, want string) ([]float
 func parseNames(flag, text string, known []string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(text, ",") {
-		if f = strings.ToLower(strings.TrimSpace(f)); f == "" {
+		if f = strings.TrimSpace(f); f == "" {
 			continue
 		}
-		if !slices.Contains(known, f) {
+		if flag == "archs" && strings.HasPrefix(f, config.TorchScriptPrefix) { // a file: its case is its own
+			out = append(out, f)
+			continue
+		}
+		if f = strings.ToLower(f); !slices.Contains(known, f) {
 			return nil, usageErrorf("--%s: unknown %q (want %s)", flag, f, strings.Join(known, ", "))
 		}
 		out = append(out, f)
@@ -248,7 +252,7 @@ func studyConfig(c *cli.Context) (study.Config, error) {
 	if len(sc.Momenta) > 0 && len(sc.Optimizers) > 0 && !slices.Contains(sc.Optimizers, "sgd") {
 		return sc, usageErrorf("--momentum applies to SGD only, and --optimizers %s leaves it out", strings.Join(sc.Optimizers, ","))
 	}
-	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet}); err != nil {
+	if sc.Archs, err = parseNames("archs", c.String("archs"), []string{config.ArchLeNet, config.ArchAlexNet, config.ArchResNet, config.ArchConvNet, config.TorchScriptPrefix + "FILE"}); err != nil {
 		return sc, err
 	}
 	// Every setting trains M models: the lists are bounded as the models are.

@@ -136,8 +136,10 @@ func (dc DDRankingConfig) Resolved(art *Artifact) (DDRankingConfig, error) {
 		return dc, config.NewFieldError("device", err)
 	}
 	s := art.Shape
-	if _, err := nets.New(dc.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
+	if n, err := nets.New(dc.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
 		return dc, config.FieldErrorf("arch", "%s", strings.TrimPrefix(err.Error(), "nets: "))
+	} else {
+		n.Close() // built to check it
 	}
 	return dc, nil
 }

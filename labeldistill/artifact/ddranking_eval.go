@@ -80,6 +80,7 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	if err != nil {
 		return nil, err
 	}
+	defer net.Close()
 	sc := torch.NewScope()
 	defer sc.Close()
 	e := &ddrEval{ctx: ctx, dc: dc, cfg: cfg, net: net, dev: dev}

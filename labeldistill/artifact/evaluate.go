@@ -180,8 +180,10 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 		return ec, config.NewFieldError("device", err)
 	}
 	s := art.Shape
-	if _, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
+	if n, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
 		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+	} else {
+		n.Close() // built to check it
 	}
 	return ec, nil
 }
@@ -236,8 +238,10 @@ func (ec EvalConfig) resolveRecipe(art *Artifact, cfg config.Config) (EvalConfig
 		return ec, config.NewFieldError("device", err)
 	}
 	s := art.Shape
-	if _, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
+	if n, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
 		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
+	} else {
+		n.Close() // built to check it
 	}
 	return ec, nil
 }
@@ -285,6 +289,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	if err != nil {
 		return nil, err
 	}
+	defer net.Close()
 	sc := torch.NewScope()
 	defer sc.Close()
 	images, table, err := art.Tensors(dev)

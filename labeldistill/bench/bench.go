@@ -281,6 +281,7 @@ func evalSteps(ctx context.Context, cfg config.Config, ds *labeldistill.Data, de
 		if err != nil {
 			return out, err
 		}
+		defer in.net.Close()
 		net, spec, batch := in.net, train.AdamSpec(cfg.EvalLR), min(cfg.EvalBatch, ds.Base.N)
 		if cfg.Method == config.MethodDD {
 			net, spec, batch = net.XavierInit(), train.OptSpec{Kind: "sgd", LR: cfg.DDStepLRInit}, ds.Base.N/max(1, cfg.DDSteps)
@@ -344,7 +345,8 @@ type evalInputs struct {
 	testImages, testLabs *torch.Tensor
 }
 
-// inputs puts ds's base images, uniform labels and test split on dev, in the caller's scope.
+// inputs puts ds's base images, uniform labels and test split on dev, in the caller's scope
+// (the caller closes the network).
 func inputs(cfg config.Config, ds *labeldistill.Data, dev torch.Device) (*evalInputs, error) {
 	s := ds.Shape
 	net, err := nets.New(cfg.EvalArch, s[0], s[1], s[2], int64(ds.Classes))
@@ -353,9 +355,11 @@ func inputs(cfg config.Config, ds *labeldistill.Data, dev torch.Device) (*evalIn
 	}
 	in := &evalInputs{net: net}
 	if in.images, _, err = engine.SplitTensors(&ds.Base, s, dev); err != nil {
+		net.Close()
 		return nil, err
 	}
 	if in.testImages, in.testLabs, err = engine.SplitTensors(&ds.Test, s, dev); err != nil {
+		net.Close()
 		return nil, err
 	}
 	uniform := make([]float32, ds.Base.N*ds.Classes)
@@ -417,6 +421,7 @@ func Evaluation(ctx context.Context, cfg config.Config, steps int, ds *labeldist
 		if err != nil {
 			return nil, err
 		}
+		defer in.net.Close()
 		seed := uint64(cfg.Seed)
 		tr := &train.Trainer{Net: in.net, RR: cfg.Method == config.MethodRR, Cfg: cfg, Images: in.images, Labels: in.labels,
 			Batch: cfg.EvalBatch, Opt: train.AdamSpec(cfg.EvalLR), Device: dev}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 	"strings"
 
@@ -225,7 +226,9 @@ func (k *configCheck) checkArchitectures() {
 	case ArchResNet:
 		k.bad("arch", "resnet is for evaluation only (set eval_arch), got %q", c.Arch)
 	default:
-		k.bad("arch", "unknown architecture %q (want lenet, alexnet or convnet)", c.Arch)
+		if !k.torchScript("arch", c.Arch) {
+			k.bad("arch", "unknown architecture %q (want lenet, alexnet, convnet or %sFILE)", c.Arch, TorchScriptPrefix)
+		}
 	}
 	switch c.EvalArch {
 	case c.Arch: // the default; arch's check covers it (resnet: see arch)
@@ -239,8 +242,29 @@ func (k *configCheck) checkArchitectures() {
 			k.bad("eval_arch", "%s needs colour 32×32 images but dataset %s is greyscale", c.EvalArch, c.Dataset)
 		}
 	default:
-		k.bad("eval_arch", "unknown architecture %q (want lenet, alexnet, resnet or convnet)", c.EvalArch)
+		if !k.torchScript("eval_arch", c.EvalArch) {
+			k.bad("eval_arch", "unknown architecture %q (want lenet, alexnet, resnet, convnet or %sFILE)", c.EvalArch, TorchScriptPrefix)
+		}
 	}
+}
+
+// torchScript reports whether arch names a TorchScript file (TorchScriptPrefix), and
+// refuses one that is not a regular file (the module itself is checked when the network
+// is built: nets.New).
+func (k *configCheck) torchScript(field, arch string) bool {
+	path, ok := strings.CutPrefix(arch, TorchScriptPrefix)
+	if !ok {
+		return false
+	}
+	switch st, err := os.Stat(path); {
+	case path == "":
+		k.bad(field, "%s names no file (want %sFILE)", arch, TorchScriptPrefix)
+	case err != nil:
+		k.bad(field, "%s: %v", arch, err)
+	case !st.Mode().IsRegular():
+		k.bad(field, "%s: not a regular file", arch)
+	}
+	return true
 }
 
 // checkBaseExamples: how the base examples are chosen, or the list given.

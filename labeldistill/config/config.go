@@ -57,6 +57,9 @@ const (
 	ArchAlexNet = "alexnet" // AlexCifarNet
 	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18"; evaluation only
 	ArchConvNet = "convnet" // ConvNet-3, the benchmarks' network (DC-BENCH, DD-Ranking)
+	// TorchScriptPrefix starts an architecture that is a PyTorch model exported as
+	// TorchScript: "torchscript:FILE" (nets.New; the contract is in docs/ARCHITECTURE.md).
+	TorchScriptPrefix = "torchscript:"
 )
 
 // Base-example selection modes (Config.BaseSelection), docs/ALGORITHM.md §1.

@@ -103,6 +103,8 @@ func (d *Inputs) close() {
 	for _, s := range []deviceSplit{d.base, d.target, d.validation, d.test} {
 		s.free()
 	}
+	d.net.Close()
+	d.evalNet.Close()
 }
 
 // rr reports whether the run's method is LD RR.

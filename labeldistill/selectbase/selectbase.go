@@ -318,6 +318,7 @@ func selectBase(ctx context.Context, cfg config.Config, o Options) (*Selection, 
 	if s.net, err = nets.New(cfg.Arch, s.ds.Shape[0], s.ds.Shape[1], s.ds.Shape[2], int64(s.ds.Classes)); err != nil {
 		return nil, err
 	}
+	defer s.net.Close()
 	s.sel = &Selection{Strategy: o.Strategy, Dataset: cfg.Dataset, BaseExamples: n, Seed: cfg.Seed,
 		BaseSeed: cfg.BaseSelectionSeed(), ValidationSize: cfg.ValidationSize, DataSHA256: s.ds.Files,
 		LdtorchVersion: labeldistill.Version, LibtorchVersion: torch.Version()}

@@ -153,12 +153,14 @@ func ddSettings(kind string, art *artifact.Artifact, sc Config, st *Study) ([]Se
 		st.Notes = append(st.Notes, "shuffled: a fresh shuffle per model; within epochs, every epoch a permutation of the images cut into blocks; across epochs, all the epochs' visits permuted together")
 	case Arch:
 		for _, a := range orDefault(sc.Archs, DefaultStudyArchs) {
-			if _, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
+			if n, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
 				if len(sc.Archs) > 0 {
 					return nil, fmt.Errorf("archs: %s does not fit %d×%d×%d images: %v", a, art.Shape[1], art.Shape[2], art.Shape[3], err)
 				}
 				st.Notes = append(st.Notes, fmt.Sprintf("%s left out: it needs colour 32×32 images, these are %d×%d×%d", a, art.Shape[1], art.Shape[2], art.Shape[3]))
 				continue
+			} else {
+				n.Close() // built to check it
 			}
 			x := base
 			x.Arch, x.Label = a, a
@@ -237,6 +239,7 @@ func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s
 		if err != nil {
 			return nil, err
 		}
+		defer net.Close()
 		scope := torch.NewScope()
 		defer scope.Close()
 		images, table, err := art.Tensors(dev)

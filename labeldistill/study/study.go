@@ -233,12 +233,14 @@ func labelSettings(kind string, art *artifact.Artifact, sc Config, st *Study, ba
 			st.Notes = append(st.Notes, fmt.Sprintf("true-label baselines train %d steps (the distillation's true-label baseline search, else T)", trueSteps))
 		}
 		for _, a := range orDefault(sc.Archs, DefaultStudyArchs) {
-			if _, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
+			if n, err := nets.New(a, art.Shape[1], art.Shape[2], art.Shape[3], int64(art.Classes)); err != nil {
 				if len(sc.Archs) > 0 {
 					return nil, fmt.Errorf("archs: %s does not fit %d×%d×%d images: %s", a, art.Shape[1], art.Shape[2], art.Shape[3], strings.TrimPrefix(err.Error(), "nets: "))
 				}
 				st.Notes = append(st.Notes, fmt.Sprintf("%s left out: %s", a, strings.TrimPrefix(err.Error(), "nets: ")))
 				continue
+			} else {
+				n.Close() // built to check it
 			}
 			x := base
 			x.Arch, x.Label = a, a+" (distilled labels)"
@@ -313,6 +315,7 @@ func searchSteps(ctx context.Context, art *artifact.Artifact, val *data.Split, c
 		if err != nil {
 			return found{}, err
 		}
+		defer net.Close()
 		sc := torch.NewScope()
 		defer sc.Close()
 		images, table, err := art.Tensors(dev)

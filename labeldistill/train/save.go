@@ -126,6 +126,15 @@ type SavedModel struct {
 // moduleNames are the PyTorch modules of docs/ARTIFACT.md by architecture.
 var moduleNames = map[string]string{"lenet": "LeNet", "alexnet": "AlexCifarNet", "resnet": "ResNet", "convnet": "ConvNet3"}
 
+// moduleName is the PyTorch module of arch: docs/ARTIFACT.md's, or for a TorchScript file
+// the architecture itself (its state dict keeps the file's own names).
+func moduleName(arch string) string {
+	if nets.IsTorchScript(arch) {
+		return arch
+	}
+	return moduleNames[arch]
+}
+
 // ModelSaver keeps the models a Trainer trains: set a Trainer's Trained to its Save, then
 // call WriteManifest with the accuracies.
 type ModelSaver struct {
@@ -174,7 +183,7 @@ func (s *ModelSaver) Save(first int, l *Models) error {
 // WriteManifest writes Dir/models.json for the models 0..len(accs)-1 of net (RR head when
 // rr) trained for steps: accs[k] is model k's test accuracy, NaN for a diverged model.
 func (s *ModelSaver) WriteManifest(net *nets.Net, rr bool, steps int, accs []float64) error {
-	m := SavedModels{Arch: net.Arch, Module: moduleNames[net.Arch], InShape: net.InShape, Classes: net.Classes, RR: rr, Steps: steps,
+	m := SavedModels{Arch: net.Arch, Module: moduleName(net.Arch), InShape: net.InShape, Classes: net.Classes, RR: rr, Steps: steps,
 		Models: make([]SavedModel, len(accs))}
 	for k, a := range accs {
 		m.Models[k].File = ModelFile(k)
