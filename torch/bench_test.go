@@ -1,7 +1,7 @@
 package torch
 
 // bench_test.go: binding overhead and end-to-end step times (not asserted; see
-// docs/BENCHMARKS.md, "Binding (issue 2)", and scripts/bench/torch_ops.py for the same
+// docs/benchmarks/binding.md, and scripts/bench/torch_ops.py for the same
 // work in PyTorch). Run with one libtorch thread:
 //
 //	OMP_NUM_THREADS=1 go test ./torch -run '^$' -bench . -count 5

@@ -61,7 +61,7 @@ func Conv2d(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
 // 5×5 layers (torch/csrc/kernels/conv5x5.cc): CPU, float32 or float64, 5×5 weights, stride 1,
 // dilation 1, one group, padding 0..4, at most 16 input and 64 output channels, a CPU with AVX2
 // and FMA. They keep derivatives of every order; their values are within float rounding of
-// Conv2d's (a different order of the sums: see docs/BENCHMARKS.md, prediction 12), the same
+// Conv2d's (a different order of the sums: see docs/benchmarks/lenet-kernels.md#direct-5x5-convolutions), the same
 // on AVX2 and AVX-512 and for any thread count. Everything else, other devices included,
 // runs Conv2d.
 func Conv2dDirect(x, w, bias *Tensor, o Conv2dOpts) (*Tensor, error) {
@@ -140,7 +140,7 @@ func MaxPool2d(x *Tensor, o PoolOpts) (*Tensor, error) {
 // with the forward computed by the shim for contiguous float32 and float64 CPU input:
 // libtorch's loop (window bounds, scan order, tie and NaN rule) without its per-element
 // overheads, recording the indices only when a graph needs them; the backward is libtorch's
-// max_pool2d_with_indices_backward (docs/BENCHMARKS.md, prediction 15). Other inputs run
+// max_pool2d_with_indices_backward (docs/benchmarks/alexcifarnet-kernels.md#a-direct-3x3-max-pool). Other inputs run
 // MaxPool2d.
 func MaxPool2dDirect(x *Tensor, o PoolOpts) (*Tensor, error) {
 	h, err := x.handle("max_pool2d_direct")

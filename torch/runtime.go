@@ -100,7 +100,7 @@ func CPPBacktraces() bool { return C.ldt_cpp_backtraces() != 0 }
 // SetCPUBlockCache makes CPU tensors of 32 MiB and more come from 2 MiB-aligned mappings
 // with transparent huge pages requested, and keeps up to maxBytes of freed ones for the next
 // tensors of (nearly) the same size, instead of glibc's fresh mapping per tensor, unmapped on
-// free, whose pages fault in again each time (docs/BENCHMARKS.md, prediction 14). Like the
+// free, whose pages fault in again each time (docs/benchmarks/allocator.md#large-blocks-kept-for-reuse). Like the
 // malloc settings, this is the program's choice: the ldtorch command makes it, the library
 // never does. 0 stops keeping blocks; tensors of other devices are not affected.
 func SetCPUBlockCache(maxBytes int64) error {

@@ -6,8 +6,8 @@ package torch
 // before it backs off again: about 3,000 wake-ups and 6 % of a core a second in an MNIST
 // LeNet LD RR run. Where every core computes (two ranks on two cores, two runs side by side)
 // each wake-up takes a core from a computation for a moment, and ranks that wait for each
-// other at every meta-step wait for the slowest of those moments (docs/BENCHMARKS.md,
-// prediction 48). Yielding every few milliseconds from the calls into the shim keeps the
+// other at every meta-step wait for the slowest of those moments (docs/benchmarks/sysmon.md#yielding-to-the-system-monitor).
+// Yielding every few milliseconds from the calls into the shim keeps the
 // goroutine's scheduling count moving, so sysmon sleeps.
 //
 // A yield is not free on a busy machine (the locked thread is handed off and back, two

@@ -1,7 +1,6 @@
 package train
 
-// epochs_bench_test.go: what the benchmark protocol's pieces cost (docs/BENCHMARKS.md, "The
-// benchmark protocol"): one EpochTrainer step (SGD, DSA) of one model on a batch of 10, 100
+// epochs_bench_test.go: what the benchmark protocol's pieces cost (docs/benchmarks/convnet.md): one EpochTrainer step (SGD, DSA) of one model on a batch of 10, 100
 // or 256 images, and scoring 1000 images, for ConvNet-3 and LeNet. Besides wall time each
 // reports the process's CPU seconds per operation (cpu-s/op), which a loaded machine
 // disturbs less:

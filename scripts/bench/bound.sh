@@ -10,7 +10,7 @@
 #         set ldtorch chooses, `ldtorch version --json` "blas_core")
 #   1t    ldtorch bench, one thread, LD RR and LD
 #   2r    ldtorch bench --nproc 2, one thread per rank (rank 0 reports)
-# The work of a meta-step (docs/BENCHMARKS.md, "AlexCifarNet ... and the compute bound"): one
+# The work of a meta-step (docs/benchmarks/alexcifarnet-kernels.md#the-compute-bound): one
 # process LD RR 76 GFLOP, LD 213 GFLOP; each of two ranks LD RR 42.9, LD 117 (what every rank
 # repeats and half of the 1,024 target images). bound = GFLOP / peak; ratio = the driving
 # thread's CPU time per meta-step / bound (wall ratio: the wall time's).

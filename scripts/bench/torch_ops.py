@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch twin of torch/bench_test.go: the same work, timed the same way, for the Go vs
-Python table in docs/BENCHMARKS.md ("Binding").
+Python table in docs/benchmarks/binding.md.
 
 Run with Debian's Python (torch 1.13 + numpy; the `python3` on PATH may lack torch):
 

@@ -2,7 +2,7 @@
 // a small network is bound by the host's work per operator (dispatch and kernel launch),
 // not by the device, so the number of operators per step is what to measure and cut. It can
 // be taken on the CPU too, where it differs only where the CPU path does (the shim's own
-// kernels; `_foreach_` ops as loops): docs/BENCHMARKS.md, "Operator census".
+// kernels; `_foreach_` ops as loops): docs/benchmarks/gpu.md#operator-census-the-hosts-work-per-step.
 //
 // A global RecordFunction callback sees every dispatched operator (scope FUNCTION) and every
 // autograd node the backward engine runs (BACKWARD_FUNCTION), on any thread: CUDA's backward

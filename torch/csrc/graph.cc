@@ -1,5 +1,5 @@
 // graph.cc: CUDA graphs. A step of a small model on a GPU is bound by the host's work per
-// operator (docs/BENCHMARKS.md, "Operator census"); recorded once as a CUDA graph, every
+// operator (docs/benchmarks/gpu.md#operator-census-the-hosts-work-per-step); recorded once as a CUDA graph, every
 // later step is one launch of all its kernels. Each graph owns a side stream: capture must
 // not happen on the default stream, and the warm-up steps before it run on that same stream,
 // so that what libtorch sets up lazily per stream (cuBLAS workspaces) exists before capture.

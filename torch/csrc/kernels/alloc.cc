@@ -2,7 +2,7 @@
 // (at most 32 MiB, however MALLOC_MMAP_THRESHOLD_ is set) with a fresh mmap and returns it to
 // the kernel when it is freed, so each meta-step of a large model faults its activations in
 // again, page by page: AlexCifarNet's 1024-image activations are 67–268 MB each, and the
-// page faults were 20 % of an LD RR meta-step (docs/BENCHMARKS.md, prediction 14). Installed
+// page faults were 20 % of an LD RR meta-step (docs/benchmarks/allocator.md#large-blocks-kept-for-reuse). Installed
 // by a program (the ldtorch command does, with its malloc settings), never by loading the
 // library: CPU blocks of 32 MiB and more are then mapped 2 MiB-aligned with transparent huge
 // pages requested, and kept on free for the next request of (nearly) the same size, up to a

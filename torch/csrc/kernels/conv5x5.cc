@@ -1,8 +1,8 @@
 // conv5x5.cc: direct CPU kernels for the 5×5 convolutions with few input channels: LeNet's
 // (1→6 on 28×28 with padding 2, 6→16 on 14×14) and AlexCifarNet's first (3→64 on 32×32),
 // where oneDNN's blocked kernels pad the 1, 3 or 6 channels to a block of 8 or 16 and spend
-// most of their time on that padding and on layout reorders (docs/BENCHMARKS.md, predictions
-// 12 and 27). Stride 1, dilation 1, one group, padding 0..4, float
+// most of their time on that padding and on layout reorders (docs/benchmarks/lenet-kernels.md#direct-5x5-convolutions,
+// docs/benchmarks/alexcifarnet-kernels.md#the-first-convolution-direct-and-fused-with-its-pool). Stride 1, dilation 1, one group, padding 0..4, float
 // and double, CPUs with AVX2 and FMA (kernels in conv5x5_avx2.cc and conv5x5_avx512.cc);
 // everything else, and every other device, runs at::conv2d.
 //
@@ -113,7 +113,7 @@ bool applies(const Kernels *k, const at::Tensor &x, const at::Tensor &w, const a
   if (x.size(1) < 1 || w.size(0) < 1 || x.size(2) + 2 * padding[0] < K || x.size(3) + 2 * padding[1] < K) return false;
   // The few input channels the kernels are for: oneDNN's blocked kernels win with many
   // (AlexCifarNet's 64→64 runs at their peak), not with few (LeNet's 1→6 and 6→16,
-  // AlexCifarNet's 3→64: docs/BENCHMARKS.md, predictions 12 and 27).
+  // AlexCifarNet's 3→64: docs/benchmarks/lenet-kernels.md#direct-5x5-convolutions, docs/benchmarks/alexcifarnet-kernels.md#the-first-convolution-direct-and-fused-with-its-pool).
   if (x.size(1) > 16 || w.size(0) > 64) return false;
   if (bias.defined()) {
     if (bias.scalar_type() != st || !bias.device().is_cpu() || bias.dim() != 1 || bias.size(0) != w.size(0))

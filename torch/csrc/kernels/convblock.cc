@@ -2,8 +2,8 @@
 // Its first block turns each 1×28×28 or 3×32×32 image into 128 planes of 32×32 (512 KB of
 // float32) that libtorch's ops then pass over four times, each pass out of cache, and again
 // in the backward; with the slow 1-channel convolution they were about half of ConvNet-3's
-// forward and training step on the CPU (one thread, libtorch 1.13: docs/BENCHMARKS.md,
-// prediction 43). Here the loops of simd_kernels.h do the block plane by plane in cache:
+// forward and training step on the CPU (one thread, libtorch 1.13: docs/benchmarks/convnet.md#the-convnet-3-block-fused).
+// Here the loops of simd_kernels.h do the block plane by plane in cache:
 // for inputs of few channels the convolution too, one image at a time (the backward
 // recomputes each plane rather than keep 512 KB per image); for the others libtorch's
 // convolution, then one pass per output plane (and libtorch's convolution backward).

@@ -1,8 +1,8 @@
 // lrn.cc: local_response_norm's CPU forward and backward, each one pass over an image. The
 // composite of nn.cc (PyTorch's: square, pad, average pool, scale, pow, divide) makes seven
 // passes over AlexCifarNet's 67 M-element activations per LRN and its backward as many again;
-// with Sleef's pow they were a third of an AlexCifarNet LD meta-step (docs/BENCHMARKS.md,
-// prediction 18). Here each image is one call of the loops of simd_kernels.h (one pass
+// with Sleef's pow they were a third of an AlexCifarNet LD meta-step (docs/benchmarks/alexcifarnet-kernels.md#a-local-response-normalisation-kernel).
+// Here each image is one call of the loops of simd_kernels.h (one pass
 // forward, one backward, over buffers of C·H·W elements that stay in cache). When a graph
 // of the backward is wanted (the inner gradient of LD), the same closed form is built from
 // differentiable ATen ops instead, so that every higher derivative is autograd's.

@@ -1,7 +1,7 @@
 // maxpool.cc: max_pool2d's CPU forward for any kernel, stride, padding and ceil mode, with
 // libtorch's own backward. libtorch 1.13's CPU max_pool2d_with_indices took 27 % of an
 // AlexCifarNet LD RR meta-step for its two 3×3, stride-2 pools (≈ 13 ns per output element;
-// docs/BENCHMARKS.md, prediction 15). The loop here is libtorch's (aten/src/ATen/native/cpu/
+// docs/benchmarks/alexcifarnet-kernels.md#a-direct-3x3-max-pool). The loop here is libtorch's (aten/src/ATen/native/cpu/
 // MaxPoolKernel.cpp, cpu_max_pool): the same window bounds, scan order, initial index and
 // rule `val > max || isnan(val)`, so values and indices are max_pool2d's bit for bit; it
 // records the indices (and tracks the winning taps) only when a graph needs them, scans a row

@@ -1,7 +1,7 @@
 // pool2x2.cc: a fused CPU kernel for max_pool2d with kernel 2, stride 2, no padding, the
 // only pooling LeNet uses. libtorch 1.13's CPU max_pool2d takes ≈ 17 ms (one thread) for
 // the 1024×6×24×24 activations of a meta-step, ≈ 5 ns per element for a memory-bound op
-// (docs/BENCHMARKS.md, prediction 9). The kernel here reads each input element once.
+// (docs/benchmarks/lenet-kernels.md#a-fused-2x2-max-pool). The kernel here reads each input element once.
 //
 // Exactness: values, winning positions and gradients are those of max_pool2d. Each window is
 // scanned in max_pool2d's order (row-major) with its rule `v > best || isnan(v)`, so ties go
