@@ -21,6 +21,9 @@ type Options struct {
 	Start     time.Time // when the run started (its wall time counts from here)
 	Progress  func(Progress)
 	Folder    RunFolder // the run's files: history, checkpoints, resume, phases (nil: none)
+	// Observers are attached after the run folder's, before progress (a caller's own hooks:
+	// statistics, early stopping by cancelling the context, …).
+	Observers []Observer
 	Group     *dist.Group
 	BaseSplit BaseSplit
 	Learn     func(*Inputs) ([]learnable, error) // nil: what cfg.Learn says (tests give others)
@@ -97,6 +100,7 @@ func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error)
 	if o.Folder != nil {
 		l.observers = append(l.observers, o.Folder.Observers(l)...)
 	}
+	l.observers = append(l.observers, o.Observers...)
 	if o.Progress != nil {
 		l.observers = append(l.observers, progressObserver(o.Progress))
 	}
