@@ -18,9 +18,9 @@ import (
 
 // Options are what Distill runs with besides the configuration (labeldistill's RunOptions).
 type Options struct {
-	Start     time.Time // when the run started (its wall time counts from here)
-	Progress  func(Progress)
-	Folder    RunFolder // the run's files: history, checkpoints, resume, phases (nil: none)
+	Start    time.Time // when the run started (its wall time counts from here)
+	Progress func(Progress)
+	Folder   RunFolder // the run's files: history, checkpoints, resume, phases (nil: none)
 	// Observers are attached after the run folder's, before progress (a caller's own hooks:
 	// statistics, early stopping by cancelling the context, …).
 	Observers []Observer
