@@ -359,6 +359,9 @@ func readArtifact(dir string) (*artifact.Artifact, error) {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		path := filepath.Join(dir, artifact.DistilledFile)
+		if pe.Path != "" && filepath.Dir(pe.Path) == filepath.Clean(dir) {
+			path = pe.Path // the file of the artifact that could not be read: distilled.pt, report.json
+		}
 		if _, lerr := os.Lstat(path); lerr == nil { // there, but not readable
 			return nil, usageErrorf("--distilled: %s", unreadable(path, err))
 		}

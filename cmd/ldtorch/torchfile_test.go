@@ -1,0 +1,83 @@
+// distilled.pt put in place of another kind of file: a named pipe is refused unopened by
+// every command that reads an artifact (opening it would wait for a writer, through
+// signals), and a folder is named as distilled.pt.
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runReleasing runs the CLI in-process for at most limit; a call still going then (blocked
+// in the open of the named pipe fifo) is released by a writer opening the pipe, and the
+// test fails.
+func runReleasing(t *testing.T, limit time.Duration, fifo string, args ...string) result {
+	t.Helper()
+	done := make(chan result, 1)
+	go func() {
+		var stdout, stderr bytes.Buffer
+		code := runContext(context.Background(), append([]string{"ldtorch"}, args...), &stdout, &stderr)
+		done <- result{code, stdout.String(), stderr.String()}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(limit):
+	}
+	t.Errorf("ldtorch %v: still running after %v (blocked on the named pipe %s)", args, limit, fifo)
+	for {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+			w.Close()
+		}
+		select {
+		case r := <-done:
+			return r
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func TestDistilledPtNotAFile(t *testing.T) {
+	shared := sharedDatasets(t)
+	fifoRun := copyTree(t, tinyRun(t))
+	fifo := filepath.Join(fifoRun, "distilled.pt")
+	os.Remove(fifo)
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"evaluate", "--distilled", fifoRun, "--models", "1", "--data-dir", shared, "--threads", "1"}, exitUsage},
+		{[]string{"evaluate", "--distilled", fifoRun, "--protocol", "ddranking", "--models", "1", "--data-dir", shared, "--threads", "1"}, exitUsage},
+		{[]string{"study", "steps", "--distilled", fifoRun, "--models", "1", "--deltas", "0", "--data-dir", shared, "--threads", "1"}, exitUsage},
+		{[]string{"report", fifoRun, "--data-dir", shared}, exitFailure},
+		{[]string{"export", fifoRun}, exitFailure},
+	} {
+		start := time.Now()
+		r := runReleasing(t, 20*time.Second, fifo, tc.args...)
+		wantOneLine(t, r, tc.code, fifo, "a named pipe, not a regular file")
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("%v: took %v", tc.args, d)
+		}
+	}
+
+	dirRun := copyTree(t, tinyRun(t))
+	pt := filepath.Join(dirRun, "distilled.pt")
+	os.Remove(pt)
+	if err := os.Mkdir(pt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r := ldtorch(t, nil, "evaluate", "--distilled", dirRun, "--models", "1", "--data-dir", shared, "--threads", "1")
+	wantOneLine(t, r, exitUsage, "--distilled", pt, "is a folder")
+	if bytes.Contains([]byte(r.stderr), []byte("distilled.npz")) {
+		t.Errorf("a folder as distilled.pt named as distilled.npz: %s", r.stderr)
+	}
+}
