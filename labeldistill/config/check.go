@@ -218,16 +218,14 @@ func (k *configCheck) checkArchitectures() {
 		if targetOK { // unknown dataset: auto could not be filled, dataset is reported
 			k.bad("arch", "must not be empty")
 		}
-	case ArchLeNet, ArchConvNet:
+	case ArchLeNet, ArchConvNet, ArchResNet: // resnet and convnet take any image of at least 8×8
 	case ArchAlexNet:
 		if targetOK && !target.Colour {
 			k.bad("arch", "alexnet needs colour 32×32 images but dataset %s is greyscale", c.Dataset)
 		}
-	case ArchResNet:
-		k.bad("arch", "resnet is for evaluation only (set eval_arch), got %q", c.Arch)
 	default:
 		if !k.torchScript("arch", c.Arch) {
-			k.bad("arch", "unknown architecture %q (want lenet, alexnet, convnet or %sFILE)", c.Arch, TorchScriptPrefix)
+			k.bad("arch", "unknown architecture %q (want lenet, alexnet, resnet, convnet or %sFILE)", c.Arch, TorchScriptPrefix)
 		}
 	}
 	switch c.EvalArch {

@@ -55,7 +55,7 @@ const (
 const (
 	ArchLeNet   = "lenet"
 	ArchAlexNet = "alexnet" // AlexCifarNet
-	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18"; evaluation only
+	ArchResNet  = "resnet"  // the authors' CIFAR "ResNet-18" (BatchNorm: batch statistics in training, running ones in evaluation)
 	ArchConvNet = "convnet" // ConvNet-3, the benchmarks' network (DC-BENCH, DD-Ranking)
 	// TorchScriptPrefix starts an architecture that is a PyTorch model exported as
 	// TorchScript: "torchscript:FILE" (nets.New; the contract is in docs/ARCHITECTURE.md).
