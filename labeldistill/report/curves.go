@@ -17,7 +17,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// series collects (step, value) points from history lines.
+// series collects (step, value) points from history lines; non-finite values are left out.
 func series(recs []rundir.HistoryRecord, kind string, value func(rundir.HistoryRecord) (float64, bool)) plotter.XYs {
 	var xys plotter.XYs
 	for _, r := range recs {
@@ -31,11 +31,22 @@ func series(recs []rundir.HistoryRecord, kind string, value func(rundir.HistoryR
 	return xys
 }
 
+// clipped is xys with every coordinate held within ±axisLimit: a point is drawn at the
+// edge of what an axis can span (gonum lays a panel out around every point, and points
+// far outside its axis gave it NaN sizes). Log axes take the log10 first, well inside.
+func clipped(xys plotter.XYs) plotter.XYs {
+	out := make(plotter.XYs, len(xys))
+	for i, xy := range xys {
+		out[i] = plotter.XY{X: math.Max(-axisLimit, math.Min(xy.X, axisLimit)), Y: math.Max(-axisLimit, math.Min(xy.Y, axisLimit))}
+	}
+	return out
+}
+
 func addLine(p *plot.Plot, xys plotter.XYs, col color.Color, width float64, legend string) error {
 	if len(xys) == 0 {
 		return nil
 	}
-	l, err := plotter.NewLine(xys)
+	l, err := plotter.NewLine(clipped(xys))
 	if err != nil {
 		return err
 	}
@@ -63,7 +74,7 @@ func addPoints(p *plot.Plot, xys plotter.XYs, col color.Color, shape draw.GlyphD
 	if len(xys) == 0 {
 		return nil
 	}
-	s, err := plotter.NewScatter(xys)
+	s, err := plotter.NewScatter(clipped(xys))
 	if err != nil {
 		return err
 	}
@@ -107,7 +118,7 @@ func learningCurvesFigure(recs []rundir.HistoryRecord, resets []int) ([]byte, er
 	}
 	best := series(recs, rundir.HistoryValidation, func(r rundir.HistoryRecord) (float64, bool) { return r.Accuracy, r.Best })
 	if len(best) > 0 {
-		ring, err := plotter.NewScatter(best[len(best)-1:])
+		ring, err := plotter.NewScatter(clipped(best[len(best)-1:]))
 		if err != nil {
 			return nil, err
 		}
@@ -407,10 +418,25 @@ func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// log10Ticks are logTicks for an axis of log10 values.
+// log10Ticks are logTicks for an axis of log10 values. The ends are held to the exponents
+// of float64 (1e-323 … 1e308: a padded end beyond them made logTicks step towards an
+// infinite power of ten), and an axis over more than 30 decades labels every k-th power of ten, at
+// most about ten, without the multiples between.
 type log10Ticks struct{}
 
 func (log10Ticks) Ticks(lo, hi float64) []plot.Tick {
+	lo, hi = math.Max(lo, -323), math.Min(hi, 308)
+	if !(hi > lo) {
+		return nil
+	}
+	if decades := math.Ceil(hi) - math.Floor(lo); decades > 30 {
+		k := math.Ceil(decades / 10)
+		var ticks []plot.Tick
+		for e := math.Ceil(lo/k) * k; e <= hi; e += k {
+			ticks = append(ticks, plot.Tick{Value: e, Label: fmt.Sprintf("1e%+.0f", e)})
+		}
+		return ticks
+	}
 	ticks := logTicks{}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
 	for i := range ticks {
 		ticks[i].Value = math.Log10(ticks[i].Value)

@@ -38,6 +38,14 @@ func renderPNG(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
 	for _, r := range plots {
 		cols = max(cols, len(r))
 	}
+	for _, r := range plots {
+		for _, p := range r {
+			if p != nil {
+				boundAxis(&p.X.Min, &p.X.Max)
+				boundAxis(&p.Y.Min, &p.Y.Max)
+			}
+		}
+	}
 	tiles := draw.Tiles{Rows: rows, Cols: cols, PadTop: vg.Points(4), PadBottom: vg.Points(4),
 		PadLeft: vg.Points(4), PadRight: vg.Points(8), PadX: vg.Points(10), PadY: vg.Points(10)}
 	canvases := plot.Align(plots, tiles, dc)
@@ -71,6 +79,38 @@ func renderPNG(plots [][]*plot.Plot, w, h vg.Length) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// axisLimit bounds an axis's range: ±1e300 leaves room for the padding the figures add
+// (a span of twice it is still finite).
+const axisLimit = 1e300
+
+// boundAxis makes an axis range [*lo, *hi] one that gonum's ticks and scales can handle,
+// whatever the values drawn (any float64 in a run's history, an edited one included): a
+// non-finite end is replaced, both ends are held within ±axisLimit (the values beyond are
+// drawn clipped at the edge), and a range narrower than a millionth of its magnitude (a
+// constant series, or one value) is widened around its middle. gonum's default ticks
+// panic on an empty range, and step through a range too narrow for float64's resolution
+// or too wide to subtract forever, while their slice grows until the process runs out of
+// memory.
+func boundAxis(lo, hi *float64) {
+	a, b := *lo, *hi
+	if math.IsNaN(a) || math.IsInf(a, 1) {
+		a = math.Min(0, b)
+	}
+	if math.IsNaN(b) || math.IsInf(b, -1) {
+		b = math.Max(a+1, 1)
+	}
+	a = math.Max(-axisLimit, math.Min(a, axisLimit))
+	b = math.Max(-axisLimit, math.Min(b, axisLimit))
+	if b < a {
+		a, b = b, a
+	}
+	if minSpan := math.Max(1e-6*math.Max(math.Abs(a), math.Abs(b)), 1e-300); b-a < minSpan {
+		mid := a/2 + b/2
+		a, b = mid-minSpan, mid+minSpan
+	}
+	*lo, *hi = a, b
 }
 
 // drawTitle writes p's title with its top at y, centred over the data area (as far as the
@@ -260,8 +300,9 @@ func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	if !(lo > 0) || !(hi > lo) {
 		return ticks
 	}
-	wide := math.Log10(hi/lo) > 2 // then only the powers of ten get labels
-	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+	hi = math.Min(hi, math.MaxFloat64) // an infinite end: the loop below would not end
+	wide := math.Log10(hi/lo) > 2      // then only the powers of ten get labels
+	for e := math.Floor(math.Log10(lo)); e <= math.Min(math.Ceil(math.Log10(hi)), 308); e++ {
 		for m := 1.0; m < 10; m++ {
 			v := m * math.Pow(10, e)
 			if v < lo || v > hi {
