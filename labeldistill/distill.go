@@ -75,11 +75,22 @@ func WithSaveModels(dir string) RunOption { return func(o *runOptions) { o.saveM
 // checkpoint and, on CPU with a fixed thread count, ends with exactly the labels and
 // accuracies of an uninterrupted run.
 func Distill(ctx context.Context, cfg config.Config, opts ...RunOption) (*Result, error) {
-	return guarded(func() (*Result, error) { return distill(ctx, cfg, opts) })
+	start := time.Now()
+	r, err := config.Resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return guarded(func() (*Result, error) { return distill(ctx, start, r, opts) })
 }
 
-func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result, error) {
+// DistillResolved is Distill of a configuration the caller resolved (config.Resolve), which
+// it does not resolve again.
+func DistillResolved(ctx context.Context, r config.Resolved, opts ...RunOption) (*Result, error) {
 	start := time.Now()
+	return guarded(func() (*Result, error) { return distill(ctx, start, r, opts) })
+}
+
+func distill(ctx context.Context, start time.Time, r config.Resolved, opts []RunOption) (*Result, error) {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
@@ -94,7 +105,7 @@ func distill(ctx context.Context, cfg config.Config, opts []RunOption) (*Result,
 		}
 		eo.Folder = f
 	}
-	return engine.Distill(ctx, cfg, eo)
+	return engine.Distill(ctx, r, eo)
 }
 
 // WithHistory writes the run history to path (conventionally OUT/metrics.jsonl; its schema
@@ -110,7 +121,13 @@ func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float3
 		for _, f := range opts {
 			f(&o)
 		}
-		return gradvar.Measure(ctx, g, labels, func() (*engine.Inputs, error) { return engine.Prepare(cfg, o.dataset, o.baseFile) })
+		return gradvar.Measure(ctx, g, labels, func() (*engine.Inputs, error) {
+			r, err := config.Resolve(cfg)
+			if err != nil {
+				return nil, err
+			}
+			return engine.Prepare(r, o.dataset, o.baseFile)
+		})
 	})
 }
 

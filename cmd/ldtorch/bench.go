@@ -68,7 +68,7 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		return err
 	}
 	if rank.launch > 1 {
-		return e.launchRanks(c, cfg, rank.launch, false)
+		return e.launchRanks(c, cfg.Config, rank.launch, false)
 	}
 	if g := rank.group; g != nil {
 		defer func() {
@@ -89,21 +89,17 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 		return distillError(err, src)
 	}
 	// Both benchmarks share one loaded dataset.
-	resolved, err := cfg.Resolved()
+	ds, err := labeldistill.LoadData(cfg.Config)
 	if err != nil {
 		return fail(err)
 	}
-	ds, err := labeldistill.LoadData(resolved)
-	if err != nil {
-		return fail(err)
-	}
-	res, err := bench.Run(c.Context, cfg, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census"), BaseSplit: rank.baseSplit}, ds, rank.group)
+	res, err := bench.Run(c.Context, cfg.Config, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census"), BaseSplit: rank.baseSplit}, ds, rank.group)
 	if err != nil {
 		return fail(err)
 	}
 	var evalRes *bench.EvaluationResult
 	if evalSteps > 0 {
-		if evalRes, err = bench.Evaluation(c.Context, cfg, evalSteps, ds); err != nil {
+		if evalRes, err = bench.Evaluation(c.Context, cfg.Config, evalSteps, ds); err != nil {
 			return fail(err)
 		}
 	}

@@ -72,7 +72,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		return err
 	}
 	if rank.launch > 1 {
-		return e.launchRanks(c, cfg, rank.launch, true)
+		return e.launchRanks(c, cfg.Config, rank.launch, true)
 	}
 	if !rank.root() {
 		return e.distillRank(c, cfg, rank)
@@ -150,7 +150,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		opts = append(opts, rank.runOptions()...)
 	}
 	started := time.Now()
-	res, err := labeldistill.Distill(ctx, cfg, opts...)
+	res, err := labeldistill.DistillResolved(ctx, cfg, opts...)
 	pr.done()
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err() // the signal came after the last check: still no artifact

@@ -229,7 +229,7 @@ func (t *tailBuffer) String() string {
 }
 
 // distillRank is a rank other than 0: the same Distill, with no progress and no output.
-func (e *env) distillRank(c *cli.Context, cfg config.Config, rank rankInfo) error {
+func (e *env) distillRank(c *cli.Context, cfg config.Resolved, rank rankInfo) error {
 	g := rank.group
 	defer g.Close()
 	opts := rank.runOptions()
@@ -246,7 +246,7 @@ func (e *env) distillRank(c *cli.Context, cfg config.Config, rank rankInfo) erro
 	if saveModels != "" {
 		opts = append(opts, labeldistill.WithSaveModels(saveModels))
 	}
-	_, err = labeldistill.Distill(c.Context, cfg, opts...)
+	_, err = labeldistill.DistillResolved(c.Context, cfg, opts...)
 	if err != nil {
 		g.Abort(err)
 		if c.Context.Err() != nil {

@@ -32,7 +32,7 @@ func runConfigFlags() []cli.Flag {
 }
 
 // resolveConfig builds the run's configuration from defaults, --config, variables and flags.
-func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error) {
+func (e *env) resolveConfig(c *cli.Context) (config.Resolved, *valueSource, error) {
 	src := &valueSource{args: e.args, isSet: c.IsSet, configKeys: map[string]bool{}}
 	cfg := config.Default()
 	// --resume DIR starts from the checkpoint's own settings; what is given beside it
@@ -42,15 +42,15 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 	if resuming {
 		dir := c.String("resume")
 		if dir == "" {
-			return cfg, src, usageErrorf("--resume needs a folder")
+			return config.Resolved{}, src, usageErrorf("--resume needs a folder")
 		}
 		ck, _, ckptDir, err := rundir.CheckpointConfig(dir)
 		if err != nil {
 			var re *rundir.ResumeError
 			if errors.As(err, &re) {
-				return cfg, src, usageErrorf("--resume: %s", re.Msg)
+				return config.Resolved{}, src, usageErrorf("--resume: %s", re.Msg)
 			}
-			return cfg, src, usageErrorf("--resume: %v", err)
+			return config.Resolved{}, src, usageErrorf("--resume: %v", err)
 		}
 		cfg, ckCfg = ck, ck
 		cfg.Out = filepath.Clean(dir) // the resumed run's output folder
@@ -65,22 +65,22 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 			what = envName("config") + "=" + path
 		}
 		if path == "" {
-			return cfg, src, usageErrorf("%s needs a file name", what)
+			return config.Resolved{}, src, usageErrorf("%s needs a file name", what)
 		}
 		src.configFile = path
 		loaded, keys, err := config.ReadFileKeysContext(c.Context, path)
 		if err != nil {
 			if c.Context.Err() != nil { // interrupted while a named pipe waited for its writer
-				return cfg, src, err
+				return config.Resolved{}, src, err
 			}
 			var pe *fs.PathError
 			if errors.As(err, &pe) {
 				if _, lerr := os.Lstat(path); lerr == nil {
-					return cfg, src, usageErrorf("%s: cannot read it: %s", what, unreadable(path, err))
+					return config.Resolved{}, src, usageErrorf("%s: cannot read it: %s", what, unreadable(path, err))
 				}
-				return cfg, src, usageErrorf("%s: cannot read %s: %v", what, path, pe.Err)
+				return config.Resolved{}, src, usageErrorf("%s: cannot read %s: %v", what, path, pe.Err)
 			}
-			return cfg, src, usageErrorf("%s: %v", what, err)
+			return config.Resolved{}, src, usageErrorf("%s: %v", what, err)
 		}
 		src.configKeys = keys
 		// Integers are capped like flags and variables: anything larger is a typo.
@@ -88,7 +88,7 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 		for _, f := range configFlags() {
 			if k := f.typ.Kind(); src.configKeys[f.key] && k == reflect.Int {
 				if n := lv.Field(f.field).Int(); n > maxIntFlag || n < -maxIntFlag {
-					return cfg, src, usageErrorf("%s in %s: %d is out of range (at most %d in magnitude)", f.key, path, n, maxIntFlag)
+					return config.Resolved{}, src, usageErrorf("%s in %s: %d is out of range (at most %d in magnitude)", f.key, path, n, maxIntFlag)
 				}
 			}
 		}
@@ -99,7 +99,7 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 		}
 	}
 	if err := applyConfigFlags(c, &cfg); err != nil {
-		return cfg, src, err
+		return config.Resolved{}, src, err
 	}
 	// Given base indices say how many base examples there are, unless N is set too.
 	if cfg.BaseIndices != nil && !c.IsSet("base") && !src.configKeys["base_examples"] {
@@ -109,30 +109,30 @@ func (e *env) resolveConfig(c *cli.Context) (config.Config, *valueSource, error)
 	if !c.IsSet("data-dir") && !src.configKeys["data_dir"] && !resuming {
 		dir, err := data.DataDir("")
 		if err != nil {
-			return cfg, src, usageErrorf("--data-dir: %v", err)
+			return config.Resolved{}, src, usageErrorf("--data-dir: %v", err)
 		}
 		cfg.DataDir = dir
 	}
-	resolved, err := cfg.Resolved()
+	resolved, err := config.Resolve(cfg)
 	if err != nil && resuming {
 		// A setting the checkpoint's run does not share is named as such, rather than a
 		// setting the checks blame because of it (another --dataset makes the recorded
 		// base_selection invalid for a cross-dataset run). (When the settings are valid,
 		// the resume itself compares them, resolved.)
 		if err := resumeConflicts(c.String("resume"), ckCfg, cfg); err != nil {
-			return cfg, src, err
+			return config.Resolved{}, src, err
 		}
 	}
 	if err != nil {
-		return cfg, src, configError(err, src)
+		return config.Resolved{}, src, configError(err, src)
 	}
 	if resuming { // refused here, before the run announces itself (Distill checks again)
-		if err := resumeConflicts(c.String("resume"), ckCfg, resolved); err != nil {
-			return cfg, src, err
+		if err := resumeConflicts(c.String("resume"), ckCfg, resolved.Config); err != nil {
+			return config.Resolved{}, src, err
 		}
 	}
-	if err := ddIgnoredSettings(resolved, src); err != nil {
-		return cfg, src, err
+	if err := ddIgnoredSettings(resolved.Config, src); err != nil {
+		return config.Resolved{}, src, err
 	}
 	return resolved, src, nil
 }

@@ -419,3 +419,15 @@ func NewFieldError(field string, err error) *FieldError {
 func FieldErrorf(field, format string, args ...any) *FieldError {
 	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
+
+// Resolved is a configuration whose "auto" values are filled in and whose settings are
+// checked, as Resolve returns it: what a run executes. The packages that take a Resolved
+// (labeldistill.DistillResolved, the engine) do not resolve it again.
+type Resolved struct{ Config }
+
+// Resolve fills in every "auto" value from the dataset, N and the method, and checks the
+// result (Config.Resolved): once, at the edge of a program.
+func Resolve(c Config) (Resolved, error) {
+	r, err := c.Resolved()
+	return Resolved{r}, err
+}

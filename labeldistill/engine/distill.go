@@ -52,11 +52,9 @@ type RunFolder interface {
 
 // Distill runs a distillation from start to end: the meta-loop with its observers, the
 // final test and the baselines (labeldistill.Distill's work, under its options).
-func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error) {
-	cfg, err := cfg.Resolved()
-	if err != nil {
-		return nil, err
-	}
+func Distill(ctx context.Context, r config.Resolved, o Options) (*Result, error) {
+	cfg := r.Config
+	var err error
 	par := &parallel{g: o.Group, baseSplit: o.BaseSplit}
 	if par.rank() != 0 {
 		var cancel context.CancelFunc
@@ -75,7 +73,7 @@ func Distill(ctx context.Context, cfg config.Config, o Options) (*Result, error)
 			return nil, fmt.Errorf("save models: %w", err)
 		}
 	}
-	in, err := prepareRun(cfg, o.Dataset, o.BaseFile)
+	in, err := prepareRun(r, o.Dataset, o.BaseFile)
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,11 @@ func ExampleDistill() {
 			return nil
 		},
 	}
-	res, err := engine.Distill(context.Background(), cfg, engine.Options{Start: time.Now(), Dataset: ds, Observers: []engine.Observer{count}})
+	r, err := config.Resolve(cfg) // every "auto" value filled in and checked, once
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := engine.Distill(context.Background(), r, engine.Options{Start: time.Now(), Dataset: ds, Observers: []engine.Observer{count}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -172,7 +172,7 @@ func TestLabelAdamSurvivesModelResets(t *testing.T) {
 	cfg.BaseExamples, cfg.InnerBatch, cfg.OuterBatch, cfg.ResetWindow, cfg.Epochs = 20, 10, 64, 2, 1
 	cfg.Baselines = []string{}
 	cfg = tNeed[config.Config](t)(cfg.Resolved())
-	in := tNeed[*Inputs](t)(prepareRun(cfg, ds, nil))
+	in := tNeed[*Inputs](t)(prepareRun(resolved(t, cfg), ds, nil))
 	defer in.close()
 	r := tNeed[*Loop](t)(newLoop(in, &parallel{}, nil))
 	defer r.close()

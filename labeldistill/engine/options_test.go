@@ -4,6 +4,7 @@ package engine
 
 import (
 	"context"
+	"testing"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -27,5 +28,19 @@ func testDistill(ctx context.Context, cfg config.Config, opts ...RunOption) (*Re
 	for _, f := range opts {
 		f(&o)
 	}
-	return torch.Guard("labeldistill", func() (*Result, error) { return Distill(ctx, cfg, o) })
+	r, err := config.Resolve(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return torch.Guard("labeldistill", func() (*Result, error) { return Distill(ctx, r, o) })
+}
+
+// resolved is cfg resolved, stopping the test on an error.
+func resolved(t testing.TB, cfg config.Config) config.Resolved {
+	t.Helper()
+	r, err := config.Resolve(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }

@@ -8,14 +8,11 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
-// prepareRun resolves cfg and takes the inputs of a run of it (ds, else cfg's data loaded
+// prepareRun takes the inputs of a run of r (ds, else cfg's data loaded
 // from disk; baseFile: where cfg's base indices were read from, or nil) onto its device,
 // with the thread count applied.
-func prepareRun(cfg config.Config, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
-	cfg, err := cfg.Resolved()
-	if err != nil {
-		return nil, err
-	}
+func prepareRun(r config.Resolved, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
+	cfg := r.Config
 	dev, err := Setup(cfg)
 	if err != nil {
 		return nil, err
@@ -35,6 +32,6 @@ func prepareRun(cfg config.Config, ds *Data, baseFile *data.BaseFile) (*Inputs, 
 
 // Prepare is prepareRun for the packages that run on a distillation's inputs without its
 // meta-loop (the gradient-variance measurement, the benchmarks).
-func Prepare(cfg config.Config, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
-	return prepareRun(cfg, ds, baseFile)
+func Prepare(r config.Resolved, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
+	return prepareRun(r, ds, baseFile)
 }

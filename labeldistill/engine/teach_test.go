@@ -64,7 +64,7 @@ func TestFreshModelsTrainOnTheLearntImages(t *testing.T) {
 	defer s.Close()
 	cfg := teachConfig(config.MethodRR)
 	cfg.Epochs, cfg.ValidateEvery = 3, 1
-	in, err := prepareRun(cfg, testkit.SmallDataset(t), nil)
+	in, err := prepareRun(resolved(t, cfg), testkit.SmallDataset(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

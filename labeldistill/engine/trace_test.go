@@ -293,7 +293,7 @@ func TestReplayAuthorsTrace(t *testing.T) {
 	compat := os.Getenv("LDTORCH_TRACE_COMPAT")
 	s := torch.NewScope()
 	defer s.Close()
-	in, err := prepareRun(tr.config(compat), tr.data(t), nil)
+	in, err := prepareRun(resolved(t, tr.config(compat)), tr.data(t), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,11 +20,23 @@ func TestMeasure(t *testing.T) {
 	ds := testkit.SmallDataset(t)
 	cfg := testkit.SmallConfig(config.MethodLD)
 	g := Options{Methods: []string{config.MethodLD, config.MethodRR}, Models: 4, Batches: 2, Warmup: 5}
-	a, err := Measure(context.Background(), g, nil, func() (*engine.Inputs, error) { return engine.Prepare(cfg, ds, nil) })
+	a, err := Measure(context.Background(), g, nil, func() (*engine.Inputs, error) {
+		r, err := config.Resolve(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return engine.Prepare(r, ds, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := Measure(context.Background(), g, nil, func() (*engine.Inputs, error) { return engine.Prepare(cfg, ds, nil) })
+	b, err := Measure(context.Background(), g, nil, func() (*engine.Inputs, error) {
+		r, err := config.Resolve(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return engine.Prepare(r, ds, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +50,13 @@ func TestMeasure(t *testing.T) {
 		}
 	}
 	t.Logf("uniform labels, 4 models warmed up 5 steps, 2 batches: LD %.3g, LD RR %.3g", a[0].Variance.Variance, a[1].Variance.Variance)
-	if _, err := Measure(context.Background(), g, make([]float32, 7), func() (*engine.Inputs, error) { return engine.Prepare(cfg, ds, nil) }); err == nil {
+	if _, err := Measure(context.Background(), g, make([]float32, 7), func() (*engine.Inputs, error) {
+		r, err := config.Resolve(cfg)
+		if err != nil {
+			return nil, err
+		}
+		return engine.Prepare(r, ds, nil)
+	}); err == nil {
 		t.Fatal("a 7-value label table was accepted")
 	}
 }

@@ -108,9 +108,9 @@ func strictUnmarshal(b []byte, v any) error {
 
 // Cell is one distillation of a grid.
 type Cell struct {
-	Row, Column string        // labels
-	ID          string        // folder name under cells/
-	Config      config.Config // resolved, Out = the cell's folder
+	Row, Column string          // labels
+	ID          string          // folder name under cells/
+	Config      config.Resolved // Out = the cell's folder
 	// BaseFile is the index file the cell's base_indices were read from (nil: none named).
 	// BaseFileErr says why a named file could not be read (the cell cannot run until it
 	// can); BaseFilePath is its path.
@@ -250,10 +250,11 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 			if adjust != nil {
 				adjust(&cfg)
 			}
-			if cfg, err = cfg.Resolved(); err != nil {
+			resolved, err := config.Resolve(cfg)
+			if err != nil {
 				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
 			}
-			cell.ID, cell.Config = id, cfg
+			cell.ID, cell.Config = id, resolved
 			cells = append(cells, cell)
 		}
 	}

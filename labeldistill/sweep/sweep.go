@@ -74,7 +74,7 @@ func cellState(cell Cell, locked bool) (State, error) {
 		if err != nil {
 			return "", fmt.Errorf("cell %s: %w", cell.ID, err)
 		}
-		if diff := config.ResumeConflicts(ck, cell.Config); len(diff) > 0 {
+		if diff := config.ResumeConflicts(ck, cell.Config.Config); len(diff) > 0 {
 			return "", fmt.Errorf("cell %s in %s was started with other settings (%s): the grid changed; use another sweep folder",
 				cell.ID, dir, strings.Join(diff, "; "))
 		}
@@ -106,9 +106,9 @@ func finished(cell Cell, locked bool) (*artifact.Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cell %s: %w", cell.ID, err)
 	}
-	if diff := settingsDiff(a.Report.Config, cell.Config); len(diff) > 0 {
+	if diff := settingsDiff(a.Report.Config, cell.Config.Config); len(diff) > 0 {
 		return nil, fmt.Errorf("cell %s in %s was run with other settings (%s): the grid changed; use another sweep folder",
-			cell.ID, dir, strings.Join(DiffDetailsOf(a.Report.Config, cell.Config, diff), "; "))
+			cell.ID, dir, strings.Join(DiffDetailsOf(a.Report.Config, cell.Config.Config, diff), "; "))
 	}
 	return a.Report, nil
 }
@@ -195,9 +195,9 @@ func CheckGridFile(g *Grid, dir string) error {
 			return fmt.Errorf("%s was run with another grid (%s): cell %s distilled the base examples of %s, which cannot be read now (%v); use another sweep folder, or name that file in %s",
 				dir, path, c.ID, o.BaseFilePath, o.BaseFileErr, path)
 		}
-		if diff := settingsDiff(o.Config, c.Config); len(diff) > 0 {
+		if diff := settingsDiff(o.Config.Config, c.Config.Config); len(diff) > 0 {
 			return fmt.Errorf("%s was run with another grid (%s): cell %s would change (%s); use another sweep folder",
-				dir, path, c.ID, strings.Join(DiffDetailsOf(o.Config, c.Config, diff), "; "))
+				dir, path, c.ID, strings.Join(DiffDetailsOf(o.Config.Config, c.Config.Config, diff), "; "))
 		}
 	}
 	return nil
@@ -363,7 +363,7 @@ func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err er
 	if st == CellResume {
 		opts = append(opts, labeldistill.WithResume(ckpt))
 	}
-	res, err := labeldistill.Distill(ctx, c.Config, opts...)
+	res, err := labeldistill.DistillResolved(ctx, c.Config, opts...)
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}

@@ -159,7 +159,7 @@ func TestGridBaseFile(t *testing.T) {
 		t.Fatalf("cell 10: base file %q, %v", cells[0].BaseFilePath, cells[0].BaseFileErr)
 	}
 	// Make the 10-example file (kmeans, as select-base would), not the 20-example one.
-	cfg := cells[0].Config
+	cfg := cells[0].Config.Config
 	sel, err := selectbase.Select(context.Background(), cfg, selectbase.Options{Strategy: selectbase.KMeans})
 	if err != nil {
 		t.Fatal(err)
