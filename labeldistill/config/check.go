@@ -351,6 +351,9 @@ func (k *configCheck) checkLearn() {
 	}
 	k.positiveInt("dd_steps", c.DDSteps)
 	k.positiveInt("dd_epochs", c.DDEpochs)
+	if t := int64(c.DDSteps) * int64(c.DDEpochs); c.DDSteps > 0 && c.DDEpochs > 0 && t > MaxDDUnrolledSteps {
+		k.bad("dd_epochs", "dd_steps × dd_epochs %s", CountMessageText(fmt.Sprintf("%d × %d = %d", c.DDSteps, c.DDEpochs, t), 1, MaxDDUnrolledSteps, WhyDDUnrolled))
+	}
 	k.positive("dd_lr", c.DDLR)
 	if c.DDStepLRInit != 0 || k.targetOK { // auto from an unknown dataset: dataset is reported
 		k.positive("dd_step_lr_init", c.DDStepLRInit)

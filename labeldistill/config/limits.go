@@ -41,6 +41,18 @@ const MaxStudySettings = 200
 // trained --repeats times up to its max steps; the paper draws 50.
 const MaxSelectCandidates = 10_000
 
+// MaxDDUnrolledSteps bounds method dd's T = dd_steps × dd_epochs, the steps unrolled at
+// every meta-step: each keeps a copy of the network's parameters until the backward pass
+// reaches it (about 0.4 MB for LeNet under dd_backward recompute, measured: 565 MB of
+// resident memory at 10 steps, 945 MB at 1,000, 1,744 MB at 3,000), its whole graph under
+// graph (1.25 MB a step for LeNet on 10 images), and every fresh model trains T steps.
+// Wang et al. unroll 30; 10,000 keep LeNet within about 4 GB. The engine also checks T
+// against the parameters of the run's network and this machine's memory.
+const MaxDDUnrolledSteps = 10_000
+
+// WhyDDUnrolled is the reason of the bound on dd_steps × dd_epochs.
+const WhyDDUnrolled = "unrolled steps of a meta-step, each keeping a copy of the network's parameters"
+
 // MaxThreads is the largest thread count a run accepts: 4 × the CPUs of this machine (more
 // only oversubscribes, and an absurd value would make libtorch and OpenBLAS spawn that many
 // threads).

@@ -4,13 +4,16 @@ package engine
 // meta-loop: the learnable "dd" (synthetic images and one learnt step size per unrolled
 // step) and its meta-step, which trains a freshly initialised network through all the
 // unrolled steps and differentiates the target loss back through them. The backward pass
-// recomputes each step's graph from the stored parameters (memory of one step, whatever
-// the step count; dd_backward "recompute"), or keeps every step's graph as Wang et al.'s
-// code does (dd_backward "graph": memory grows with the steps).
+// recomputes each step's graph from the stored parameters (the graph of one step at a time,
+// and a copy of the parameters per step; dd_backward "recompute"), or keeps every step's
+// graph as Wang et al.'s code does (dd_backward "graph": a graph per step).
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
+	"syscall"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
@@ -45,6 +48,73 @@ func ddClasses(n, steps, classes int) []int64 {
 	return out
 }
 
+// ddBytesPerStep is what method dd keeps for each unrolled step of net at least: a copy
+// of its float32 parameters, twice (0.4 MB measured for LeNet's 0.25 MB under recompute:
+// the copies and the allocator's rounding; graph keeps the step's graph besides).
+func ddBytesPerStep(net *nets.Net) int64 {
+	var n int64
+	for _, p := range net.Params() {
+		size := int64(1)
+		for _, d := range p.Shape {
+			size *= d
+		}
+		n += size
+	}
+	return 2 * 4 * n
+}
+
+// physicalMemory is this machine's memory in bytes (0 when unknown).
+func physicalMemory() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// ddMemoryCheck refuses a T = dd_steps × dd_epochs whose unrolled steps would hold more
+// than the machine's memory (mem bytes; 0: not checked) in copies of net's parameters,
+// before anything is unrolled: the run would otherwise grow until the kernel kills it, or
+// end in libtorch's bare std::bad_alloc under a memory limit. (On a GPU the parameters are
+// the device's; its memory is smaller still, and CUDA names its own exhaustion.)
+func ddMemoryCheck(net *nets.Net, cfg config.Config, mem int64) error {
+	t := int64(cfg.DDUnrolledSteps())
+	per := ddBytesPerStep(net)
+	if mem <= 0 || t*per <= mem {
+		return nil
+	}
+	return config.FieldErrorf("dd_epochs", "dd_steps × dd_epochs = %d × %d = %d unrolled steps each keep a copy of %s's parameters (at least %s a step under dd_backward %s): %s, more than this machine's %s of memory; lower dd_epochs or dd_steps",
+		cfg.DDSteps, cfg.DDEpochs, t, cfg.Arch, byteSize(per), cfg.DDBackward, byteSize(t*per), byteSize(mem))
+}
+
+// byteSize writes a byte count for people: "494 KB", "4.9 GB".
+func byteSize(n int64) string {
+	v, units := float64(n), []string{"bytes", "KB", "MB", "GB", "TB"}
+	i := 0
+	for v >= 1000 && i < len(units)-1 {
+		v /= 1000
+		i++
+	}
+	if i == 0 || v >= 100 {
+		return fmt.Sprintf("%.0f %s", v, units[i])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// ddOutOfMemory adds to an allocation failure of an unrolled step what to change: a bare
+// std::bad_alloc (a memory limit reached) says nothing of method dd's T.
+func ddOutOfMemory(err error, steps, unrolled int) error {
+	if err == nil || !strings.Contains(err.Error(), "bad_alloc") {
+		return err
+	}
+	var fe *config.FieldError
+	if errors.As(err, &fe) {
+		return err
+	}
+	return config.FieldErrorf("dd_epochs", "out of memory (%v) in method dd's %d unrolled steps (dd_steps × dd_epochs = %d × %d, each keeping a copy of the network's parameters): lower dd_epochs or dd_steps, or raise the memory limit",
+		err, unrolled, steps, unrolled/max(1, steps))
+}
+
 // softplusInverse is raw such that softplus(raw) = v (v > 0).
 func softplusInverse(v float64) float64 { return math.Log(math.Expm1(v)) }
 
@@ -52,6 +122,9 @@ func softplusInverse(v float64) float64 { return math.Log(math.Expm1(v)) }
 // size to dd_step_lr_init.
 func newRunDD(in *Inputs) (*ddData, error) {
 	cfg := in.cfg
+	if err := ddMemoryCheck(in.net, cfg, physicalMemory()); err != nil {
+		return nil, err
+	}
 	scope := torch.NewScope()
 	defer scope.Close()
 	x, err := drawBaseImages(in, "dd-images", torch.Randn)
@@ -234,7 +307,7 @@ func ddMethod(v *ddData, gen func() *torch.Generator, backward string) metaMetho
 		}
 		grads, loss, wrong, err := unroll(m.net, m.params, v.X, v.y, v.raw, v.steps, b.xt, b.yt)
 		if err != nil {
-			return stepOutputs{}, err
+			return stepOutputs{}, ddOutOfMemory(err, v.steps, v.unrolled())
 		}
 		out, err := b.update(grads, loss, wrong)
 		if err != nil {
