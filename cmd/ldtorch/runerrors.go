@@ -69,6 +69,9 @@ func commandLine(argv []string) string {
 
 // divergedMessage names the flag of a DivergedError's setting.
 func divergedMessage(de *labeldistill.DivergedError) string {
+	if de.Field == "" { // no setting at fault: the artifact's learnt step sizes
+		return de.Error()
+	}
 	return fmt.Sprintf("%s: all %d evaluation model(s) diverged (non-finite parameters after %d training steps): --%s %g is too large; try a smaller one",
 		de.Purpose, de.Models, de.Steps, strings.ReplaceAll(de.Field, "_", "-"), de.LR)
 }

@@ -339,7 +339,11 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	}
 	accs, diverged := train.KeepFinite(accs)
 	if len(accs) == 0 {
-		return nil, &labeldistill.DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
+		de := &labeldistill.DivergedError{Purpose: "evaluate", Models: ec.Models, Steps: ec.Steps, Field: "lr", LR: ec.LR}
+		if ec.Recipe == RecipeDD { // no --lr: the artifact's own step sizes
+			de.Field, de.LR, de.Cause = "", 0, engine.LearntStepsCause(art.StepLRs)
+		}
+		return nil, de
 	}
 	res := &EvalResult{Recipe: ec.Recipe, Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
 	res.Mean, res.Std = train.MeanStd(accs)

@@ -33,7 +33,7 @@ func (l *Loop) stateGuards() []stateGuard {
 			ts = append(ts, o.opt.ExpAvg...)
 			ts = append(ts, o.opt.ExpAvgSq...)
 		}
-		gs = append(gs, stateGuard{what: "Adam state of the " + v.name(), tensors: ts, blame: blameLabels})
+		gs = append(gs, stateGuard{what: "Adam state of the " + learntWhat(v), tensors: ts, blame: learntBlame(v)})
 	}
 	m := l.model
 	if m == nil {
@@ -73,6 +73,26 @@ var (
 	blameScale  = []string{"scale_init", "scale_lr", "model_eps", "model_lr", "ridge_lambda", "label_lr"}
 )
 
+// blameDD: method dd's settings (its step sizes start at dd_step_lr_init, and dd_lr
+// drives the images' and step sizes' Adam); it has no labels, online model or ridge head.
+var blameDD = []string{"dd_step_lr_init", "dd_lr"}
+
+// learntWhat names a learnable in messages: method dd's is its images and step sizes.
+func learntWhat(v learnable) string {
+	if _, ok := v.(*ddData); ok {
+		return "images and step sizes"
+	}
+	return v.name()
+}
+
+// learntBlame are the settings that can make a learnable's values or Adam state diverge.
+func learntBlame(v learnable) []string {
+	if _, ok := v.(*ddData); ok {
+		return blameDD
+	}
+	return blameLabels
+}
+
 // smallIsRisky are the settings whose too small values make a run diverge (division by
 // them); for the others a too large value does.
 var smallIsRisky = map[string]bool{"label_eps": true, "model_eps": true, "ridge_lambda": true}
@@ -83,9 +103,17 @@ var smallIsRisky = map[string]bool{"label_eps": true, "model_eps": true, "ridge_
 func blameSetting(cfg config.Config, candidates []string) (field string, value, def float64) {
 	values := func(c config.Config) map[string]float64 {
 		return map[string]float64{"label_lr": c.LabelLR, "label_eps": c.LabelEps, "model_lr": c.ModelLR, "model_eps": c.ModelEps,
-			"inner_lr": c.InnerLR, "scale_init": c.ScaleInit, "scale_lr": c.ScaleLR, "ridge_lambda": c.RidgeLambda}
+			"inner_lr": c.InnerLR, "scale_init": c.ScaleInit, "scale_lr": c.ScaleLR, "ridge_lambda": c.RidgeLambda,
+			"dd_lr": c.DDLR, "dd_step_lr_init": c.DDStepLRInit}
 	}
-	cur, defs := values(cfg), values(config.Default())
+	// Method dd's defaults depend on the dataset (dd_step_lr_init: greyscale or colour):
+	// those of a default dd run on cfg's dataset, filled in whatever its checks say.
+	base := config.Default()
+	if cfg.Method == config.MethodDD {
+		base.Method, base.Learn, base.Dataset, base.Source = config.MethodDD, "", cfg.Dataset, ""
+		base, _ = base.Resolved()
+	}
+	cur, defs := values(cfg), values(base)
 	best := 10.0
 	for _, f := range candidates {
 		if onlyFor, ok := methodOf[f]; ok && onlyFor != cfg.Method {
@@ -107,7 +135,8 @@ func blameSetting(cfg config.Config, candidates []string) (field string, value, 
 }
 
 // methodOf are the settings only one method uses.
-var methodOf = map[string]string{"inner_lr": config.MethodLD, "scale_init": config.MethodRR, "scale_lr": config.MethodRR, "ridge_lambda": config.MethodRR}
+var methodOf = map[string]string{"inner_lr": config.MethodLD, "scale_init": config.MethodRR, "scale_lr": config.MethodRR, "ridge_lambda": config.MethodRR,
+	"dd_lr": config.MethodDD, "dd_step_lr_init": config.MethodDD}
 
 // blame names on e the setting most likely at fault for its quantity (see blameSetting).
 func (e *NonFiniteError) blame(in *Inputs, candidates []string) {
@@ -116,6 +145,7 @@ func (e *NonFiniteError) blame(in *Inputs, candidates []string) {
 		cfg = in.cfg
 	}
 	e.Setting, e.SettingValue, e.SettingDefault = blameSetting(cfg, candidates)
+	e.dd = cfg.Method == config.MethodDD
 	e.SmallIsRisky = smallIsRisky[e.Setting]
 	e.Diverged = true
 }
@@ -124,6 +154,9 @@ func (e *NonFiniteError) blame(in *Inputs, candidates []string) {
 func (e *NonFiniteError) cause() string {
 	if !e.Diverged {
 		return ""
+	}
+	if e.Setting == "" && e.dd {
+		return "; no learning rate or step size of method dd is far from its default: look for extreme values in the data"
 	}
 	if e.Setting == "" {
 		return "; no learning rate or scale is far from its default: look for extreme values in the data or the base examples"

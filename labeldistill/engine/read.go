@@ -119,7 +119,12 @@ func (l *Loop) checkReading(v []float64, batch int64) (StepStats, error) {
 	if err != nil {
 		var nf *NonFiniteError
 		if errors.As(err, &nf) {
-			nf.blame(l.in, blameLoss)
+			if l.dd != nil { // no labels: the loss of the unrolled training on the target batch
+				nf.Quantity = "target loss after the unrolled steps"
+				nf.blame(l.in, blameDD)
+			} else {
+				nf.blame(l.in, blameLoss)
+			}
 		}
 		return st, err
 	}
@@ -127,8 +132,8 @@ func (l *Loop) checkReading(v []float64, batch int64) (StepStats, error) {
 	for _, lv := range l.learnt {
 		for range lv.params() {
 			if !finite(sums[0]) {
-				e := &NonFiniteError{Quantity: lv.name() + " (sum after the step)", Value: sums[0]}
-				e.blame(l.in, blameLabels)
+				e := &NonFiniteError{Quantity: learntWhat(lv) + " (sum after the step)", Value: sums[0]}
+				e.blame(l.in, learntBlame(lv))
 				return st, e
 			}
 			sums = sums[1:]

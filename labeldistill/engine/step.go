@@ -44,6 +44,7 @@ type NonFiniteError struct {
 	Setting                      string
 	SettingValue, SettingDefault float64
 	SmallIsRisky                 bool
+	dd                           bool // found in a method dd run
 }
 
 func (e *NonFiniteError) Error() string {

@@ -273,7 +273,7 @@ func ddEvaluate(ctx context.Context, art *artifact.Artifact, test *data.Split, s
 		}
 		accs, diverged := train.KeepFinite(accs)
 		if len(accs) == 0 {
-			return nil, &labeldistill.DivergedError{Purpose: "study", Models: ec.Models, Steps: steps, Field: "step size", LR: slices.Max(s.StepLRs)}
+			return nil, &labeldistill.DivergedError{Purpose: "study", Models: ec.Models, Steps: steps, Cause: engine.LearntStepsCause(s.StepLRs)}
 		}
 		res := &artifact.EvalResult{Recipe: artifact.RecipeDD, Arch: s.Arch, Optimizer: "sgd", LR: s.LR, Steps: steps, Accuracies: accs, Diverged: diverged}
 		res.Mean, res.Std = train.MeanStd(accs)
