@@ -27,7 +27,7 @@ func (e *env) distillCommand() *cli.Command {
 		&cli.BoolFlag{Name: "report", Usage: "after the run, draw its figures and write OUT/report.html (as ldtorch report OUT)", Category: catRun},
 		&cli.StringFlag{Name: "resume", Usage: "continue the run checkpointed in `DIR` (an earlier --out, or its checkpoints folder) with its own settings; " +
 			"flags given beside it must agree, except more --epochs (extends the run, also a finished one), --threads, --device, --data-dir, --out, --checkpoint-every and --quiet", Category: catRun},
-		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed", Category: catRun},
+		&cli.BoolFlag{Name: "overwrite", Usage: "start a fresh run in an --out that holds an earlier run: its artifact stays until the new one is written, its checkpoints are removed, and what was made from its artifact (report.html, figures/, studies/, evaluations/, gradvar.json) once the new one replaces it", Category: catRun},
 		&cli.StringFlag{Name: "save-models", Usage: "keep the final test's trained models in `DIR` as model-K.pt (PyTorch state dicts of docs/ARTIFACT.md's modules) with models.json", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "run as `N` data-parallel processes on this machine (c10d Gloo over 127.0.0.1; each rank gets OMP_NUM_THREADS=1 unless set). " +
@@ -123,8 +123,10 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	pr.note("distilling %s%s: method %s, N=%d, epochs %d, seed %d, %s, libtorch %s; data from %s",
 		cfg.Dataset, source, cfg.Method, cfg.BaseExamples, cfg.Epochs, cfg.Seed, cfg.Device, info.TorchVersion, cfg.DataDir)
 
+	oldArtifact := ""
 	if out.Replacing {
 		pr.note("%s already holds an artifact: it will be replaced when this run succeeds", cfg.Out)
+		oldArtifact = artifactSum(cfg.Out)
 	}
 	ctx := c.Context
 	opts := []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
@@ -200,7 +202,11 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 	if overwrite && cfg.CheckpointEvery < 0 {
 		out.RemoveEarlierCheckpoints() // they belong to the run the new artifact replaced
 	}
+	stale := removeStale(cfg.Out, oldArtifact)
 	printSummary(e.stdout, res, cfg.Out)
+	if len(stale) > 0 {
+		fmt.Fprintf(e.stdout, "removed what was made from the artifact this run replaced: %s\n", strings.Join(stale, ", "))
+	}
 	if saveModels != "" {
 		fmt.Fprintf(e.stdout, "final test models saved in %s (model-K.pt, %s)\n", saveModels, train.ManifestFile)
 	}

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
+	"io"
 	"io/fs"
 	"os"
+	"path/filepath"
 
+	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/atomicfile"
 )
@@ -93,4 +98,47 @@ func unwrapPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// madeFromArtifact are what the commands make from an artifact inside its folder: the
+// report and its figures (report), the studies (study), the evaluations and their progress
+// (evaluate, evaluate --protocol ddranking) and the gradient variance (gradvar).
+var madeFromArtifact = []string{report.HTMLFile, report.FiguresDir, "studies", artifact.EvaluationsFolder, report.GradVarJSON}
+
+// artifactSum is the SHA-256 of dir's distilled.npz ("" when it cannot be read).
+func artifactSum(dir string) string {
+	f, err := os.Open(filepath.Join(dir, artifact.DistilledFile))
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return ""
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return ""
+	}
+	return string(h.Sum(nil))
+}
+
+// removeStale removes from dir what was made from an artifact that a new one (of another
+// SHA-256 than old) has replaced: a report, studies and evaluations of the old artifact
+// would otherwise sit beside the new one as its own (report.html showed the old seed). It
+// returns what it removed.
+func removeStale(dir, old string) []string {
+	if old == "" || artifactSum(dir) == old {
+		return nil // the same artifact (a finished run resumed writes the same bytes)
+	}
+	var removed []string
+	for _, name := range madeFromArtifact {
+		p := filepath.Join(dir, name)
+		if _, err := os.Lstat(p); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(p); err == nil {
+			removed = append(removed, name)
+		}
+	}
+	return removed
 }
