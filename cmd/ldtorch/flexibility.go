@@ -130,45 +130,72 @@ func (e *env) flexibilityAction(c *cli.Context, dir string) error {
 }
 
 // flexStudies returns the studies kinds of the artifact in dir: each read from
-// dir/studies/KIND.json when it fits the artifact (study.Reusable), else run and written
-// there as `ldtorch study KIND` would. notes hears which were reused and why others ran.
+// dir/studies/KIND.json (what ldtorch study KIND wrote) or dir/studies/flexibility/KIND.json
+// (what an earlier study flexibility ran) when it fits the artifact and the settings this
+// command runs (study.Reusable), else run. A study it runs goes to dir/studies/KIND.json
+// when there is none, else beside it under studies/flexibility/: a study of other
+// settings, seed or model count, or of the artifact the folder held before, is never
+// overwritten. notes hears which were reused, which ran, and why.
 func (e *env) flexStudies(c *cli.Context, pr *progress, dir string, art *artifact.Artifact, cfg config.Config, kinds []string, sc study.Config, notes *[]string) (map[string]*study.Study, error) {
 	out := map[string]*study.Study{}
 	var d *study.Data
 	for _, kind := range kinds {
-		jsonName, _ := study.FileNames(kind)
-		path := filepath.Join(dir, jsonName)
-		st, err := study.ReadFile(path)
-		why := ""
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			why = "none yet"
-		case err != nil:
-			why = err.Error()
-		default:
-			why = study.Reusable(st, kind, art, sc)
+		jsonName, pngName := study.FileNames(kind)
+		own := filepath.Join(dir, jsonName)
+		ours, oursPNG := filepath.Join(dir, "studies", flexibilityStudy, kind+".json"), filepath.Join(dir, "studies", flexibilityStudy, kind+".png")
+		var why []string
+		ownExists := false
+		for _, path := range []string{own, ours} {
+			st, err := study.ReadFile(path)
+			w := ""
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				continue
+			case err != nil:
+				w = err.Error()
+			default:
+				w = study.Reusable(st, kind, art, sc)
+			}
+			ownExists = ownExists || path == own
+			if w == "" {
+				other := ""
+				if o := study.OtherSettings(st, kind, art, sc); o != "" {
+					other = "; " + o
+				}
+				*notes = append(*notes, fmt.Sprintf("reused %s (%d models per setting, seed %d%s)", path, st.Models, st.Seed, other))
+				out[kind] = st
+				break
+			}
+			why = append(why, fmt.Sprintf("%s not reused: %s", path, strings.TrimSuffix(w, ".")))
 		}
-		if why == "" {
-			*notes = append(*notes, fmt.Sprintf("reused %s (%d models per setting, seed %d)", path, st.Models, st.Seed))
-			out[kind] = st
+		if out[kind] != nil {
 			continue
 		}
 		if d == nil {
+			var err error
 			if d, err = e.studyData(c, pr, kind, dir, art, cfg); err != nil {
 				return nil, err
 			}
 		}
-		if st, err = runStudy(c, kind, art, d, sc, pr, cfg, dir); err != nil {
+		st, err := runStudy(c, kind, art, d, sc, pr, cfg, dir)
+		if err != nil {
 			var ee *exitError
 			if errors.As(err, &ee) && ee.code == exitInterrupted {
 				return nil, &exitError{code: exitInterrupted, msg: fmt.Sprintf("interrupted during the %s study of %s; the studies finished before it are written (the same command reuses them), flexibility.json and .png are not", kind, dir)}
 			}
 			return nil, err
 		}
-		if _, _, err := writeStudy(dir, st); err != nil {
+		path, png := own, filepath.Join(dir, pngName)
+		if ownExists { // another study of this kind: kept, this one written beside it
+			path, png = ours, oursPNG
+		}
+		if err := writeStudyAt(path, png, st); err != nil {
 			return nil, err
 		}
-		*notes = append(*notes, fmt.Sprintf("ran %s study of %s (%s)", kind, dir, strings.TrimSuffix(why, ".")))
+		if len(why) == 0 {
+			why = []string{"none yet"}
+		}
+		*notes = append(*notes, fmt.Sprintf("ran %s study of %s into %s (%s)", kind, dir, path, strings.Join(why, "; ")))
 		out[kind] = st
 	}
 	return out, nil

@@ -369,24 +369,30 @@ func runStudy(c *cli.Context, kind string, art *artifact.Artifact, d *study.Data
 // writeStudy writes a study's JSON and figure into dir/studies.
 func writeStudy(dir string, st *study.Study) (jsonPath, pngPath string, err error) {
 	jsonName, pngName := study.FileNames(st.Study)
-	if err := os.MkdirAll(filepath.Join(dir, "studies"), 0o755); err != nil {
-		return "", "", failuref("%v", err)
+	jsonPath, pngPath = filepath.Join(dir, jsonName), filepath.Join(dir, pngName)
+	return jsonPath, pngPath, writeStudyAt(jsonPath, pngPath, st)
+}
+
+// writeStudyAt writes st to jsonPath and its figure to pngPath (their folder created).
+func writeStudyAt(jsonPath, pngPath string, st *study.Study) error {
+	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
+		return failuref("%v", err)
 	}
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
-		return "", "", failuref("%v", err)
+		return failuref("%v", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, jsonName), append(b, '\n')); err != nil {
-		return "", "", failuref("%v", err)
+	if err := atomicfile.WriteFile(jsonPath, append(b, '\n')); err != nil {
+		return failuref("%v", err)
 	}
 	png, err := report.StudyFigure(st)
 	if err != nil {
-		return "", "", failuref("figure: %v", err)
+		return failuref("figure: %v", err)
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, pngName), png); err != nil {
-		return "", "", failuref("%v", err)
+	if err := atomicfile.WriteFile(pngPath, png); err != nil {
+		return failuref("%v", err)
 	}
-	return filepath.Join(dir, jsonName), filepath.Join(dir, pngName), nil
+	return nil
 }
 
 // printStudy prints a study as a table with its notes.

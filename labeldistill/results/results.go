@@ -56,19 +56,23 @@ type Setting struct {
 
 // Study is DIR/studies/NAME.json.
 type Study struct {
-	Study        string    `json:"study"`
-	Artifact     string    `json:"artifact"`
-	Method       string    `json:"method"`
-	MethodName   string    `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
-	Dataset      string    `json:"dataset"`
-	Source       string    `json:"source"`
-	BaseExamples int       `json:"base_examples"`
-	T            int       `json:"T"`
-	Models       int       `json:"models"`
-	Seed         int64     `json:"seed"`
-	Settings     []Setting `json:"settings"`
-	Notes        []string  `json:"notes,omitempty"`
-	WallSeconds  float64   `json:"wall_seconds"`
+	Study        string `json:"study"`
+	Artifact     string `json:"artifact"`
+	Method       string `json:"method"`
+	MethodName   string `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
+	Dataset      string `json:"dataset"`
+	Source       string `json:"source"`
+	BaseExamples int    `json:"base_examples"`
+	T            int    `json:"T"`
+	Models       int    `json:"models"`
+	Seed         int64  `json:"seed"`
+	// DistilledSHA256 is the SHA-256 of the distilled.npz the study scored (absent in
+	// studies written before it was recorded): a study file beside another artifact (a
+	// folder overwritten by a new run, a file copied in) is not that artifact's.
+	DistilledSHA256 string    `json:"distilled_sha256,omitempty"`
+	Settings        []Setting `json:"settings"`
+	Notes           []string  `json:"notes,omitempty"`
+	WallSeconds     float64   `json:"wall_seconds"`
 }
 
 // Flexibility is DIR/studies/flexibility.json.

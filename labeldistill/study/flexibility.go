@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -176,8 +177,11 @@ func methodName(st *Study) string {
 }
 
 // Reusable says why st, read from an artifact's studies folder, does not fit the artifact
-// art and the study config sc (another study, method, dataset, T, models or seed; a study
-// of a method dd artifact not trained with its own recipe), or "" when it fits.
+// art and the study config sc, or "" when it fits: another study, method, dataset, T,
+// models or seed; a study of another distilled.npz (a folder overwritten by a new run, a
+// file copied in) or of one it cannot tell (written before studies recorded theirs); a
+// study of a method dd artifact not trained with its own recipe. (Its settings may be
+// others than sc runs, a grid of the user's own: OtherSettings says how.)
 func Reusable(st *Study, kind string, art *artifact.Artifact, sc Config) string {
 	rep := art.Report
 	cfg := rep.Config
@@ -196,5 +200,61 @@ func Reusable(st *Study, kind string, art *artifact.Artifact, sc Config) string 
 	case len(st.Settings) == 0:
 		return "it has no settings"
 	}
+	want, _, err := plan(kind, art, sc)
+	if err != nil {
+		return err.Error()
+	}
+	switch {
+	case st.DistilledSHA256 == "":
+		return "it records no distilled.npz (written before studies recorded theirs), so it may be another artifact's"
+	case st.DistilledSHA256 != want.DistilledSHA256:
+		return fmt.Sprintf("it scored another distilled.npz (sha256 %.12s, this artifact's %.12s)", st.DistilledSHA256, want.DistilledSHA256)
+	case st.Models != want.Models:
+		return fmt.Sprintf("it trained %d models per setting, not %d", st.Models, want.Models)
+	case st.Seed != want.Seed:
+		return fmt.Sprintf("its seed is %d, not %d", st.Seed, want.Seed)
+	}
 	return ""
+}
+
+// OtherSettings says how st's settings differ from those the study of kind runs on art
+// with sc ("" when they are the same): "its settings (T+0, T+5) are not the steps study's
+// (T-50, T-20, …)".
+func OtherSettings(st *Study, kind string, art *artifact.Artifact, sc Config) string {
+	_, settings, err := plan(kind, art, sc)
+	if err != nil || sameSettings(st.Settings, settings) {
+		return ""
+	}
+	return fmt.Sprintf("its settings (%s) are not the %s study's (%s): drawn as they are", settingLabels(st.Settings), kind, settingLabels(settings))
+}
+
+// sameSettings reports whether two lists hold the same settings in the same order (what
+// each trains, not its results).
+func sameSettings(a, b []Setting) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		// rr-standard's searched setting takes its step count (and label) from the search.
+		searched := x.ValidationErrors != nil || y.ValidationErrors != nil
+		if (!searched && (x.Label != y.Label || x.Steps != y.Steps)) || x.Labels != y.Labels || x.Arch != y.Arch || x.Optimizer != y.Optimizer ||
+			x.LR != y.LR || x.Momentum != y.Momentum || x.RR != y.RR || x.Recipe != y.Recipe || x.StepSizes != y.StepSizes || x.Order != y.Order {
+			return false
+		}
+	}
+	return true
+}
+
+// settingLabels lists settings for a message: "T-50, T-20, T+0" (at most 8, then "…").
+func settingLabels(ss []Setting) string {
+	var out []string
+	for i, s := range ss {
+		if i == 8 {
+			out = append(out, fmt.Sprintf("… %d in all", len(ss)))
+			break
+		}
+		out = append(out, s.Label)
+	}
+	return strings.Join(out, ", ")
 }

@@ -9,8 +9,11 @@ package study
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,6 +27,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
+	"github.com/ldtorch/ldtorch/torch/boundedread"
 )
 
 // Kinds lists the study kinds.
@@ -84,27 +88,7 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 	}
 	rep := art.Report
 	cfg := rep.Config
-	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, MethodName: cfg.MethodName(), Dataset: cfg.Dataset, Source: cfg.Source,
-		BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed}
-	if st.Models == 0 {
-		st.Models = cfg.EvalModels
-	}
-	if st.Seed == 0 {
-		st.Seed = cfg.Seed
-	}
-	rr := cfg.Method == config.MethodRR
-	steps := rep.T
-	if len(sc.Steps) > 0 && kind != Steps {
-		steps = sc.Steps[0]
-	}
-	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
-	var settings []Setting
-	var err error
-	if isDD(art) && slices.Contains(DDKinds, kind) {
-		settings, err = ddSettings(kind, art, sc, st)
-	} else {
-		settings, err = labelSettings(kind, art, sc, st, base, steps)
-	}
+	st, settings, err := plan(kind, art, sc)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +139,54 @@ func Run(ctx context.Context, kind string, art *artifact.Artifact, d *Data, sc C
 	st.Settings = settings
 	st.WallSeconds = time.Since(start).Seconds()
 	return st, nil
+}
+
+// plan is the study Run would run: its record without results, and its settings.
+func plan(kind string, art *artifact.Artifact, sc Config) (*Study, []Setting, error) {
+	if art.Report == nil {
+		return nil, nil, errors.New("study: the artifact has no report.json (T, method and data are taken from it)")
+	}
+	rep := art.Report
+	cfg := rep.Config
+	sum, err := distilledSHA256(art)
+	if err != nil {
+		return nil, nil, err
+	}
+	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, MethodName: cfg.MethodName(), Dataset: cfg.Dataset, Source: cfg.Source,
+		BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed, DistilledSHA256: sum}
+	if st.Models == 0 {
+		st.Models = cfg.EvalModels
+	}
+	if st.Seed == 0 {
+		st.Seed = cfg.Seed
+	}
+	rr := cfg.Method == config.MethodRR
+	steps := rep.T
+	if len(sc.Steps) > 0 && kind != Steps {
+		steps = sc.Steps[0]
+	}
+	base := Setting{Labels: "distilled", Arch: cfg.EvalArch, Optimizer: "adam", LR: cfg.EvalLR, Steps: steps, RR: rr}
+	var settings []Setting
+	if isDD(art) && slices.Contains(DDKinds, kind) {
+		settings, err = ddSettings(kind, art, sc, st)
+	} else {
+		settings, err = labelSettings(kind, art, sc, st, base, steps)
+	}
+	return st, settings, err
+}
+
+// distilledSHA256 is the SHA-256 of the artifact's distilled.npz: its report's record
+// (which artifact.Read checked against the file), else the file's own.
+func distilledSHA256(art *artifact.Artifact) (string, error) {
+	if d := art.Report.Distilled; d != nil && d.SHA256 != "" {
+		return d.SHA256, nil
+	}
+	b, err := boundedread.ReadRegularFile(filepath.Join(art.Dir, artifact.DistilledFile), data.MaxDistilledBytes, "distilled data file")
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // labelSettings are the settings of the studies that train with the standard recipe
