@@ -291,10 +291,24 @@ func accuracyFigure(entries []accuracyEntry, improvements []accuracyEntry) ([]by
 // gradVarianceFigure: the label meta-gradient's variance over windows of the run (from
 // the history) and, when measured, across fresh models for LD and LD RR on one label state.
 func gradVarianceFigure(recs []rundir.HistoryRecord, measured *GradVarFile) ([]byte, error) {
+	return metaGradientFigure(recs, measured, labelGradient)
+}
+
+// What a history's gradient statistics are of: the first learnt parameter's meta-gradient,
+// the labels' where labels are learnt, else the images' (learn images, method dd).
+var (
+	labelGradient = gradientOf{"label", "dL/dY"}
+	imageGradient = gradientOf{"image", "dL/dX"}
+)
+
+type gradientOf struct{ what, symbol string }
+
+// metaGradientFigure is gradVarianceFigure for the meta-gradient of g.
+func metaGradientFigure(recs []rundir.HistoryRecord, measured *GradVarFile, g gradientOf) ([]byte, error) {
 	var row []*plot.Plot
 	norms := series(recs, rundir.HistoryStep, func(r rundir.HistoryRecord) (float64, bool) { return r.GradNorm, r.GradNorm > 0 })
 	if len(norms) > 0 {
-		p := newPlot("Norm of the label meta-gradient dL/dY per meta-step")
+		p := newPlot(fmt.Sprintf("Norm of the %s meta-gradient %s per meta-step", g.what, g.symbol))
 		norms = logY(p, norms)
 		if err := addLine(p, norms, grey, 0.7, ""); err != nil {
 			return nil, err
@@ -317,7 +331,7 @@ func gradVarianceFigure(recs []rundir.HistoryRecord, measured *GradVarFile) ([]b
 		return r.GradVar.Variance, true
 	})
 	if len(window) > 0 {
-		p := newPlot("Label meta-gradient variance over each window of meta-steps")
+		p := newPlot(fmt.Sprintf("%s meta-gradient variance over each window of meta-steps", strings.ToUpper(g.what[:1])+g.what[1:]))
 		window = logY(p, window)
 		if err := addLine(p, window, blue, 1, ""); err != nil {
 			return nil, err

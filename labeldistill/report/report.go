@@ -352,18 +352,28 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	}
 
 	// 6. Meta-gradient variance.
-	png, err = gradVarianceFigure(hist, gv)
+	// The history's gradient is the first learnt parameter's: the labels' where labels are
+	// learnt, else the images' (learn images, method dd), which gradvar does not measure.
+	grad, title := labelGradient, "Label meta-gradient variance"
+	if !labelsLearnt {
+		grad, title, gv = imageGradient, "Image meta-gradient variance", nil
+	}
+	png, err = metaGradientFigure(hist, gv, grad)
 	if err != nil {
 		return nil, err
 	}
 	if png != nil {
-		caption := "From the run history (" + rundir.HistoryFile + "): the norm of each meta-step's label meta-gradient and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
-		if gv != nil {
+		caption := "From the run history (" + rundir.HistoryFile + "): the norm of each meta-step's " + grad.what + " meta-gradient " + grad.symbol +
+			" and, per window of grad_var_window meta-steps, its per-element variance over the window (grad_var)."
+		switch {
+		case !labelsLearnt:
+			caption += " The images are learnt (" + rep.Config.MethodName() + "), so the gradient is the images'; `ldtorch gradvar` measures the label meta-gradient of learnt labels for real base images and does not apply."
+		case gv != nil:
 			caption += fmt.Sprintf(" Last panel: its variance across %d fresh models, each trained %d steps on the %s labels, at those labels, with the same base and target batches, per method (%s); the paper's Figure on RR reducing the meta-gradient variance.", gv.Models, gv.Warmup, gv.Labels, GradVarJSON)
-		} else {
+		case !rep.LearntImages():
 			caption += " Run `ldtorch gradvar " + dir + "` to add LD against LD RR across fresh models."
 		}
-		if err := save(Figure{Name: "gradient_variance.png", Title: "Label meta-gradient variance", Caption: caption}, png); err != nil {
+		if err := save(Figure{Name: "gradient_variance.png", Title: title, Caption: caption}, png); err != nil {
 			return nil, err
 		}
 	}
