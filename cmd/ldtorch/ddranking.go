@@ -84,7 +84,7 @@ func (e *env) evaluateDDRanking(c *cli.Context, dir string) error {
 	syn, full := dc.DDRankingRecipes()
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	dc.Progress = pr.stageEpochs
-	dc.Notes = func(s string) { pr.note("%s", s) }
+	dc.Notes = pr.message
 	pr.note("DD-Ranking protocol: %d runs of %s models on %d distilled images (hard and distilled labels) and %d random images each, "+
 		"%d epochs × %d learning rates; full data %d images, %d epochs (cached in %s); validation %d, test %d %s images",
 		dc.Models, dc.Arch, art.Shape[0], art.Shape[0], syn.Epochs, len(syn.LRs), d.TargetSet.N, full.Epochs, dc.CacheDir,

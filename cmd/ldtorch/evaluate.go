@@ -232,7 +232,7 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	}
 	pr := newProgress(e.stderr, false, c.Bool("quiet"))
 	ec.Progress = pr.evalSteps
-	ec.Notes = func(s string) { pr.note("%s", s) }
+	ec.Notes = pr.message
 	ec.ProgressDir = filepath.Join(dir, artifact.EvaluationsFolder)
 	how := ec.Optimizer + map[bool]string{true: ", RR head"}[*ec.RR]
 	if ec.Recipe == artifact.RecipeDD {

@@ -184,6 +184,16 @@ func (pr *progress) note(format string, args ...any) {
 	}
 }
 
+// message prints a library's note unless quiet, and its warnings ("warning: …") always,
+// as update does.
+func (pr *progress) message(s string) {
+	if strings.HasPrefix(s, "warning") {
+		pr.line(s)
+		return
+	}
+	pr.note("%s", s)
+}
+
 // done ends the progress display (after success or failure).
 func (pr *progress) done() {
 	if pr.bar != nil {

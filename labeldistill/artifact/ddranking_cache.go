@@ -122,10 +122,19 @@ func (e *ddrEval) fullData(d *labeldistill.Data, fx, fy *torch.Tensor, dataDiges
 	if err != nil {
 		return nil, DDRankingFullData{}, err
 	}
-	// Without a cache folder, the evaluation's progress folder keeps the model until the
-	// evaluation is written.
+	// Without a cache folder, or with one that cannot be written, the evaluation's progress
+	// folder keeps the model until the evaluation is written.
+	if c := e.dc.CacheDir; c != "" && e.cacheReadOnly {
+		if m, r, err := e.readFullData(filepath.Join(c, stem+".json"), filepath.Join(c, stem+".npz"), key); err == nil {
+			r.Cached, r.CacheFile = true, filepath.Join(c, stem+".json")
+			return m, r, nil
+		}
+		if e.dc.Notes != nil {
+			e.dc.Notes(fmt.Sprintf("warning: the full-data cache %s cannot be written and holds no model for this evaluation: it is trained here and not kept", c))
+		}
+	}
 	dir := e.dc.CacheDir
-	if dir == "" {
+	if dir == "" || e.cacheReadOnly {
 		dir = e.progress.dir
 	}
 	var jsonPath, npzPath string

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -43,6 +44,8 @@ type ddrEval struct {
 	full   DDRankingRecipe
 	// progress keeps the finished trainings and the one under way (ddranking_resume.go).
 	progress *ddrProgress
+	// cacheReadOnly: dc.CacheDir is there but cannot be written; its entries are read.
+	cacheReadOnly bool
 }
 
 func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data, dc DDRankingConfig) (*DDRankingResult, error) {
@@ -67,9 +70,15 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	if err := atomicfile.EnsureWritableDir(evalDir); err != nil {
 		return nil, fmt.Errorf("cannot write the evaluation into %s: %w", evalDir, err)
 	}
+	cacheReadOnly := false
 	if dc.CacheDir != "" {
 		if err := atomicfile.EnsureWritableDir(dc.CacheDir); err != nil {
-			return nil, config.NewFieldError("cache-dir", fmt.Errorf("cannot write the full-data cache into %s: %w", dc.CacheDir, err))
+			// A cache folder that is there but not writable (shared, read-only) is read:
+			// its entries serve, and a missing one is trained without being kept.
+			if st, serr := os.Stat(dc.CacheDir); serr != nil || !st.IsDir() {
+				return nil, config.NewFieldError("cache-dir", fmt.Errorf("cannot write the full-data cache into %s: %w", dc.CacheDir, err))
+			}
+			cacheReadOnly = true
 		}
 	}
 	dev, err := evalDevice(dc.Device, dc.AllowTF32)
@@ -83,7 +92,7 @@ func evaluateDDRanking(ctx context.Context, art *Artifact, d *labeldistill.Data,
 	defer net.Close()
 	sc := torch.NewScope()
 	defer sc.Close()
-	e := &ddrEval{ctx: ctx, dc: dc, cfg: cfg, net: net, dev: dev}
+	e := &ddrEval{ctx: ctx, dc: dc, cfg: cfg, net: net, dev: dev, cacheReadOnly: cacheReadOnly}
 	e.syn, e.full = dc.DDRankingRecipes()
 	var c torch.Chain
 	shape := d.Shape
