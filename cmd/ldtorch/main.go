@@ -136,6 +136,25 @@ func usageErrorf(format string, args ...any) error {
 	return &exitError{code: exitUsage, msg: fmt.Sprintf(format, args...)}
 }
 
+// requireFlags is a usage error naming the flags of names not given. (urfave's Required
+// printed the command's whole help before its error, and exited 1.)
+func requireFlags(c *cli.Context, names ...string) error {
+	var missing []string
+	for _, n := range names {
+		if !c.IsSet(n) {
+			missing = append(missing, "--"+n)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	list, verb := missing[0], "is"
+	if n := len(missing); n > 1 {
+		list, verb = strings.Join(missing[:n-1], ", ")+" and "+missing[n-1], "are"
+	}
+	return usageErrorf("%s %s required (see ldtorch %s --help)", list, verb, c.Command.FullName())
+}
+
 func failuref(format string, args ...any) error {
 	return &exitError{code: exitFailure, msg: fmt.Sprintf(format, args...)}
 }

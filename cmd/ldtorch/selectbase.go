@@ -39,10 +39,10 @@ func (e *env) selectBaseCommand() *cli.Command {
 			"index per line, as --base-indices reads it) and FILE.json (settings and every score). paper keeps each finished " +
 			"candidate in FILE.progress/: interrupted, the same command continues; --nproc spreads its candidates over ranks.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "dataset", Usage: "`DATASET` to choose from (as distill's --dataset)", Required: true, Category: catRun},
-			&cli.IntFlag{Name: "base", Usage: "`N` base examples (a multiple of the classes)", Required: true, Category: catRun},
-			&cli.StringFlag{Name: "strategy", Usage: "`STRATEGY`: " + strings.Join(selectbase.Strategies, ", "), Required: true, Category: catRun},
-			&cli.StringFlag{Name: "out", Usage: "index `FILE` to write (FILE.json beside it)", Required: true, Category: catRun},
+			&cli.StringFlag{Name: "dataset", Usage: "`DATASET` to choose from (as distill's --dataset)", Category: catRun},
+			&cli.IntFlag{Name: "base", Usage: "`N` base examples (a multiple of the classes)", Category: catRun},
+			&cli.StringFlag{Name: "strategy", Usage: "`STRATEGY`: " + strings.Join(selectbase.Strategies, ", "), Category: catRun},
+			&cli.StringFlag{Name: "out", Usage: "index `FILE` to write (FILE.json beside it)", Category: catRun},
 			&cli.Int64Flag{Name: "seed", Value: def.Seed, Usage: "`SEED`: the default of --base-seed", Category: catRun},
 			&cli.Int64Flag{Name: "base-seed", Usage: "`SEED` of the train/validation split and of every choice", DefaultText: "--seed", Category: catData},
 			&cli.IntFlag{Name: "validation-size", Usage: "`N` images of the train split for validation", DefaultText: "auto, as distill", Category: catData},
@@ -102,6 +102,9 @@ func selectError(err error) error {
 func (e *env) selectBaseAction(c *cli.Context) (err error) {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (select-base takes only flags)", c.Args().First())
+	}
+	if err := requireFlags(c, "dataset", "base", "strategy", "out"); err != nil {
+		return err
 	}
 	// The bounds are the library's (selectbase.Options); checked here before any data is read.
 	for _, f := range []struct {

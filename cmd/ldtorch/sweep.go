@@ -87,8 +87,8 @@ func (e *env) sweepCommand() *cli.Command {
 			"its cells out (a cell another sweep runs is left to it): --jobs N starts N at once, as does the same command " +
 			"started once per core.",
 		Flags: append([]cli.Flag{
-			&cli.StringFlag{Name: "grid", Usage: "grid `FILE` (JSON; ready ones in scripts/paper/)", Required: true, Category: catRun},
-			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; sweeps of one grid may share it)", Required: true, Category: catRun},
+			&cli.StringFlag{Name: "grid", Usage: "grid `FILE` (JSON; ready ones in scripts/paper/)", Category: catRun},
+			&cli.StringFlag{Name: "out", Usage: "sweep `DIR` (created; sweeps of one grid may share it)", Category: catRun},
 			&cli.StringSliceFlag{Name: "rows", Usage: "run only the rows with these `LABELS` (repeat the flag or separate by commas)", Category: catRun},
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
@@ -102,6 +102,9 @@ func (e *env) sweepCommand() *cli.Command {
 func (e *env) sweepAction(c *cli.Context) error {
 	if c.Args().Present() {
 		return usageErrorf("unexpected argument %q (sweep takes only flags)", c.Args().First())
+	}
+	if err := requireFlags(c, "grid", "out"); err != nil {
+		return err
 	}
 	jobs := c.Int("jobs")
 	if jobs < 1 || jobs > maxSweepJobs {
