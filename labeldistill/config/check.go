@@ -291,7 +291,7 @@ func (k *configCheck) checkBaseExamples() {
 		k.bad("base_selection", "unknown selection %q (want balanced, unbalanced, or given with base_indices)", c.BaseSelection)
 	}
 
-	if c.BaseIndices != nil {
+	if c.BaseIndices != nil && c.Method != MethodDD { // dd takes none (checkLearn)
 		if n > 0 && len(c.BaseIndices) != n {
 			k.bad("base_indices", "lists %d base examples but base_examples is %d", len(c.BaseIndices), n)
 		}
@@ -336,6 +336,11 @@ func (k *configCheck) checkLearn() {
 	}
 	if c.LearnsImages() && !k.cross && c.BaseSelection == SelectUnbalanced && c.BaseIndices == nil {
 		k.bad("base_selection", "learnt images take the classes of balanced base examples as their fixed labels: want balanced, got unbalanced")
+	}
+	if c.Method == MethodDD && c.BaseIndices != nil {
+		// dd's images start from noise, laid out over the classes in its own fixed order:
+		// given base examples would be recorded as the run's and change nothing.
+		k.bad("base_indices", "does not apply to method dd: its images start from noise, %d of each class in its own layout, and use no base examples", max(1, k.n/max(1, k.target.Classes)))
 	}
 	if c.Method != MethodDD {
 		for _, f := range []struct {

@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
@@ -73,6 +75,9 @@ func LoadData(cfg config.Config) (*Data, error) {
 	}
 	for _, i := range base.Source {
 		ds.BaseIndices = append(ds.BaseIndices, int64(i))
+	}
+	if w := givenClassesWarning(cfg, base.Labels, src.TargetSet.Classes); w != "" {
+		ds.Warnings = append(ds.Warnings, w)
 	}
 	// Keys are "<dataset>/<file name>", independent of where the data folder is.
 	for _, d := range []struct {
@@ -194,4 +199,36 @@ func fileSHA256(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// givenClassesWarning says when base examples given by index (within a dataset) leave
+// classes out ("" otherwise): accepted, since learnt labels may spread over every class,
+// but fresh models then see no image of those classes, and images learnt for the given
+// examples' classes (learn images) are of those classes alone.
+func givenClassesWarning(cfg config.Config, labels []int64, classes int) string {
+	if cfg.BaseIndices == nil || cfg.IsCrossDataset() || classes <= 0 {
+		return ""
+	}
+	counts := make([]int, classes)
+	for _, y := range labels {
+		if y >= 0 && int(y) < classes {
+			counts[y]++
+		}
+	}
+	var held, missing []string
+	for c, n := range counts {
+		if n > 0 {
+			held = append(held, fmt.Sprintf("%d: %d", c, n))
+		} else {
+			missing = append(missing, strconv.Itoa(c))
+		}
+	}
+	if len(missing) == 0 {
+		return ""
+	}
+	if len(missing) > 12 {
+		missing = append(missing[:12], fmt.Sprintf("… %d in all", len(missing)))
+	}
+	return fmt.Sprintf("the %d base examples given in base_indices hold %d of %s's %d classes (examples per class %s); none of class %s: fresh models see no image of those",
+		len(labels), len(held), cfg.Dataset, classes, strings.Join(held, ", "), strings.Join(missing, ", "))
 }
