@@ -18,7 +18,12 @@ fi
 # Three test binaries at a time on two cores: torch/dist and the CLI's multi-process tests
 # spend much of their time waiting on timeouts and child processes.
 # go vet ran above with every check: -vet=off spares go test repeating its subset.
-go test -count=1 -timeout 25m -p 3 -vet=off ./... "$@"
 # The tensors shared with another binding (torch/internal/atentest), again under the race
-# detector and cgo's pointer checks.
-GODEBUG=cgocheck=1 go test -count=1 -race -vet=off ./torch/internal/atentest/
+# detector and cgo's pointer checks, beside the suite.
+GODEBUG=cgocheck=1 go test -count=1 -race -vet=off ./torch/internal/atentest/ > "${TMPDIR:-/tmp}/ldtorch-race.$$" 2>&1 &
+race=$!
+status=0
+go test -count=1 -timeout 25m -p 3 -vet=off ./... "$@" || status=$?
+wait "$race" || status=1
+cat "${TMPDIR:-/tmp}/ldtorch-race.$$"; rm -f "${TMPDIR:-/tmp}/ldtorch-race.$$"
+exit "$status"

@@ -13,6 +13,7 @@ import (
 // LDTORCH_MKLDNN=off and =on skip it, and any other value is a usage error naming the
 // variable, for commands that compute and for others.
 func TestConvolutionCheck(t *testing.T) {
+	t.Parallel() // the built binary in child processes only
 	version := func(env ...string) (versionInfo, result) {
 		t.Helper()
 		r := runBinary(t, 0, env, "version", "--json")

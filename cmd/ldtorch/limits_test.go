@@ -312,6 +312,7 @@ func writePNGFolder(t *testing.T, dir string, rgba bool, classes, train, test, s
 // on histories with extreme values: drawn, or refused naming the value (report used to
 // fail with "internal error while drawing: integer divide by zero" on every image folder).
 func TestEveryCommandReadsEveryArtifact(t *testing.T) {
+	t.Parallel() // the built binary in child processes only
 	tmp := t.TempDir()
 	for _, tc := range []struct {
 		name string

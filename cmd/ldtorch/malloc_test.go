@@ -10,6 +10,7 @@ import (
 // leaves a variable the user set alone, keeps the defaults with LDTORCH_MALLOC=off and
 // refuses a bad value.
 func TestMallocReexec(t *testing.T) {
+	t.Parallel() // the built binary in child processes only
 	malloc := func(env ...string) string {
 		t.Helper()
 		r := runBinary(t, 0, env, "version", "--json")
@@ -36,6 +37,7 @@ func TestMallocReexec(t *testing.T) {
 
 // A bad LDTORCH_CUDA_GRAPHS is a usage error naming the variable, before any work.
 func TestCUDAGraphsVariableChecked(t *testing.T) {
+	t.Parallel() // the built binary in child processes only
 	r := runBinary(t, 0, []string{"LDTORCH_CUDA_GRAPHS=fast"}, "version")
 	if r.code != exitUsage || !strings.Contains(r.stderr, `LDTORCH_CUDA_GRAPHS="fast": want on, off or all`) {
 		t.Errorf("LDTORCH_CUDA_GRAPHS=fast: exit %d, stderr %q; want 2 naming the variable", r.code, r.stderr)

@@ -163,6 +163,7 @@ func TestSweepsShareAFolder(t *testing.T) {
 // prefixed, the summary printed once; interrupted, every running cell checkpoints and the
 // same command finishes them.
 func TestSweepJobs(t *testing.T) {
+	t.Parallel() // the built binary in child processes only
 	shared := sharedDatasets(t)
 	tmp := t.TempDir()
 	dir := filepath.Join(tmp, "sweep")
