@@ -137,33 +137,11 @@ func (e *env) resolveConfig(c *cli.Context) (config.Resolved, *valueSource, erro
 	return resolved, src, nil
 }
 
-// ddIgnoredSettings refuses a setting given for method dd that it would ignore: dd has no
-// online model, labels, ridge head or resets (docs/ALGORITHM.md §12), and its own models
-// train with the learnt step sizes on N/dd_steps images per step, so the recipe's batch and
-// rate are only the baselines' (inner_batch is their batch unless eval_batch is given).
+// ddIgnoredSettings refuses a setting given for method dd that it would ignore
+// (config.DDIgnored), naming the flag, variable or file key that gave it.
 func ddIgnoredSettings(cfg config.Config, src *valueSource) error {
-	if cfg.Method != config.MethodDD {
-		return nil
-	}
-	for _, key := range []string{"inner_lr", "model_lr", "model_betas", "model_eps", "label_lr", "label_betas", "label_eps",
-		"ridge_lambda", "ridge_pseudo_step", "scale_lr", "scale_init", "reset_window", "reset_mean_of_last"} {
-		if src.given(key) {
-			return usageErrorf("%s does not apply to method dd: it has no online model, labels, ridge head or resets (it learns images and step sizes; docs/ALGORITHM.md §12)", src.describe(key))
-		}
-	}
-	none := len(cfg.Baselines) == 0
-	for _, s := range []struct {
-		key, when string
-		unused    bool
-	}{
-		{"eval_lr", "without baselines (--baselines none)", none},
-		{"eval_batch", "without baselines (--baselines none)", none},
-		{"inner_batch", "without baselines (--baselines none)", none},
-		{"inner_batch", "beside --eval-batch, the baselines' batch", src.given("eval_batch")},
-	} {
-		if s.unused && src.given(s.key) {
-			return usageErrorf("%s does not apply to method dd %s: its models train with the learnt step sizes on N/dd_steps images per step, and only the baselines take a batch and a learning rate", src.describe(s.key), s.when)
-		}
+	if key, why := config.DDIgnored(cfg, src.given); key != "" {
+		return usageErrorf("%s %s", src.describe(key), why)
 	}
 	return nil
 }

@@ -254,6 +254,20 @@ func (g *Grid) Cells(dir string, adjust func(*config.Config)) ([]Cell, error) {
 			if err != nil {
 				return nil, fmt.Errorf("cell %q/%q: %w", r.Label, c.Label, err)
 			}
+			// A setting the cell's method ignores is refused, as distill --config refuses it:
+			// the cell would record it as its own.
+			where := map[string]string{}
+			for _, part := range []struct {
+				name string
+				set  json.RawMessage
+			}{{"the grid's config", g.Config}, {fmt.Sprintf("row %q", r.Label), r.Set}, {fmt.Sprintf("column %q", c.Label), c.Set}} {
+				for _, k := range setKeys(part.set) {
+					where[k] = part.name
+				}
+			}
+			if key, why := config.DDIgnored(resolved.Config, func(k string) bool { return where[k] != "" }); key != "" {
+				return nil, fmt.Errorf("cell %q/%q: %s (set by %s) %s", r.Label, c.Label, key, where[key], why)
+			}
 			cell.ID, cell.Config = id, resolved
 			cells = append(cells, cell)
 		}
@@ -329,6 +343,21 @@ func overlayConfig(c config.Config, set json.RawMessage) (config.Config, error) 
 		return c, err
 	}
 	return out, nil
+}
+
+// setKeys are the keys of a JSON object of config keys (none when it is empty or not an
+// object: overlayConfig reports that).
+func setKeys(set json.RawMessage) []string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(set, &m) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // short cuts a label for a message to 40 characters.
