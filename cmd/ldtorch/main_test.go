@@ -709,7 +709,27 @@ func TestFindSharedDatasets(t *testing.T) {
 	if got, err := findSharedDatasets(deep); err != nil || got != shared {
 		t.Fatalf("findSharedDatasets: %q %v", got, err)
 	}
-	if _, err := findSharedDatasets(t.TempDir()); err == nil {
-		t.Fatal("found a shared/datasets folder where there is none")
+	// A folder without one finds only what lies above the temporary folder (a machine may
+	// keep a shared/datasets in /tmp or higher), and nothing at all where nothing does.
+	empty := filepath.Join(t.TempDir(), "x", "y")
+	if err := os.MkdirAll(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	above := ""
+	for d := filepath.Dir(filepath.Dir(empty)); ; d = filepath.Dir(d) {
+		if st, err := os.Stat(filepath.Join(d, "shared", "datasets")); err == nil && st.IsDir() {
+			above = filepath.Join(d, "shared", "datasets")
+			break
+		}
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	got, err := findSharedDatasets(empty)
+	switch {
+	case above == "" && err == nil:
+		t.Fatalf("found %q where there is no shared/datasets folder", got)
+	case above != "" && got != above:
+		t.Fatalf("findSharedDatasets(%s) = %q %v, want the folder above it, %s", empty, got, err, above)
 	}
 }
