@@ -1,5 +1,6 @@
 // flags.go: one command-line flag per config.Config field (the json name with dashes,
-// generated from the struct so no field is forgotten), their application over a config with
+// generated from the struct so no field is forgotten; its help, category and default text
+// are the field's config.Setting), their application over a config with
 // the precedence flags > LDTORCH_* variables > --config file > defaults, and the mapping of
 // configuration errors back to the flag, variable or file key that caused them.
 
@@ -26,89 +27,32 @@ var flagNames = map[string]string{
 	"base_examples": "base",
 }
 
-// Help categories of the config flags.
+// Help categories: the settings' (config.Setting.Category), which the command's own flags
+// share.
 const (
-	catRun       = "Run"
-	catData      = "Data"
-	catOptimizer = "Distillation optimisers"
-	catSchedule  = "Schedule and resets"
-	catEval      = "Evaluation"
-	catBaselines = "Baselines"
-	catSystem    = "System"
+	catRun    = config.CategoryRun
+	catData   = config.CategoryData
+	catSystem = config.CategorySystem
 )
 
-// configHelp is each Config field's flag help and category, keyed by json name.
-var configHelp = map[string][2]string{
-	"method":              {"`METHOD`: \"ld\" (second-order), \"rr\" (ridge regression) or \"dd\" (Wang et al.'s dataset distillation: images and step sizes through unrolled steps)", catRun},
-	"compat":              {"authors: reproduce the authors' code where ldtorch departs from it (docs/ALGORITHM.md §9 names each such deviation); unset: ldtorch's choices", catRun},
-	"model_training":      {"whether the model inside the meta-loop takes its own steps: always, never (each model keeps its initialisation until a reset replaces it) or after-reset (auto: never when images are learnt, else always)", catSchedule},
-	"learn":               {"what is learnt: labels (for real base images), images (synthetic, for fixed one-hot labels) or both (auto: labels; images under --method dd)", catRun},
-	"dd_steps":            {"method dd: distinct inner `STEPS`, each on its own N/STEPS images (auto: 10)", catOptimizer},
-	"dd_epochs":           {"method dd: passes over the --dd-steps steps, each step with its own learnt step size (auto: 3)", catOptimizer},
-	"dd_step_lr_init":     {"method dd: initial learnt step `SIZE` (auto: 0.02 greyscale, 0.001 colour)", catOptimizer},
-	"dd_lr":               {"method dd: Adam learning `RATE` of the images and step sizes, halved every 40 epochs (auto: 0.01)", catOptimizer},
-	"dd_backward":         {"method dd: recompute (each unrolled step rebuilt in the backward pass; memory of one step) or graph (every step's graph kept; memory grows with the steps) (auto: recompute)", catOptimizer},
-	"dataset":             {"target `DATASET`: mnist, kmnist, fashion-mnist, emnist-letters, k49, cifar10, cifar100, or imagefolder:PATH (PATH/train/<class>/*.png|jpg and PATH/test/<class>/...)", catRun},
-	"source":              {"`DATASET` the base examples come from (cross-dataset distillation; default: the target; imagefolder:PATH too)", catRun},
-	"base_examples":       {"`N`, the number of base examples whose labels are learnt", catRun},
-	"inner_batch":         {"`N_i`, base examples per inner step (auto: 10/10/25/50 for N = 10/20/50/≥100)", catRun},
-	"outer_batch":         {"`N_o`, target examples per meta-step", catRun},
-	"inner_lr":            {"`α`, the SGD step of the inner update (method ld)", catOptimizer},
-	"model_lr":            {"Adam learning `RATE` of the model during distillation", catOptimizer},
-	"model_betas":         {"Adam betas `B1,B2` of the model, the RR scale, evaluation models and the teacher", catOptimizer},
-	"model_eps":           {"Adam `EPSILON` of the same optimisers as --model-betas", catOptimizer},
-	"label_lr":            {"Adam learning `RATE` of the labels", catOptimizer},
-	"label_betas":         {"Adam betas `B1,B2` of the labels", catOptimizer},
-	"label_eps":           {"Adam `EPSILON` of the labels", catOptimizer},
-	"ridge_lambda":        {"`λ` of the ridge-regression solve (method rr)", catOptimizer},
-	"ridge_pseudo_step":   {"`α` of the pseudo-gradient step of the ridge weights (method rr), in (0, 1]", catOptimizer},
-	"scale_lr":            {"Adam learning `RATE` of the RR logit scale (method rr)", catOptimizer},
-	"scale_init":          {"initial RR logit `SCALE`, also after every model reset (method rr)", catOptimizer},
-	"epochs":              {"passes over the target set (auto: 400; 800 when N > 100 or for cifar100; k49: 100, 200 when N > 100)", catSchedule},
-	"reset_window":        {"`G`, window and patience of the model-reset rule (auto: 50; 200 when N > 100; 100 for cifar100 and k49)", catSchedule},
-	"reset_mean_of_last":  {"T is the mean of the last `K` reset step counts", catSchedule},
-	"validate_every":      {"validate the labels every `K` epochs (and after the last one)", catSchedule},
-	"checkpoint_every":    {"meta-steps between checkpoints (0: at every validation, negative: never)", catSchedule},
-	"history_every":       {"meta-steps between lines of the run history metrics.jsonl (auto: 1 on CPU, 10 on CUDA)", catSchedule},
-	"grad_var_window":     {"meta-steps per window of the label meta-gradient variance in the history (auto: 50, negative: none)", catSchedule},
-	"eval_models":         {"`M`, fresh models trained on the labels for the reported test accuracy", catEval},
-	"eval_lr":             {"Adam learning `RATE` of fresh validation, test and baseline models", catEval},
-	"eval_batch":          {"base examples per step of fresh models (auto: --inner-batch)", catEval},
-	"eval_arch":           {"`ARCH` of the fresh test models: lenet, alexnet, resnet or convnet (default: --arch)", catEval},
-	"arch":                {"network `ARCH` used during distillation: lenet, alexnet or convnet (ConvNet-3) (default: lenet for greyscale, alexnet for colour)", catRun},
-	"target_set_size":     {"use only `K` target-set examples (0: all)", catData},
-	"validation_size":     {"size of the validation part of the train split (auto: 10000 greyscale, 5000 colour, 23237 k49)", catData},
-	"norm_mean":           {"per-channel normalisation mean `M1[,M2,M3]` (default: the dataset's; an image folder's computed from its train images)", catData},
-	"norm_std":            {"per-channel normalisation std `S1[,S2,S3]` (default: the dataset's; an image folder's computed from its train images)", catData},
-	"seed":                {"the run's `SEED` (initialisations, batches; also the split and base examples unless --base-seed)", catRun},
-	"base_seed":           {"`SEED` of the train/validation split and the base examples alone (default: --seed)", catData},
-	"base_indices":        {"distil the base examples listed in `FILE` (positions in the source's train file: .npy, an artifact's distilled.npz, or text)", catData},
-	"base_selection":      {"base-example selection: balanced or unbalanced (default: balanced within a dataset, unbalanced across)", catData},
-	"baselines":           {"comma-separated `LIST` of true, smooth, teacher, or none (default: all within a dataset, teacher across)", catBaselines},
-	"label_smoothing":     {"`ε` of the smooth baseline", catBaselines},
-	"baseline_max_steps":  {"longest training in the baselines' step search (auto: 1000; 1700 when N > 100)", catBaselines},
-	"baseline_steps":      {"comma-separated `STEPS` the baselines' step search tries (default: a grid up to --baseline-max-steps)", catBaselines},
-	"teacher_steps":       {"Adam steps of the teacher baseline's model on the target set", catBaselines},
-	"teacher_batch":       {"target examples per teacher step", catBaselines},
-	"teacher_lr":          {"Adam learning `RATE` of the teacher", catBaselines},
-	"teacher_temperature": {"softmax `TEMPERATURE` of the teacher's labels", catBaselines},
-	"device":              {"`DEVICE`: cpu, cuda or cuda:N", catSystem},
-	"threads":             {"libtorch intra-op `THREADS` (0: libtorch's default)", catSystem},
-	"allow_tf32":          {"let float32 products and convolutions on Ampere-or-later GPUs use TF32 (faster, about 3 decimal digits; off: results agree with the CPU's)", catSystem},
-	"data_dir":            {"`DIR` holding the datasets, one sub-folder each (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", catSystem},
-	"out":                 {"output `DIR` for distilled.npz and report.json", catSystem},
-	"emnist_transpose":    {"transpose EMNIST images to MNIST orientation", catData},
-	"allow_unknown_data":  {"accept data files the registry does not know (official CIFAR binaries, EMNIST, K-49, CUB, and registered datasets laid out as folders of images); their sha256 goes into report.json. imagefolder:PATH datasets need no flag: nothing is registered for them, and their files' checksums are recorded", catData},
+// setting is the description of a Config json name (config.Describe); every key has one
+// (config's TestSettings).
+func setting(key string) config.Setting {
+	s, _ := config.Describe(key)
+	return s
 }
 
-// defaultTexts overrides the default shown in help for fields whose zero value means something.
-var defaultTexts = map[string]string{
-	"threads":          "0",
-	"target_set_size":  "0",
-	"checkpoint_every": "0",
-	"data_dir":         "",
-	"base_seed":        "--seed",
-	"base_indices":     "",
+// everyRun is a setting's help for a flag that sets it for every run of a command: " of
+// every run" after the word that names its value ("`DEVICE` of every run: cpu, cuda or
+// cuda:N").
+func everyRun(help string) string {
+	if i := strings.Index(help, "`"); i >= 0 {
+		if j := strings.Index(help[i+1:], "`"); j >= 0 {
+			end := i + 1 + j + 1
+			return help[:end] + " of every run" + help[end:]
+		}
+	}
+	return help + " of every run"
 }
 
 // configFlag is the flag of one Config field.
@@ -155,20 +99,13 @@ func flagForKey(key string) string {
 	return ""
 }
 
-// cliFlag builds the urfave flag; values are taken only when set (see apply), so the flag
-// itself carries no default value, only its help text.
-func (f configFlag) cliFlag(def config.Config) cli.Flag {
-	help, ok := configHelp[f.key]
-	if !ok {
-		help = [2]string{"config key " + f.key, catRun}
-	}
-	usage, cat := help[0], help[1]
+// cliFlag builds the urfave flag from the field's setting (its help, category and default
+// text); values are taken only when set (see apply), so the flag itself carries no default
+// value, only its help text.
+func (f configFlag) cliFlag() cli.Flag {
+	s := setting(f.key)
+	usage, cat, defText := s.Help, s.Category, config.DefaultText(f.key)
 	env := []string{envName(f.name)}
-	dv := reflect.ValueOf(def).Field(f.field)
-	defText, ok := defaultTexts[f.key]
-	if !ok {
-		defText = formatValue(dv)
-	}
 	switch f.typ.Kind() {
 	case reflect.String:
 		return &cli.StringFlag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env, DefaultText: defText}
@@ -185,31 +122,6 @@ func (f configFlag) cliFlag(def config.Config) cli.Flag {
 	}
 	// Lists and pairs: comma-separated text.
 	return &cli.StringFlag{Name: f.name, Aliases: f.aliases, Usage: usage, Category: cat, EnvVars: env, DefaultText: defText}
-}
-
-// formatValue renders a default for help: zero values are "auto"-style blanks.
-func formatValue(v reflect.Value) string {
-	switch v.Kind() {
-	case reflect.Slice:
-		if v.Len() == 0 {
-			return ""
-		}
-		fallthrough
-	case reflect.Array:
-		parts := make([]string, v.Len())
-		for i := range parts {
-			parts[i] = fmt.Sprint(v.Index(i).Interface())
-		}
-		return strings.Join(parts, ",")
-	case reflect.String:
-		return v.String()
-	case reflect.Bool:
-		return ""
-	}
-	if v.IsZero() {
-		return "auto" // numbers whose zero is "auto"; the others are in defaultTexts
-	}
-	return fmt.Sprint(v.Interface())
 }
 
 // maxIntFlag bounds integer flags: anything larger is a typo, not a setting.

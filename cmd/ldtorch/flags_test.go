@@ -72,7 +72,7 @@ func TestConfigFlagsCoverConfig(t *testing.T) {
 		}
 		seen[f.name] = true
 		// Every flag must build (a new field type would panic or fall through).
-		_ = f.cliFlag(config.Default())
+		_ = f.cliFlag()
 	}
 	for _, want := range []string{"base", "dataset", "method", "epochs", "seed", "out", "source", "eval-models",
 		"baselines", "device", "threads", "data-dir", "inner-batch", "outer-batch", "target-set-size",

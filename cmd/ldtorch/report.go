@@ -109,7 +109,7 @@ func (e *env) gradvarCommand() *cli.Command {
 			&cli.IntFlag{Name: "warmup", Value: 100, Usage: "train each fresh model `K` steps on the labels before its gradient (0: at initialisation)"},
 			&cli.StringFlag{Name: "labels", Value: "distilled", Usage: "label state: distilled (the artifact's) or uniform (the start of a run)"},
 			&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: the run's data_dir)"},
-			&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` (0: libtorch's default)"},
+			&cli.IntFlag{Name: "threads", Usage: setting("threads").Help},
 			&cli.StringFlag{Name: "device", Value: "", Usage: "`DEVICE` (default: the run's)"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress"},
 			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (default: the run's setting)"},

@@ -21,12 +21,11 @@ import (
 
 // runConfigFlags are --config and one flag per Config field (distill and bench).
 func runConfigFlags() []cli.Flag {
-	def := config.Default()
 	flags := []cli.Flag{
 		&cli.StringFlag{Name: "config", Usage: "read settings from a JSON `FILE` (keys: the config's json names, e.g. base_examples)", EnvVars: []string{envName("config")}, Category: catRun},
 	}
 	for _, f := range configFlags() {
-		flags = append(flags, f.cliFlag(def))
+		flags = append(flags, f.cliFlag())
 	}
 	return flags
 }

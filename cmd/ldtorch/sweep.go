@@ -28,12 +28,14 @@ import (
 )
 
 // operationalFlags are the settings a sweep or study may take from the command line for
-// every run: where and how fast, never what.
+// every run: where and how fast, never what. --threads and --device say their settings'
+// help for every run; --data-dir keeps its shorter line.
 func operationalFlags() []cli.Flag {
+	threads, device, dataDir := setting("threads"), setting("device"), setting("data_dir")
 	return []cli.Flag{
-		&cli.IntFlag{Name: "threads", Usage: "libtorch intra-op `THREADS` of every run (0: libtorch's default)", EnvVars: []string{envName("threads")}, Category: catSystem},
-		&cli.StringFlag{Name: "device", Usage: "`DEVICE` of every run: cpu, cuda or cuda:N", EnvVars: []string{envName("device")}, Category: catSystem},
-		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", EnvVars: []string{envName("data-dir")}, Category: catSystem},
+		&cli.IntFlag{Name: "threads", Usage: everyRun(threads.Help), EnvVars: []string{envName("threads")}, Category: threads.Category},
+		&cli.StringFlag{Name: "device", Usage: everyRun(device.Help), EnvVars: []string{envName("device")}, Category: device.Category},
+		&cli.StringFlag{Name: "data-dir", Usage: "`DIR` holding the datasets (default: $LDTORCH_DATA, else ~/.cache/ldtorch/data)", EnvVars: []string{envName("data-dir")}, Category: dataDir.Category},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 	}
 }

@@ -1,6 +1,7 @@
 // Config: every setting of docs/ALGORITHM.md as a named, overridable field, and the
 // resolution of "auto" values from dataset / N / method. Its defaults are defaults.go, its
-// checks check.go, JSON files file.go, what a resume may change resume.go.
+// descriptions settings.go, its checks check.go, JSON files file.go, what a resume may
+// change resume.go.
 
 package config
 
@@ -82,194 +83,137 @@ const (
 // Config holds every setting of docs/ALGORITHM.md (§ numbers below refer to it) plus the
 // operational ones of ldtorch. A zero value or "" documented as "auto" is filled in by
 // Resolved from the dataset, N and the method; json names are the names used in config
-// files, in errors and (by convention) for command-line flags.
+// files, in errors and (by convention) for command-line flags. Each field's comment names
+// its role and section; its description (what it takes, its auto rule, what else it meets),
+// help category and help default are its Setting in settings.go (Settings, Describe), the
+// one text the command's help shows; its default value is Default's.
 type Config struct {
-	// Method: "ld" (second-order, §4), "rr" (ridge regression, §5) or "dd" (Wang et al.'s
-	// dataset distillation, §12). Default "ld".
+	// Method: the distillation method (§4, §5, §12).
 	Method string `json:"method"`
-	// Learn: what the meta-loop learns (§3, §12): "labels" for the real base images,
-	// "images" (synthetic images for the base examples' fixed one-hot classes; the paper's
-	// "Our DD"), or "both". "" (auto) = "labels"; "images" under method dd, which learns
-	// nothing else.
+	// Learn: what the meta-loop learns (§3, §12).
 	Learn string `json:"learn"`
-	// Compat: "authors" reproduces the authors' code where docs/ALGORITHM.md §9 lists a
-	// deviation with this switch (the traces of scripts/trace/ measure each). Default ""
-	// (ldtorch's choices).
+	// Compat: the switch to the authors' code's choices (§9).
 	Compat string `json:"compat"`
-	// ModelTraining: whether the model inside the meta-loop takes its own Adam steps (§12):
-	// "always", "never" (each model keeps its initialisation until the reset rule replaces
-	// it; RR's W and s still learn) or "after-reset" (never until the first reset, then
-	// always). "" (auto) = "never" when images are learnt (method ld or rr; with labels
-	// too, method rr only), "always" otherwise; under compat authors "after-reset" for rr
-	// images (the authors' RR image code), "always" otherwise.
+	// ModelTraining: when the meta-loop's model takes its own steps (§12).
 	ModelTraining string `json:"model_training"`
-	// Dataset: the target dataset (§1): mnist, kmnist, fashion-mnist, emnist-letters
-	// (alias emnist), k49, cifar10, cifar100. Default "mnist".
+	// Dataset: the target dataset (§1).
 	Dataset string `json:"dataset"`
-	// Source: the dataset the base examples come from (§1). "" (auto) = the target
-	// (within-dataset); anything else is cross-dataset. cub may only be a source.
+	// Source: the dataset of the base examples (§1).
 	Source string `json:"source"`
-	// BaseExamples: N, the number of base examples (§1). Default 100.
+	// BaseExamples: N, the number of base examples (§1).
 	BaseExamples int `json:"base_examples"`
-	// InnerBatch: N_i, the inner (base) minibatch (§4, §5, §7). 0 = auto: 10, 10, 25 for
-	// N = 10, 20, 50 and 50 for N ≥ 100 (§7); min(N, 100) for cifar100. Other N (ldtorch's
-	// interpolation of the paper's values): N for N ≤ 10, max(10, N/2) for 10 < N < 100.
+	// InnerBatch: N_i, the inner (base) minibatch (§4, §5, §7).
 	InnerBatch int `json:"inner_batch"`
-	// OuterBatch: N_o, the target minibatch (§4). Default 1024.
+	// OuterBatch: N_o, the target minibatch (§4).
 	OuterBatch int `json:"outer_batch"`
 
-	// InnerLR: α, the plain-SGD inner step of LD (§4 step 3). Default 0.01.
+	// InnerLR: α, the plain-SGD inner step of LD (§4 step 3).
 	InnerLR float64 `json:"inner_lr"`
-	// ModelLR: Adam learning rate of the model θ during distillation (§4, §5). Default 1e-3.
+	// ModelLR: Adam learning rate of the model θ during distillation (§4, §5).
 	ModelLR float64 `json:"model_lr"`
-	// ModelBetas: Adam betas for θ, the RR scale s, evaluation models and the teacher
-	// (PyTorch defaults, §4/§5/§7). Default [0.9, 0.999].
+	// ModelBetas: Adam betas of θ, the RR scale s, evaluation models and the teacher (§4, §5, §7).
 	ModelBetas [2]float64 `json:"model_betas"`
-	// ModelEps: Adam epsilon for the same optimisers as ModelBetas. Default 1e-8.
+	// ModelEps: Adam epsilon of the optimisers of ModelBetas (§4, §5, §7).
 	ModelEps float64 `json:"model_eps"`
-	// LabelLR: Adam learning rate of the labels Ỹ (§3). Default 1e-3.
+	// LabelLR: Adam learning rate of the labels Ỹ (§3).
 	LabelLR float64 `json:"label_lr"`
-	// LabelBetas: Adam betas of the labels (§3). Default [0.9, 0.999].
+	// LabelBetas: Adam betas of the labels (§3).
 	LabelBetas [2]float64 `json:"label_betas"`
-	// LabelEps: Adam epsilon of the labels (§3). Default 1e-8.
+	// LabelEps: Adam epsilon of the labels (§3).
 	LabelEps float64 `json:"label_eps"`
 
-	// DDSteps: method dd's distinct inner steps, each on its own N/dd_steps synthetic images
-	// (§12). 0 = auto: 10 under dd; 0 otherwise.
+	// DDSteps: method dd's distinct inner steps (§12).
 	DDSteps int `json:"dd_steps"`
-	// DDEpochs: passes over the dd_steps steps in the unrolled training (§12), each step
-	// with its own learnt step size. 0 = auto: 3 under dd.
+	// DDEpochs: method dd's passes over its inner steps (§12).
 	DDEpochs int `json:"dd_epochs"`
-	// DDStepLRInit: the initial value of every learnt step size (§12). 0 = auto under dd:
-	// 0.02 for greyscale datasets, 0.001 for colour ones.
+	// DDStepLRInit: method dd's initial learnt step size (§12).
 	DDStepLRInit float64 `json:"dd_step_lr_init"`
-	// DDLR: Adam learning rate of the images and step sizes of method dd (§12), halved every
-	// 40 epochs. 0 = auto: 0.01 under dd.
+	// DDLR: method dd's Adam learning rate of the images and step sizes (§12).
 	DDLR float64 `json:"dd_lr"`
-	// DDBackward: how method dd differentiates through its unrolled steps (§12): "recompute"
-	// (each step's graph rebuilt in the backward pass; memory of one step) or "graph" (every
-	// step's graph kept, as Wang et al.'s code; memory grows with the steps). "" = auto:
-	// recompute under dd.
+	// DDBackward: how method dd differentiates through its unrolled steps (§12).
 	DDBackward string `json:"dd_backward"`
 
-	// RidgeLambda: λ of the ridge solve (§5 step 2). Default 1.0.
+	// RidgeLambda: λ of the ridge solve (§5 step 2).
 	RidgeLambda float64 `json:"ridge_lambda"`
-	// RidgePseudoStep: α of the pseudo-gradient step W ← (1−α)W + αW_l (§5 step 3). Default 0.01.
+	// RidgePseudoStep: α of the pseudo-gradient step of the ridge weights (§5 step 3).
 	RidgePseudoStep float64 `json:"ridge_pseudo_step"`
-	// ScaleLR: Adam learning rate of the RR logit scale s (§5). Default 0.01.
+	// ScaleLR: Adam learning rate of the RR logit scale s (§5).
 	ScaleLR float64 `json:"scale_lr"`
-	// ScaleInit: initial value of s, also after every reset (§5). Default 1.0.
+	// ScaleInit: initial value of the RR logit scale s (§5).
 	ScaleInit float64 `json:"scale_init"`
 
-	// Epochs: passes over the target set (§7). 0 = auto: 400; 800 when N > 100 or for
-	// cifar100; k49: 100, or 200 when N > 100.
+	// Epochs: passes over the target set (§7).
 	Epochs int `json:"epochs"`
-	// ResetWindow: G = N_m = N_w, the moving-window length and the patience of the reset
-	// rule (§6). 0 = auto: 50; 100 for cifar100 and k49 (whatever N, as in the reference);
-	// otherwise 200 when N > 100.
+	// ResetWindow: G, window and patience of the reset rule (§6).
 	ResetWindow int `json:"reset_window"`
-	// ResetMeanOfLast: T = int(mean of the last this-many T_i) (§6). Default 3.
+	// ResetMeanOfLast: how many reset step counts T_i the mean T takes (§6).
 	ResetMeanOfLast int `json:"reset_mean_of_last"`
-	// ValidateEvery: k, validate the current labels after epochs k, 2k, … and always after
-	// the last epoch (§7, §9). Default 5.
+	// ValidateEvery: k, the epochs between validations of the labels (§7, §9).
 	ValidateEvery int `json:"validate_every"`
-	// EvalModels: M, fresh models trained for the final report (§7, §8). Default 20.
+	// EvalModels: M, the fresh models of the final report (§7, §8).
 	EvalModels int `json:"eval_models"`
-	// EvalLR: Adam learning rate of fresh (validation, test, baseline) models (§7). Default 1e-3.
+	// EvalLR: Adam learning rate of fresh models (§7).
 	EvalLR float64 `json:"eval_lr"`
-	// EvalBatch: base examples per step when training fresh models (§7). 0 = auto: InnerBatch.
+	// EvalBatch: base examples per step of fresh models (§7).
 	EvalBatch int `json:"eval_batch"`
-	// EvalArch: architecture of fresh models at test time (§2, architecture transfer).
-	// "" = auto: Arch. "resnet" is allowed here only; lenet, convnet (any data) or alexnet,
-	// resnet (colour 32×32 data).
+	// EvalArch: architecture of the fresh test models (§2, architecture transfer).
 	EvalArch string `json:"eval_arch"`
 
-	// TargetSetSize: subsample the target set to this many examples (§1, ablation).
-	// 0 = all (default).
+	// TargetSetSize: subsample of the target set (§1, ablation).
 	TargetSetSize int `json:"target_set_size"`
-	// ValidationSize: size of the validation part of the train split (§1). 0 = auto:
-	// 10000 (greyscale), 23237 (k49), 5000 (colour).
+	// ValidationSize: size of the validation part of the train split (§1).
 	ValidationSize int `json:"validation_size"`
-	// NormMean: per-channel normalisation mean after scaling pixels to [0,1] (§1).
-	// Empty = auto: [0.1307] for greyscale, [125.3, 123.0, 113.9]/255 for colour.
+	// NormMean: per-channel normalisation mean (§1).
 	NormMean []float64 `json:"norm_mean"`
-	// NormStd: per-channel normalisation std (§1). Empty = auto: [0.3081] for greyscale,
-	// [63.0, 62.1, 66.7]/255 for colour.
+	// NormStd: per-channel normalisation std (§1).
 	NormStd []float64 `json:"norm_std"`
-	// Seed: the seed of the run (initialisations, batches, evaluation models; and, unless
-	// BaseSeed is set, the split permutation and the base examples; §1, §8 "same seed").
-	// Default 1234, the reference's default.
+	// Seed: the seed of the run (§1, §8 "same seed").
 	Seed int64 `json:"seed"`
-	// BaseSeed: the seed of the data choices alone: the train → target set / validation
-	// split and the base examples (§1). null (auto) = Seed. Fixing it while Seed varies
-	// repeats the distillation on the same base examples (the paper's repeatability table).
+	// BaseSeed: the seed of the split and the base examples alone (§1).
 	BaseSeed *int64 `json:"base_seed"`
-	// BaseIndices: distil exactly these base examples, given as positions in the source's
-	// train file (an artifact's base_indices); they must lie in the target-set part of the
-	// split under BaseSeed. null (default) = chosen by BaseSelection with BaseSeed.
+	// BaseIndices: base examples given as positions in the source's train file (§1).
 	BaseIndices []int64 `json:"base_indices"`
-	// Arch: the network used during distillation (§2): "lenet", "alexnet" (colour data) or
-	// "convnet" (ConvNet-3). "" = auto: lenet for greyscale targets, alexnet for colour targets.
+	// Arch: the network used during distillation (§2).
 	Arch string `json:"arch"`
-	// BaseSelection: "balanced" or "unbalanced" (§1), or "given" (BaseIndices). "" = auto:
-	// given when BaseIndices is set, else balanced within-dataset, unbalanced cross-dataset
-	// (cross-dataset requires unbalanced). With BaseIndices, "balanced" is checked against
-	// the listed examples' classes when the data is read.
+	// BaseSelection: how the base examples are chosen (§1).
 	BaseSelection string `json:"base_selection"`
 
-	// Baselines: which baselines to run (§8), a subset of "true", "smooth", "teacher";
-	// under method rr each is its RR variant. null (auto) = ["true", "smooth", "teacher"]
-	// within-dataset and ["teacher"] cross-dataset; [] or ["none"] = none.
+	// Baselines: which baselines run (§8).
 	Baselines []string `json:"baselines"`
-	// LabelSmoothing: ε of the smoothed baseline, y(1−ε) + ε/C (§8). Default 0.1.
+	// LabelSmoothing: ε of the smooth baseline (§8).
 	LabelSmoothing float64 `json:"label_smoothing"`
-	// BaselineMaxSteps: longest training in the baseline step search (§8). 0 = auto: 1000;
-	// 1700 when N > 100.
+	// BaselineMaxSteps: longest training of the baselines' step search (§8).
 	BaselineMaxSteps int `json:"baseline_max_steps"`
-	// BaselineSteps: the step counts at which the baseline search measures validation
-	// error (§8), strictly increasing. null (auto) = BaselineStepGrid(BaselineMaxSteps).
+	// BaselineSteps: step counts of the baselines' step search (§8).
 	BaselineSteps []int `json:"baseline_steps"`
-	// TeacherSteps: Adam steps of the teacher baseline's model on the target set
-	// (ldtorch addition, §8). Default 2000 (about 10 epochs of MNIST at batch 256).
+	// TeacherSteps: Adam steps of the teacher baseline's model (§8, ldtorch addition).
 	TeacherSteps int `json:"teacher_steps"`
-	// TeacherBatch: target examples per teacher step. Default 256.
+	// TeacherBatch: target examples per teacher step (§8).
 	TeacherBatch int `json:"teacher_batch"`
-	// TeacherLR: Adam learning rate of the teacher. Default 1e-3.
+	// TeacherLR: Adam learning rate of the teacher (§8).
 	TeacherLR float64 `json:"teacher_lr"`
-	// TeacherTemperature: softmax temperature of the teacher's labels. Default 1.
+	// TeacherTemperature: softmax temperature of the teacher's labels (§8).
 	TeacherTemperature float64 `json:"teacher_temperature"`
 
-	// Device: "cpu", "cuda" or "cuda:N". Default "cpu".
+	// Device: where the run computes (operational).
 	Device string `json:"device"`
-	// Threads: libtorch intra-op threads. 0 = libtorch's default (default).
+	// Threads: libtorch intra-op threads (operational).
 	Threads int `json:"threads"`
-	// AllowTF32: let float32 matrix products and convolutions on Ampere-or-later GPUs use
-	// TF32 tensor cores (faster; inputs rounded to about 10 mantissa bits). Default false,
-	// so that GPU results agree with the CPU's to float32 rounding; no effect on the CPU.
+	// AllowTF32: TF32 for float32 products on GPUs (operational).
 	AllowTF32 bool `json:"allow_tf32"`
-	// DataDir: the data cache folder datasets are read from (one sub-folder per dataset).
-	// Default "" = $LDTORCH_DATA, else ~/.cache/ldtorch/data (data.DataDir).
+	// DataDir: the data cache folder datasets are read from (operational).
 	DataDir string `json:"data_dir"`
-	// Out: the run's output directory (artifacts, report, checkpoints). Default "out".
+	// Out: the run's output directory (operational).
 	Out string `json:"out"`
-	// CheckpointEvery: > 0: write a checkpoint every this many meta-steps; 0 (default):
-	// after every validation (every ValidateEvery epochs and after the last one);
-	// < 0: never. Not a resume conflict (see ResumeConflicts).
+	// CheckpointEvery: meta-steps between checkpoints (operational).
 	CheckpointEvery int `json:"checkpoint_every"`
-	// HistoryEvery: write a meta-step line to the run history (metrics.jsonl) every this
-	// many meta-steps. 0 = auto: 1 on CPU, 10 on CUDA, where reading a step's loss, error and
-	// gradient norm back from the device costs a synchronisation. Not a resume conflict.
+	// HistoryEvery: meta-steps between run-history lines (operational).
 	HistoryEvery int `json:"history_every"`
-	// GradVarWindow: meta-steps per window of the label meta-gradient statistics in the
-	// history (per-element variance over the window's steps). 0 = auto: 50; < 0: none.
-	// Not a resume conflict.
+	// GradVarWindow: meta-steps per window of the meta-gradient statistics (operational).
 	GradVarWindow int `json:"grad_var_window"`
-	// AllowUnknownData: accept data files whose checksums the registry does not know
-	// (official CIFAR binaries, EMNIST, K-49, CUB, a changed copy) and image folders; their
-	// sha256 is recorded in the report beside the registry's warnings. Default false.
+	// AllowUnknownData: accept data files the registry does not know (§1).
 	AllowUnknownData bool `json:"allow_unknown_data"`
-	// EMNISTTranspose: transpose EMNIST images to MNIST orientation. Default false: use
-	// them as stored, like the reference (it matches the paper's numbers) (§1).
+	// EMNISTTranspose: EMNIST images in MNIST orientation (§1).
 	EMNISTTranspose bool `json:"emnist_transpose"`
 }
 
