@@ -65,7 +65,8 @@
 // forward), each a functional call: the module runs with the caller's parameter and buffer
 // tensors in place of its own (θ′ = θ − α∇θ included, with every derivative its operators
 // have; an operator without a double backward, grid_sample for one, fails second-order LD
-// with libtorch's error while first order works).
+// with libtorch's error, which the meta-step names with the file and method rr, while first
+// order, and so LD RR, works).
 //
 // Fresh parameters come from the caller's seed (InitParams, Reinit) with PyTorch's default
 // per layer type, exactly as for nets' own networks: Conv1d/2d/3d, ConvTranspose1d/2d/3d and

@@ -403,6 +403,8 @@ def fixtures(out):
          "--out", "bn.pt", "--expected", "bn_expected.npz"],
         ["--module", "fixture_modules:GridNet", "--channels", "1", "--size", "6", "--classes", "3", "--seed", "3",
          "--out", "nodouble.pt"],
+        ["--module", "fixture_modules:GridMNIST", "--channels", "1", "--size", "28", "--classes", "10", "--seed", "6",
+         "--out", "nodouble_mnist.pt"],
         ["--module", "fixture_modules:PlainMLP", "--channels", "1", "--size", "4", "--classes", "3", "--seed", "4",
          "--out", "wrapped.pt", "--expected", "wrapped_expected.npz"],
         ["--module", "fixture_modules:ConvPools", "--channels", "1", "--size", "8", "--classes", "3", "--seed", "5",

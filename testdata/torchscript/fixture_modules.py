@@ -43,6 +43,27 @@ class GridNet(nn.Module):
         return self.head(self.features(x))
 
 
+class GridMNIST(nn.Module):
+    """GridNet's operator at MNIST's shape (1×28×28, 10 classes), for distillation runs on
+    real MNIST: conv 3×3 → grid_sample (an identity affine grid) → ReLU → 4×4 average pool
+    → head (2·7·7 = 98 features)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3, padding=1)
+        self.head = nn.Linear(98, 10)
+
+    @torch.jit.export
+    def features(self, x):
+        y = self.conv(x)
+        theta = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=y.dtype).unsqueeze(0).repeat(y.size(0), 1, 1)
+        grid = F.affine_grid(theta, [y.size(0), y.size(1), y.size(2), y.size(3)], align_corners=False)
+        return F.avg_pool2d(F.relu(F.grid_sample(y, grid, align_corners=False)), 4).flatten(1)
+
+    def forward(self, x):
+        return self.head(self.features(x))
+
+
 class PlainMLP(nn.Module):
     """No features(): the export wraps it at its last Linear (net.3)."""
 
