@@ -1,6 +1,6 @@
 // The report of artifacts whose images are learnt: the history's gradient is the images'
 // (learn images, method dd) and is named so, and gradvar, which refuses such artifacts, is
-// not suggested.
+// not suggested; the learning curves say what validation keeps.
 
 package main
 
@@ -16,10 +16,11 @@ func TestReportOfLearntImagesNamesTheirGradient(t *testing.T) {
 		name string
 		args []string
 		want string // the gradient the history holds
+		kept string // what the best validation kept
 	}{
-		{"dd", tinyImages(shared, "", "dd", "--quiet"), "image meta-gradient dL/dX"},
-		{"images", tinyImages(shared, "", "images", "--quiet"), "image meta-gradient dL/dX"},
-		{"both", tinyDistill(shared, "", "--method", "ld", "--learn", "both", "--quiet"), "label meta-gradient dL/dY"},
+		{"dd", tinyImages(shared, "", "dd", "--quiet"), "image meta-gradient dL/dX", "images"},
+		{"images", tinyImages(shared, "", "images", "--quiet"), "image meta-gradient dL/dX", "images"},
+		{"both", tinyDistill(shared, "", "--method", "ld", "--learn", "both", "--quiet"), "label meta-gradient dL/dY", "images and labels"},
 	} {
 		out := filepath.Join(t.TempDir(), tc.name)
 		args := append(tc.args, "--out", out)
@@ -35,6 +36,9 @@ func TestReportOfLearntImagesNamesTheirGradient(t *testing.T) {
 		}
 		if tc.want != "label meta-gradient dL/dY" && strings.Contains(html, "dL/dY") {
 			t.Errorf("%s: report.html speaks of the label meta-gradient dL/dY", tc.name)
+		}
+		if strings.Contains(html, "learning_curves.png") && !strings.Contains(html, "(the "+tc.kept+" kept are the best validated)") {
+			t.Errorf("%s: the learning curves do not say the %s are what validation keeps", tc.name, tc.kept)
 		}
 		if strings.Contains(html, "Run `ldtorch gradvar") {
 			t.Errorf("%s: report.html suggests ldtorch gradvar, which refuses learnt images", tc.name)

@@ -86,12 +86,17 @@ func addPoints(p *plot.Plot, xys plotter.XYs, col color.Color, shape draw.GlyphD
 	return nil
 }
 
-// learningCurvesFigure: label loss, errors, validation accuracy, T and resets over steps.
-func learningCurvesFigure(recs []rundir.HistoryRecord, resets []int) ([]byte, error) {
+// learningCurvesFigure: label loss, errors, validation accuracy, T and resets over steps;
+// kept names what the best validation kept (labels, images, or both).
+func learningCurvesFigure(recs []rundir.HistoryRecord, resets []int, kept string) ([]byte, error) {
 	stepVal := func(f func(rundir.HistoryRecord) float64) func(rundir.HistoryRecord) (float64, bool) {
 		return func(r rundir.HistoryRecord) (float64, bool) { return f(r), true }
 	}
-	loss := newPlot("Label loss (cross-entropy of the target batch)")
+	title := "Label loss (cross-entropy of the target batch)"
+	if kept == "images" {
+		title = "Image meta-loss (cross-entropy of the target batch)"
+	}
+	loss := newPlot(title)
 	if err := addLine(loss, series(recs, rundir.HistoryStep, stepVal(func(r rundir.HistoryRecord) float64 { return r.LabelLoss })), blue, 1, ""); err != nil {
 		return nil, err
 	}
@@ -124,7 +129,7 @@ func learningCurvesFigure(recs []rundir.HistoryRecord, resets []int) ([]byte, er
 		}
 		ring.Color, ring.Shape, ring.Radius = orange, draw.RingGlyph{}, vg.Points(7)
 		val.Add(ring)
-		val.Legend.Add("kept labels", ring)
+		val.Legend.Add("kept "+kept, ring)
 	}
 	// Resets: the step lines where the reset count went up.
 	var resetSteps plotter.XYs

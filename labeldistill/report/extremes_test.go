@@ -104,7 +104,7 @@ func drawBounded(t *testing.T, what string, recs []rundir.HistoryRecord) {
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {
-		_, err := learningCurvesFigure(recs, []int{4})
+		_, err := learningCurvesFigure(recs, []int{4}, "labels")
 		if err == nil {
 			_, err = gradVarianceFigure(recs, nil)
 		}

@@ -328,13 +328,20 @@ func Write(dir string, opt Options) (res *Result, err error) {
 
 	// 4. Learning curves.
 	if len(hist) > 0 {
-		png, err := learningCurvesFigure(hist, rep.Resets)
+		kept := "labels"
+		switch {
+		case bothLearnt:
+			kept = "images and labels"
+		case imagesLearnt:
+			kept = "images"
+		}
+		png, err := learningCurvesFigure(hist, rep.Resets, kept)
 		if err != nil {
 			return nil, err
 		}
 		if err := save(Figure{Name: "learning_curves.png", Title: "Learning curves",
-			Caption: "From " + rundir.HistoryFile + ": the label loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
-				"the validation accuracy of a fresh model (the labels kept are the best validated), and T with the model resets and the meta-steps a resumed run went on from."}, png); err != nil {
+			Caption: "From " + rundir.HistoryFile + ": the meta-loss and top-1 error of each meta-step's target batch, the moving error the reset rule watches, " +
+				"the validation accuracy of a fresh model (the " + kept + " kept are the best validated), and T with the model resets and the meta-steps a resumed run went on from."}, png); err != nil {
 			return nil, err
 		}
 	}
