@@ -31,7 +31,8 @@ func (e *env) distillCommand() *cli.Command {
 		&cli.StringFlag{Name: "save-models", Usage: "keep the final test's trained models in `DIR` as model-K.pt (PyTorch state dicts of docs/ARTIFACT.md's modules) with models.json", Category: catRun},
 		&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"}, Usage: "print no progress", EnvVars: []string{envName("quiet")}, Category: catSystem},
 		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "run as `N` data-parallel processes on this machine (c10d Gloo over 127.0.0.1; each rank gets OMP_NUM_THREADS=1 unless set). " +
-			"Under torchrun --no_python (or with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set) this process is one rank and --nproc may be left out", Category: catSystem},
+			"Under torchrun --no_python (or with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE set) this process is one rank and --nproc may be left out. " +
+			"The ranks agree with one process to float rounding, which method dd's unrolled steps enlarge over the meta-steps (docs/RELIABILITY.md, Data-parallel runs)", Category: catSystem},
 	}, runConfigFlags()...)
 	return &cli.Command{
 		Name:  "distill",
