@@ -1,6 +1,6 @@
 // distilled.pt put in place of another kind of file: a named pipe is refused unopened by
 // every command that reads an artifact (opening it would wait for a writer, through
-// signals), and a folder is named as distilled.pt.
+// signals), and a folder is named as distilled.pt, not distilled.npz, by each of them.
 
 package main
 
@@ -75,9 +75,22 @@ func TestDistilledPtNotAFile(t *testing.T) {
 	if err := os.Mkdir(pt, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	r := ldtorch(t, nil, "evaluate", "--distilled", dirRun, "--models", "1", "--data-dir", shared, "--threads", "1")
-	wantOneLine(t, r, exitUsage, "--distilled", pt, "is a folder")
-	if bytes.Contains([]byte(r.stderr), []byte("distilled.npz")) {
-		t.Errorf("a folder as distilled.pt named as distilled.npz: %s", r.stderr)
+	for _, tc := range []struct {
+		args []string
+		code int
+		subs []string
+	}{
+		{[]string{"evaluate", "--distilled", dirRun, "--models", "1", "--data-dir", shared, "--threads", "1"}, exitUsage, []string{"--distilled"}},
+		{[]string{"evaluate", "--distilled", dirRun, "--protocol", "ddranking", "--models", "1", "--data-dir", shared, "--threads", "1"}, exitUsage, []string{"--distilled"}},
+		{[]string{"study", "steps", "--distilled", dirRun, "--models", "1", "--deltas", "0", "--data-dir", shared, "--threads", "1"}, exitUsage, []string{"--distilled"}},
+		{[]string{"report", dirRun, "--data-dir", shared}, exitFailure, nil},
+		{[]string{"export", dirRun}, exitFailure, nil},
+		{[]string{"gradvar", dirRun, "--data-dir", shared}, exitUsage, nil},
+	} {
+		r := ldtorch(t, nil, tc.args...)
+		wantOneLine(t, r, tc.code, append(tc.subs, pt, "is a folder")...)
+		if bytes.Contains([]byte(r.stderr), []byte("distilled.npz")) {
+			t.Errorf("%v: a folder as distilled.pt named as distilled.npz: %s", tc.args, r.stderr)
+		}
 	}
 }
