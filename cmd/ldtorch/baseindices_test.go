@@ -72,3 +72,41 @@ func TestGivenBaseExamplesThatCannotServe(t *testing.T) {
 		exitUsage, "--base-indices: does not apply to method dd")
 	noFile(t, dd)
 }
+
+// An artifact's distilled.npz given as --base-indices carries the data of its run (its
+// report.json beside it): another dataset or base seed is refused naming the flag, as a
+// select-base file's header is, and an index outside the target-set part is a usage error
+// of --base-indices.
+func TestArtifactAsBaseIndicesOfOtherData(t *testing.T) {
+	shared := sharedDatasets(t)
+	art := filepath.Join(tinyRun(t), "distilled.npz") // mnist, 20 base examples, base seed 1234
+	dir := t.TempDir()
+	wantOneLine(t, ldtorch(t, nil, tinyDistill(shared, filepath.Join(dir, "kmnist"), "--dataset", "kmnist", "--base-indices", art, "--quiet")...),
+		exitUsage, "--dataset: "+art+" holds the base examples of a run from mnist, the run's base examples come from kmnist")
+	wantOneLine(t, ldtorch(t, nil, tinyDistill(shared, filepath.Join(dir, "seed"), "--base-seed", "7", "--base-indices", art, "--quiet")...),
+		exitUsage, "--base-seed: "+art+" holds the base examples of a run under base seed 1234", "the run's is 7")
+	for _, name := range []string{"kmnist", "seed"} {
+		noFile(t, filepath.Join(dir, name, "report.json"))
+	}
+
+	// The same file with its run's data serves.
+	same := filepath.Join(dir, "same")
+	if r := ldtorch(t, nil, tinyDistill(shared, same, "--base-indices", art, "--epochs", "1", "--quiet")...); r.code != 0 {
+		t.Fatalf("its own run's data: exit %d: %s", r.code, r.stderr)
+	}
+	if o, _ := readReport(t, same)["base_origin"].(map[string]any); o["file"] != art || o["selection"] != "given" {
+		t.Errorf("base_origin %v, want the file %s, given", o, art)
+	}
+
+	// Positions past the train file, or in the validation part: the flag's error.
+	list := filepath.Join(dir, "far.txt")
+	far := make([]string, 20)
+	for i := range far {
+		far[i] = fmt.Sprint(60000 + i)
+	}
+	if err := os.WriteFile(list, []byte(strings.Join(far, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantOneLine(t, ldtorch(t, nil, tinyDistill(shared, filepath.Join(dir, "far"), "--base-indices", list, "--quiet")...),
+		exitUsage, "--base-indices: ", "base index 60000 (entry 0) is not in the target-set part of the train split")
+}

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"unicode"
@@ -148,6 +149,37 @@ type BaseFile struct {
 	SHA256  string
 	Indices []int64
 	Header  *BaseFileHeader // nil: the file has no select-base header
+	// Run: for an artifact's distilled.npz whose report.json beside it names it, the data
+	// its base examples were drawn from, as a select-base header records them (Strategy
+	// empty); nil otherwise.
+	Run *BaseFileHeader
+}
+
+// artifactReport is what an artifact's report.json says of its base examples' data.
+type artifactReport struct {
+	Source string `json:"source"`
+	Config struct {
+		BaseSeed       int64 `json:"base_seed"`
+		ValidationSize int   `json:"validation_size"`
+	} `json:"config"`
+	Distilled struct {
+		SHA256 string `json:"sha256"`
+	} `json:"distilled"`
+}
+
+// artifactRun is the data of the run whose distilled.npz (SHA-256 sum, n base examples) is
+// at path, from the report.json beside it; nil where there is none, it cannot be read or it
+// names another distilled.npz (a file copied out of its folder checks nothing).
+func artifactRun(path, sum string, n int) *BaseFileHeader {
+	raw, err := boundedread.ReadRegularFile(filepath.Join(filepath.Dir(path), "report.json"), MaxBaseIndexBytes, "report of an artifact")
+	if err != nil {
+		return nil
+	}
+	var rep artifactReport
+	if json.Unmarshal(raw, &rep) != nil || rep.Distilled.SHA256 != sum || rep.Source == "" {
+		return nil
+	}
+	return &BaseFileHeader{Dataset: rep.Source, BaseExamples: n, BaseSeed: rep.Config.BaseSeed, ValidationSize: rep.Config.ValidationSize}
 }
 
 // ReadBaseFile reads an index file (any format ReadBaseIndices takes), its SHA-256 and,
@@ -169,6 +201,9 @@ func ReadBaseFileContext(ctx context.Context, path string) (*BaseFile, error) {
 	}
 	sum := sha256.Sum256(raw)
 	f := &BaseFile{Path: path, SHA256: hex.EncodeToString(sum[:]), Indices: idx}
+	if bytes.HasPrefix(raw, []byte("PK\x03\x04")) {
+		f.Run = artifactRun(path, f.SHA256, len(idx))
+	}
 	for _, line := range bytes.Split(raw, []byte("\n")) {
 		if h, ok := bytes.CutPrefix(line, []byte(BaseFileMarker)); ok {
 			var hdr BaseFileHeader

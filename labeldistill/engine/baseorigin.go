@@ -20,22 +20,24 @@ func CheckBaseFile(cfg config.Config, f *data.BaseFile) error {
 	if !slices.Equal(cfg.BaseIndices, f.Indices) {
 		return config.FieldErrorf("base_indices", "the config's %d indices are not those of %s (%d indices)", len(cfg.BaseIndices), f.Path, len(f.Indices))
 	}
-	h := f.Header
+	h, name, what := f.Header, filepath.Base(f.Path), "was selected"
+	if h == nil && f.Run != nil { // an artifact's distilled.npz: the data of its run
+		h, name, what = f.Run, f.Path, "holds the base examples of a run"
+	}
 	if h == nil {
 		return nil
 	}
-	name := filepath.Base(f.Path)
 	switch {
 	case h.Dataset != cfg.Source:
 		field := "dataset"
 		if cfg.IsCrossDataset() {
 			field = "source"
 		}
-		return config.FieldErrorf(field, "%s was selected from %s, the run's base examples come from %s", name, h.Dataset, cfg.Source)
+		return config.FieldErrorf(field, "%s %s from %s, the run's base examples come from %s", name, what, h.Dataset, cfg.Source)
 	case h.BaseSeed != cfg.BaseSelectionSeed():
-		return config.FieldErrorf("base_seed", "%s was selected under base seed %d (it draws the train/validation split), the run's is %d", name, h.BaseSeed, cfg.BaseSelectionSeed())
+		return config.FieldErrorf("base_seed", "%s %s under base seed %d (it draws the train/validation split), the run's is %d", name, what, h.BaseSeed, cfg.BaseSelectionSeed())
 	case h.ValidationSize != cfg.ValidationSize:
-		return config.FieldErrorf("validation_size", "%s was selected with validation_size %d, the run's is %d", name, h.ValidationSize, cfg.ValidationSize)
+		return config.FieldErrorf("validation_size", "%s %s with validation_size %d, the run's is %d", name, what, h.ValidationSize, cfg.ValidationSize)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 			idx[i] = int(v)
 		}
 		if base, err = data.SelectBaseAt(src.TargetSet, idx); err != nil {
-			return nil, fmt.Errorf("base_indices: %w", err)
+			return nil, config.NewFieldError("base_indices", err)
 		}
 
 	} else if base, err = data.SelectBase(src.TargetSet, mode, cfg.BaseExamples, uint64(cfg.BaseSelectionSeed())); err != nil {
