@@ -94,3 +94,30 @@ func TestDistilledPtNotAFile(t *testing.T) {
 		}
 	}
 }
+
+// A file given where an artifact's folder belongs (its distilled.npz, its report.json, an
+// index file) is named as a file, with the folder to give where it is one of the artifact's.
+func TestArtifactFileForItsFolder(t *testing.T) {
+	shared := sharedDatasets(t)
+	run := tinyRun(t)
+	npzFile, rep := filepath.Join(run, "distilled.npz"), filepath.Join(run, "report.json")
+	other := filepath.Join(t.TempDir(), "indices.txt")
+	if err := os.WriteFile(other, []byte("1 2 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		subs []string
+	}{
+		{[]string{"evaluate", "--distilled", npzFile, "--models", "1"}, []string{"--distilled: " + npzFile + " is a file, not an artifact's folder", "give the folder that holds it, " + run}},
+		{[]string{"evaluate", "--distilled", rep, "--protocol", "ddranking", "--models", "1"}, []string{"--distilled: " + rep + " is a file", "give the folder that holds it, " + run}},
+		{[]string{"study", "steps", "--distilled", other, "--models", "1", "--deltas", "0"}, []string{"--distilled: " + other + " is a file, not an artifact's folder"}},
+		{[]string{"study", "flexibility", "--distilled", run, "--versus", npzFile, "--models", "1"}, []string{"--versus: " + npzFile + " is a file", "give the folder that holds it, " + run}},
+	} {
+		r := ldtorch(t, nil, append(tc.args, "--data-dir", shared, "--threads", "1")...)
+		wantOneLine(t, r, exitUsage, tc.subs...)
+		if bytes.Contains([]byte(r.stderr), []byte("not a directory")) {
+			t.Errorf("%v: %s", tc.args, r.stderr)
+		}
+	}
+}

@@ -320,6 +320,13 @@ type Artifact struct {
 // Read reads and validates an output folder: shapes must agree, labels must be
 // finite probability rows (non-negative, summing to 1 within 1e-3).
 func Read(dir string) (*Artifact, error) {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		hint := ""
+		if filepath.Base(dir) == DistilledFile || filepath.Base(dir) == ReportFile {
+			hint = fmt.Sprintf(": give the folder that holds it, %s", filepath.Dir(dir))
+		}
+		return nil, fmt.Errorf("%s is a file, not an artifact's folder (the output folder of ldtorch distill)%s", dir, hint)
+	}
 	path := filepath.Join(dir, DistilledFile)
 	raw, err := boundedread.ReadRegularFile(path, data.MaxDistilledBytes, "distilled data file")
 	if err != nil {
