@@ -410,6 +410,10 @@ func TestLoadConfigFile(t *testing.T) {
 		"trailing":  {`{"epochs": 5} {}`, "text after the JSON object"},
 		"array":     {`[1, 2]`, "expected a JSON object"},
 		"empty":     {``, "the file is empty"},
+		// Files that hold settings inside: a run's report.json, phases.json, a sweep grid.
+		"report": {`{"schema_version": 2, "method": "ld", "config": {"epochs": 5}}`, `holds settings under its key "config", as a run's report.json`},
+		"phases": {`{"format": "ldtorch phases 1", "config": {"epochs": 5}}`, `give that object alone in a file of its own`},
+		"grid":   {`{"name": "t", "config": {"dataset": "mnist"}, "rows": []}`, `ldtorch sweep --grid) (unknown key "name")`},
 	} {
 		p := writeFile(t, tc.content)
 		_, err := ReadFile(p)

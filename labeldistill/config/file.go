@@ -72,13 +72,18 @@ func ReadFileKeysContext(ctx context.Context, path string) (Config, map[string]b
 	if err != nil {
 		return Config{}, nil, err
 	}
+	var raw map[string]json.RawMessage
+	parsed := json.Unmarshal(data, &raw) == nil
 	cfg, err := Parse(data)
 	if err != nil {
+		if inner, ok := raw["config"]; ok && parsed && bytes.HasPrefix(bytes.TrimSpace(inner), []byte("{")) {
+			// A run's report.json or phases.json, a sweep grid: settings are one object inside.
+			return Config{}, nil, fmt.Errorf("%s: holds settings under its key \"config\", as a run's report.json or phases.json and a sweep grid do, not settings of its own: give that object alone in a file of its own (or continue the run with --resume, run the grid with ldtorch sweep --grid) (%v)", path, err)
+		}
 		return Config{}, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	keys := map[string]bool{}
-	var raw map[string]json.RawMessage
-	if json.Unmarshal(data, &raw) == nil {
+	if parsed {
 		for k := range raw {
 			keys[k] = true
 		}
