@@ -1,6 +1,8 @@
-// distilled.pt put in place of another kind of file: a named pipe is refused unopened by
-// every command that reads an artifact (opening it would wait for a writer, through
-// signals), and a folder is named as distilled.pt, not distilled.npz, by each of them.
+// Files of an artifact put in place of another kind of file: a named pipe as distilled.pt is
+// refused unopened by every command that reads an artifact (opening it would wait for a
+// writer, through signals), and a folder is named as distilled.pt, not distilled.npz, by
+// each of them; a file given for the artifact's folder, and another ldtorch file as
+// distilled.npz, are named as what they are.
 
 package main
 
@@ -9,9 +11,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
 
 // runReleasing runs the CLI in-process for at most limit; a call still going then (blocked
@@ -118,6 +123,42 @@ func TestArtifactFileForItsFolder(t *testing.T) {
 		wantOneLine(t, r, exitUsage, tc.subs...)
 		if bytes.Contains([]byte(r.stderr), []byte("not a directory")) {
 			t.Errorf("%v: %s", tc.args, r.stderr)
+		}
+	}
+}
+
+// Another kind of ldtorch file put in place of distilled.npz (a run's checkpoint, a
+// select-base index file) is named as what it is by every reader, in a short line.
+func TestOtherFileAsDistilledNpz(t *testing.T) {
+	shared := sharedDatasets(t)
+	src := tinyRun(t)
+	ckpts, err := filepath.Glob(filepath.Join(src, "checkpoints", "ckpt-*.npz"))
+	if err != nil || len(ckpts) == 0 {
+		t.Fatalf("no checkpoint in %s (%v)", src, err)
+	}
+	index := []byte(data.BaseFileMarker + `{"strategy":"random","dataset":"mnist","base_examples":2,"base_seed":1234,"validation_size":10000}` + "\n1\n2\n")
+	for _, tc := range []struct {
+		name string
+		put  func(path string) error
+		want string
+	}{
+		{"checkpoint", func(path string) error { return os.WriteFile(path, mustReadFile(t, ckpts[0]), 0o644) }, "a checkpoint of a run (its state between meta-steps), not an artifact's arrays: ldtorch distill --resume"},
+		{"index file", func(path string) error { return os.WriteFile(path, index, 0o644) }, "an index file of ldtorch select-base, not an artifact's arrays"},
+	} {
+		run := copyTree(t, src)
+		npzPath := filepath.Join(run, "distilled.npz")
+		if err := tc.put(npzPath); err != nil {
+			t.Fatal(err)
+		}
+		for _, args := range [][]string{
+			{"evaluate", "--distilled", run, "--models", "1", "--data-dir", shared, "--threads", "1"},
+			{"report", run, "--data-dir", shared},
+			{"export", run},
+		} {
+			r := ldtorch(t, nil, args...)
+			if r.code == 0 || !strings.Contains(r.stderr, npzPath+": "+tc.want) || len(r.stderr) > 400 {
+				t.Errorf("%s as distilled.npz, %v: exit %d, stderr %q, want %q in a short line", tc.name, args, r.code, r.stderr, tc.want)
+			}
 		}
 	}
 }

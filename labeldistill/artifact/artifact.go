@@ -332,6 +332,9 @@ func Read(dir string) (*Artifact, error) {
 	if err != nil {
 		return nil, err
 	}
+	if bytes.HasPrefix(raw, []byte(data.BaseFileMarker)) {
+		return nil, fmt.Errorf("%s: an index file of ldtorch select-base, not an artifact's arrays (distill --base-indices takes it)", path)
+	}
 	arc, err := npz.Read(bytes.NewReader(raw), int64(len(raw)))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -340,8 +343,15 @@ func Read(dir string) (*Artifact, error) {
 		return fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...))
 	}
 	images, labels := arc.Get("images"), arc.Get("labels")
+	if (images == nil || labels == nil) && arc.Get("meta") != nil && arc.Get("rng.go_pcg") != nil {
+		return nil, bad("a checkpoint of a run (its state between meta-steps), not an artifact's arrays: ldtorch distill --resume continues the run and writes its artifact")
+	}
 	if images == nil || labels == nil {
-		return nil, bad("needs arrays 'images' and 'labels', found %v", arc.Names())
+		names := arc.Names()
+		if len(names) > 8 {
+			names = append(names[:8:8], fmt.Sprintf("… (%d arrays)", len(arc.Names())))
+		}
+		return nil, bad("needs arrays 'images' and 'labels', found %v", names)
 	}
 	// An unknown member is refused rather than ignored: a corrupted member name (not
 	// covered by the members' CRCs) would otherwise silently drop base_indices.
