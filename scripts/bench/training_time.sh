@@ -9,10 +9,14 @@
 # table: median over the rounds of each run's median meta-step time, wall and CPU (the
 # driving thread), and the ratio to LD's.
 # Usage: scripts/bench/training_time.sh [ROUNDS] [STEPS] [WARMUP]   (default 3 10 2)
+# LDTORCH_BENCH_DATASET picks the dataset (default mnist; cifar10 for the paper's CIFAR-10
+# column, through AlexCifarNet), LDTORCH_BIN the binary (default build/ldtorch).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 rounds=${1:-3} steps=${2:-10} warmup=${3:-2}
 data=${LDTORCH_BENCH_DATA:-../shared/datasets}
+dataset=${LDTORCH_BENCH_DATASET:-mnist}
+bin=${LDTORCH_BIN:-./build/ldtorch}
 log=${LDTORCH_BENCH_LOG:-$(mktemp)}
 : >"$log"
 methods=(
@@ -28,7 +32,7 @@ for r in $(seq "$rounds"); do
   for m in "${methods[@]}"; do
     label=${m%%|*}
     # shellcheck disable=SC2086 # the flags split on purpose
-    line=$(OMP_NUM_THREADS=1 ./build/ldtorch bench --dataset mnist --data-dir "$data" --base 100 \
+    line=$(OMP_NUM_THREADS=1 "$bin" bench --dataset "$dataset" --data-dir "$data" --base 100 \
       --steps "$steps" --warmup "$warmup" --threads 1 ${m#*|})
     printf '%s\t%s\t%s\n' "$r" "$label" "$line" >>"$log"
   done
