@@ -366,7 +366,7 @@ func readArtifact(dir string) (*artifact.Artifact, error) {
 			return nil, usageErrorf("--distilled: %s", unreadable(path, err))
 		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, usageErrorf("--distilled: %s has no %s (is it the output folder of ldtorch distill?)", dir, artifact.DistilledFile)
+			return nil, noArtifactError("--distilled", dir, fmt.Sprintf("has no %s (is it the output folder of ldtorch distill?)", artifact.DistilledFile))
 		}
 	}
 	return nil, usageErrorf("--distilled: %v", err)

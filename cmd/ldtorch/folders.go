@@ -64,6 +64,20 @@ func fileExists(path string) bool {
 // lockFile is the lock of an output folder, held by the run writing into it.
 const lockFile = atomicfile.LockFile
 
+// noArtifactError is the usage error of a folder dir (given by flag, "": an argument) without
+// a distilled.npz: one whose run is still going says so and when the artifact comes; other
+// folders get why, the reader's own words.
+func noArtifactError(flag, dir, why string) error {
+	prefix := ""
+	if flag != "" {
+		prefix = flag + ": "
+	}
+	if holder, held := atomicfile.HeldBy(dir); held {
+		return usageErrorf("%s%s has no %s yet: a run is writing into it (%s holds %s); its artifact is written when the run ends", prefix, dir, artifact.DistilledFile, holder, filepath.Join(dir, lockFile))
+	}
+	return usageErrorf("%s%s %s", prefix, dir, why)
+}
+
 // lockOut takes the lock of the folder dir, given by flag ("": an argument), (atomicfile.LockDir) and returns the
 // function that releases it. A folder locked by another process is a usage error naming
 // the folder and that process.

@@ -61,7 +61,7 @@ func oneDirArg(c *cli.Context) (string, error) {
 		return "", usageErrorf("%s is not a folder", dir)
 	}
 	if _, err := os.Stat(filepath.Join(dir, artifact.DistilledFile)); err != nil {
-		return "", usageErrorf("%s holds no %s (not the --out folder of a finished distill run)", dir, artifact.DistilledFile)
+		return "", noArtifactError("", dir, fmt.Sprintf("holds no %s (not the --out folder of a finished distill run)", artifact.DistilledFile))
 	}
 	return dir, nil
 }

@@ -273,7 +273,7 @@ func readStudyArtifact(flag, dir string) (*artifact.Artifact, error) {
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
-			return nil, usageErrorf("--%s: %s has no %s (is it the output folder of ldtorch distill?)", flag, dir, artifact.DistilledFile)
+			return nil, noArtifactError("--"+flag, dir, fmt.Sprintf("has no %s (is it the output folder of ldtorch distill?)", artifact.DistilledFile))
 		}
 		return nil, usageErrorf("--%s: %v", flag, err)
 	}
