@@ -11,9 +11,12 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/npz"
@@ -424,7 +427,9 @@ func names(specs []ParamSpec) []string {
 // BenchmarkMetaStepTorchScript: one second-order LD meta-step (float32: 100 base images with
 // soft labels, an inner step with its graph, the target loss on 1024 images, its gradient to
 // the labels) through nets' LeNet and through the exported LeNet (lenet.pt): the ratio of
-// the two is the cost of bringing a network through TorchScript.
+// the two is the cost of bringing a network through TorchScript. Besides wall time it
+// reports the CPU time of the benchmark's thread (cpu-ms/op: libtorch runs on it, one
+// thread under OMP_NUM_THREADS=1), which other load on the machine barely moves.
 func BenchmarkMetaStepTorchScript(b *testing.B) {
 	for _, arch := range []string{"lenet", TorchScriptPrefix + filepath.Join(tsDir, "lenet.pt")} {
 		name := "nets"
@@ -432,6 +437,8 @@ func BenchmarkMetaStepTorchScript(b *testing.B) {
 			name = "torchscript"
 		}
 		b.Run(name, func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			s := torch.NewScope()
 			defer s.Close()
 			n := need[*Net](b)(New(arch, 1, 28, 28, 10))
@@ -471,11 +478,22 @@ func BenchmarkMetaStepTorchScript(b *testing.B) {
 			}
 			ok(b, step()) // warm-up
 			b.ResetTimer()
+			cpu := threadCPU()
 			for i := 0; i < b.N; i++ {
 				if err := step(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			b.ReportMetric((threadCPU()-cpu)*1e3/float64(b.N), "cpu-ms/op")
 		})
 	}
+}
+
+// threadCPU is the CPU time (s) of the calling OS thread (CLOCK_THREAD_CPUTIME_ID).
+func threadCPU() float64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		return 0
+	}
+	return float64(ts.Nano()) / 1e9
 }
