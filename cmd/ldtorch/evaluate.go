@@ -46,7 +46,7 @@ func (e *env) evaluateCommand() *cli.Command {
 			"(DIR/evaluations/ddranking-partial-*/, and the full-data model's training beside its cache entry).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "distilled", Usage: "artifact `DIR` written by ldtorch distill (required)", EnvVars: ev("distilled")},
-			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet or convnet (default: the artifact's eval arch; ddranking: convnet)", EnvVars: ev("arch")},
+			&cli.StringFlag{Name: "arch", Usage: "`ARCH` of the fresh models: lenet, alexnet, resnet, convnet or torchscript:FILE (default: the artifact's eval arch; ddranking: convnet)", EnvVars: ev("arch")},
 			&cli.StringFlag{Name: "recipe", Value: "auto", Usage: "`RECIPE`: standard (the optimizer on random minibatches) or dd (method dd's learnt step sizes in its fixed order); auto: dd for a method dd artifact unless --optimizer, --lr, --momentum, --steps, --batch or --rr is given", EnvVars: ev("recipe")},
 			&cli.StringFlag{Name: "protocol", Value: artifact.ProtocolPaper, Usage: "evaluation `PROTOCOL`: paper (the paper's recipe) or ddranking (DD-Ranking's soft-label evaluator and its scores)", EnvVars: ev("protocol")},
 			&cli.IntFlag{Name: "epochs", Usage: "ddranking: training `EPOCHS` instead of the recipe's (1000; 200 for the full data), for quick checks", EnvVars: ev("epochs")},

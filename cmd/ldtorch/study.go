@@ -64,7 +64,7 @@ func (e *env) studyCommand() *cli.Command {
 			&cli.StringFlag{Name: "optimizers", Usage: "optimizer: `LIST` of adam, sgd", Category: catRun},
 			&cli.StringFlag{Name: "lr", Usage: "optimizer: comma-separated learning `RATES` (default: a grid per optimiser)", Category: catRun},
 			&cli.StringFlag{Name: "momentum", Usage: "optimizer: comma-separated SGD `MOMENTA` (default 0,0.9)", Category: catRun},
-			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet, convnet (default: those of lenet, alexnet, resnet that fit the images)", Category: catRun},
+			&cli.StringFlag{Name: "archs", Usage: "arch: `LIST` of lenet, alexnet, resnet, convnet and torchscript:FILE (default: those of lenet, alexnet, resnet that fit the images)", Category: catRun},
 			&cli.BoolFlag{Name: "allow-unknown-data", Usage: "accept data files whose checksums the registry does not know (as distill --allow-unknown-data; default: the artifact's setting)", Category: catRun},
 			&cli.StringFlag{Name: "versus", Usage: "flexibility: the method dd artifact `DD_DIR` beside --distilled", Category: catRun},
 			&cli.StringFlag{Name: "dataset", Usage: "imagefolder:`PATH`, where the run's image folder is now (when it moved)", Category: catRun},

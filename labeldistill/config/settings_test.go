@@ -73,3 +73,19 @@ func TestDefaultText(t *testing.T) {
 		}
 	}
 }
+
+// TestArchHelpNamesEveryNetwork: the help of arch and eval_arch lists every network the
+// check accepts (resnet and torchscript:FILE were missing from arch's once they were added).
+func TestArchHelpNamesEveryNetwork(t *testing.T) {
+	for _, key := range []string{"arch", "eval_arch"} {
+		s, ok := Describe(key)
+		if !ok {
+			t.Fatalf("no setting %s", key)
+		}
+		for _, arch := range []string{ArchLeNet, ArchAlexNet, ArchResNet, ArchConvNet, TorchScriptPrefix + "FILE"} {
+			if !strings.Contains(s.Help, arch) {
+				t.Errorf("%s's help does not name %s: %q", key, arch, s.Help)
+			}
+		}
+	}
+}
