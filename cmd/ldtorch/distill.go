@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
+	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
 
@@ -198,7 +200,19 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		return distillError(err, src)
 	}
 	if err := artifact.Write(cfg.Out, res); err != nil {
-		return failuref("%v", err)
+		msg := err.Error()
+		if out.Checkpoints() > 0 {
+			world := 1
+			if rank.group != nil {
+				world = rank.group.Size()
+			}
+			var ae *atomicfile.Error
+			if !errors.As(err, &ae) || ae.Step != "rename" { // written in full before any rename
+				msg += "; no file of the artifact was replaced"
+			}
+			msg += fmt.Sprintf("; the run's last checkpoint and its finished final test and baselines are kept in %s: once the cause is mended (space freed), continue with: %s", filepath.Join(cfg.Out, "checkpoints"), resumeCommand(c, cfg.Out, world))
+		}
+		return failuref("%s", msg)
 	}
 	if overwrite && cfg.CheckpointEvery < 0 {
 		out.RemoveEarlierCheckpoints() // they belong to the run the new artifact replaced

@@ -269,17 +269,9 @@ func Write(dir string, res *labeldistill.Result) error {
 	if err := npz.Write(&npzBytes, members); err != nil {
 		return fmt.Errorf("artifact: %w", err)
 	}
-	// distilled.npz, distilled.pt, then the report naming both: a run stopped in between
-	// leaves files that the earlier report refuses.
-	if err := writeFile(filepath.Join(dir, DistilledFile), npzBytes.Bytes()); err != nil {
-		return fmt.Errorf("artifact: %w", err)
-	}
 	pt, err := encodeTorch(members)
 	if err != nil {
 		return fmt.Errorf("artifact: %s: %w", TorchFile, err)
-	}
-	if err := writeFile(filepath.Join(dir, TorchFile), pt); err != nil {
-		return fmt.Errorf("artifact: %w", err)
 	}
 	rep := NewReport(res)
 	sum, ptSum := sha256.Sum256(npzBytes.Bytes()), sha256.Sum256(pt)
@@ -288,7 +280,15 @@ func Write(dir string, res *labeldistill.Result) error {
 	if err != nil {
 		return fmt.Errorf("artifact: report: %w", err)
 	}
-	return writeFile(filepath.Join(dir, ReportFile), append(js, '\n'))
+	// The three files are written in full before any replaces its predecessor (a full disk
+	// leaves an earlier artifact whole, not a new distilled.npz beside the old report), then
+	// renamed distilled.npz, distilled.pt, the report naming both: a run stopped between the
+	// renames leaves files that the earlier report refuses.
+	paths := []string{filepath.Join(dir, DistilledFile), filepath.Join(dir, TorchFile), filepath.Join(dir, ReportFile)}
+	if err := atomicfile.WriteFiles(paths, [][]byte{npzBytes.Bytes(), pt, append(js, '\n')}); err != nil {
+		return fmt.Errorf("artifact: write %s (%s, %s, %s): %w", dir, DistilledFile, TorchFile, ReportFile, err)
+	}
+	return nil
 }
 
 // writeFile writes data to path atomically (torch/atomicfile), naming path on failure.

@@ -77,6 +77,81 @@ func WriteFile(path string, data []byte) error {
 	})
 }
 
+// WriteFiles replaces several files (paths[i] with data[i]) as one write as far as the
+// file system allows: every file's new content is written and synced to a temporary file
+// beside it first, and each destination checked not to be a folder, before any is renamed
+// over its destination, in order. A failure before the renames (a full disk, an unwritable
+// folder) removes the temporary files and leaves every destination as it was; only a
+// failing rename, which needs no space, can leave the first files replaced.
+func WriteFiles(paths []string, data [][]byte) (err error) {
+	if len(paths) != len(data) {
+		return errors.New("atomicfile: WriteFiles: as many contents as paths are needed")
+	}
+	tmps := make([]string, 0, len(paths))
+	defer func() {
+		if err != nil {
+			for _, t := range tmps {
+				os.Remove(t)
+			}
+		}
+	}()
+	for i, path := range paths {
+		tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+		if err != nil {
+			return &Error{Step: "create", Err: err}
+		}
+		tmps = append(tmps, tmp.Name())
+		_, werr := tmp.Write(data[i])
+		if werr == nil {
+			if werr = tmp.Chmod(0o644); werr != nil {
+				werr = &Error{Step: "chmod", Err: werr}
+			}
+		}
+		if werr == nil {
+			if werr = tmp.Sync(); werr != nil {
+				werr = &Error{Step: "fsync", Err: werr}
+			}
+		}
+		if cerr := tmp.Close(); werr == nil && cerr != nil {
+			werr = &Error{Step: "close", Err: cerr}
+		}
+		if werr != nil {
+			return werr
+		}
+	}
+	for _, path := range paths {
+		if st, err := os.Lstat(path); err == nil && st.IsDir() {
+			return &Error{Step: "rename", Err: &os.PathError{Op: "replace", Path: path, Err: errors.New("is a folder")}}
+		}
+	}
+	for i, path := range paths {
+		if err := os.Rename(tmps[i], path); err != nil {
+			tmps = tmps[i:] // the renamed ones are in place
+			return &Error{Step: "rename", Err: err}
+		}
+	}
+	for _, dir := range uniqueDirs(paths) {
+		if d, derr := os.Open(dir); derr == nil {
+			d.Sync()
+			d.Close()
+		}
+	}
+	return nil
+}
+
+// uniqueDirs are the folders of paths, each once, in order.
+func uniqueDirs(paths []string) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range paths {
+		if d := filepath.Dir(p); !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // EnsureWritableDir creates dir if needed and proves it writable: a probe file is written,
 // synced and removed, so that an unusable output folder fails before any work starts.
 func EnsureWritableDir(dir string) error {

@@ -108,3 +108,41 @@ func TestWriteStepErrors(t *testing.T) {
 		t.Errorf("folder holds %v, want only dest (temporary file left?)", names)
 	}
 }
+
+// WriteFiles replaces every file or none: a failure to write a later file (its folder
+// gone, its destination a folder) leaves the earlier ones as they were and no temporary
+// file behind.
+func TestWriteFilesAllOrNone(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	for _, p := range []string{a, b} {
+		if err := os.WriteFile(p, []byte("old"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteFiles([]string{a, filepath.Join(dir, "gone", "c")}, [][]byte{[]byte("new"), []byte("new")}); err == nil {
+		t.Fatal("a file in a missing folder: no error")
+	}
+	wantContent(t, a, "old", 2)
+
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := WriteFiles([]string{a, b, sub}, [][]byte{[]byte("new"), []byte("new"), []byte("new")})
+	var e *Error
+	if !errors.As(err, &e) || e.Step != "rename" || !strings.Contains(err.Error(), sub+": is a folder") {
+		t.Fatalf("a folder as a destination: %v", err)
+	}
+	wantContent(t, a, "old", 3)
+	wantContent(t, b, "old", 3)
+
+	if err := WriteFiles([]string{a, b}, [][]byte{[]byte("one"), []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, a, "one", 3)
+	wantContent(t, b, "two", 3)
+	if err := WriteFiles([]string{a}, nil); err == nil {
+		t.Error("one path, no content: no error")
+	}
+}
