@@ -226,7 +226,7 @@ func (e *env) distillAction(c *cli.Context) (err error) {
 		fmt.Fprintf(e.stdout, "final test models saved in %s (model-K.pt, %s)\n", saveModels, train.ManifestFile)
 	}
 	if c.Bool("report") {
-		return writeReport(e.stdout, cfg.Out, "")
+		return writeReport(ctx, e.stdout, cfg.Out, "", fmt.Sprintf("the artifact is written to %s; ", cfg.Out))
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func (e *env) reportAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeReport(e.stdout, dir, c.String("data-dir"))
+	return writeReport(c.Context, e.stdout, dir, c.String("data-dir"), "")
 }
 
 // oneDirArg is the single folder argument of report and gradvar.
@@ -66,9 +66,14 @@ func oneDirArg(c *cli.Context) (string, error) {
 	return dir, nil
 }
 
-// writeReport writes the report of dir and says where it is.
-func writeReport(w io.Writer, dir, dataDir string) error {
-	res, err := report.Write(dir, report.Options{DataDir: dataDir})
+// writeReport writes the report of dir and says where it is; a signal (ctx) ends it at the
+// next figure, what (prefix) came before it said in the interruption's message.
+func writeReport(ctx context.Context, w io.Writer, dir, dataDir, prefix string) error {
+	res, err := report.Write(dir, report.Options{DataDir: dataDir, Context: ctx})
+	if err != nil && ctx.Err() != nil {
+		return &exitError{code: exitInterrupted, msg: fmt.Sprintf("%sinterrupted while drawing the report: %s not written (the figures drawn before are in %s); ldtorch report %s draws it whole",
+			prefix, filepath.Join(dir, report.HTMLFile), filepath.Join(dir, report.FiguresDir), shellQuote(dir))}
+	}
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

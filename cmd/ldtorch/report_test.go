@@ -3,6 +3,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,5 +59,24 @@ func TestDistillReportAndGradvar(t *testing.T) {
 		if r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q (want %q)", tc.args, r.code, r.stderr, tc.want)
 		}
+	}
+}
+
+// A signal while report draws: it stops at the next figure with exit 130, report.html not
+// written, and says how to draw it whole.
+func TestReportInterrupted(t *testing.T) {
+	run := copyTree(t, tinyRun(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as a signal that came while the first figure was drawn
+	var stdout, stderr bytes.Buffer
+	code := runContext(ctx, []string{"ldtorch", "report", run}, &stdout, &stderr)
+	r := result{code, stdout.String(), stderr.String()}
+	wantOneLine(t, r, exitInterrupted, "interrupted while drawing the report", filepath.Join(run, "report.html")+" not written", "ldtorch report "+run+" draws it whole")
+	noFile(t, filepath.Join(run, "report.html"))
+	if r := ldtorch(t, nil, "report", run); r.code != 0 {
+		t.Fatalf("report again: exit %d: %s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(run, "report.html")); err != nil {
+		t.Error(err)
 	}
 }

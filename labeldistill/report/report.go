@@ -6,6 +6,7 @@
 package report
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,9 @@ type Options struct {
 	RealExamples int
 	// Examples is the number of base images in the example-labels figure (default 10).
 	Examples int
+	// Context, when set, ends the report at the next figure once it is done: Write then
+	// returns its error, report.html unwritten (nil: never).
+	Context context.Context
 }
 
 // Figure is one written figure.
@@ -153,6 +157,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		return nil, fmt.Errorf("report: %w", err)
 	}
 	save := func(f Figure, png []byte) error {
+		if opt.Context != nil && opt.Context.Err() != nil {
+			return opt.Context.Err()
+		}
 		if png == nil {
 			return nil
 		}
@@ -389,6 +396,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if opt.Context != nil && opt.Context.Err() != nil {
+		return nil, opt.Context.Err()
+	}
 	if err := atomicfile.WriteFile(res.HTML, html); err != nil {
 		return nil, err
 	}
@@ -485,6 +495,9 @@ func classesFromIndices(cfg config.Config, opt Options, idx []int64) ([]int64, s
 func realExamples(cfg config.Config, opt Options, classes, channels, pixels int, norm artifact.Normalisation) ([][][]float64, string) {
 	if opt.DataDir != "" {
 		cfg.DataDir = opt.DataDir
+	}
+	if opt.Context != nil && opt.Context.Err() != nil {
+		return nil, "interrupted"
 	}
 	test, err := engine.LoadTestSplit(cfg)
 	if err != nil {
