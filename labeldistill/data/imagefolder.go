@@ -6,6 +6,7 @@ package data
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -46,6 +47,8 @@ type ImageOptions struct {
 	// Workers is the number of decoding goroutines (0: GOMAXPROCS). The result does not
 	// depend on it.
 	Workers int
+	// Context, when set, ends the reading early once it is done: its error is returned.
+	Context context.Context
 }
 
 // ImageSet is the result of reading an image tree: RGB images (C = 3) in class order,
@@ -251,6 +254,9 @@ func decodeImageTar(b *blob, prefixes []string, opt ImageOptions) ([]*ImageSet, 
 	tr := tar.NewReader(r)
 	var held int64 // encoded image bytes kept for decoding
 	for {
+		if err := opt.stopped(); err != nil {
+			return nil, err
+		}
 		h, err := tr.Next()
 		if err == io.EOF {
 			break
@@ -391,10 +397,16 @@ func decodeTree(root string, folders []string, items []encoded, opt ImageOptions
 		}()
 	}
 	for i := range items {
+		if opt.stopped() != nil {
+			break
+		}
 		next <- i
 	}
 	close(next)
 	wg.Wait()
+	if err := opt.stopped(); err != nil {
+		return nil, err
+	}
 	for _, err := range errs {
 		if err != nil {
 			return nil, err // the first failing image in order, whatever the scheduling

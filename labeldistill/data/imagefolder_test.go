@@ -2,6 +2,8 @@ package data
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"image"
 	"image/color"
 	"math"
@@ -250,4 +252,32 @@ func TestYCCToRGB(t *testing.T) {
 func round255(v float64) int {
 	v = math.Round(v)
 	return int(math.Max(0, math.Min(255, v)))
+}
+
+// A context that is done (a signal) ends the reading of image folders and archives, and a
+// dataset's load between its files, with the context's error.
+func TestReadingEndsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	root := t.TempDir()
+	makeTree(t, root)
+	if _, err := ReadImageFolder(root, ImageOptions{Context: ctx}); !errors.Is(err, context.Canceled) {
+		t.Errorf("image folder: %v, want context.Canceled", err)
+	}
+	red := pngBytes(t, solidImage(32, 32, color.NRGBA{255, 0, 0, 255}))
+	p := writeFile(t, t.TempDir(), "tree.tar", tarBytes(t, true, "root/train/cat/0.png", red, "root/train/dog/0.png", red))
+	if _, err := ReadImageTar(p, []string{"root/train"}, ImageOptions{Context: ctx}); !errors.Is(err, context.Canceled) {
+		t.Errorf("image archive: %v, want context.Canceled", err)
+	}
+	if _, err := ReadImageTar(p, []string{"root/train"}, ImageOptions{Context: context.Background()}); err != nil {
+		t.Errorf("image archive, context not done: %v", err)
+	}
+	data := t.TempDir()
+	writeMNISTLike(t, filepath.Join(data, "mnist"), 120, 30, 10, 0, true)
+	if _, err := Load("mnist", Options{DataDir: data, AllowUnknown: true, Context: ctx}); !errors.Is(err, context.Canceled) {
+		t.Errorf("mnist: %v, want context.Canceled", err)
+	}
+	if _, err := Load("mnist", Options{DataDir: data, AllowUnknown: true, Context: context.Background()}); err != nil {
+		t.Errorf("mnist, context not done: %v", err)
+	}
 }

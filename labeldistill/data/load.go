@@ -4,6 +4,7 @@
 package data
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -55,6 +56,17 @@ type Options struct {
 	Transpose bool
 	// Image controls decoding of image archives and folders (cifar10 JPEG, cub).
 	Image ImageOptions
+	// Context, when set, ends the load early once it is done (a signal): between files,
+	// and between the images of an archive or folder; the load returns its error.
+	Context context.Context
+}
+
+// stopped is the error of o's context once it is done, else nil.
+func (o ImageOptions) stopped() error {
+	if o.Context == nil {
+		return nil
+	}
+	return o.Context.Err()
 }
 
 // located is a layout whose files were all found.
@@ -142,6 +154,9 @@ func (ld *loader) read(loc *located, role Role, n int) (*blob, error) {
 			n--
 			continue
 		}
+		if err := ld.opt.Image.stopped(); err != nil {
+			return nil, err
+		}
 		b, err := readFileHashed(loc.paths[i])
 		if err != nil {
 			return nil, err
@@ -227,6 +242,9 @@ func LoadRaw(name string, opt Options) (*RawData, error) {
 
 // readLayout reads and verifies the files of a located layout.
 func readLayout(spec *Spec, dir string, loc *located, opt Options) (train, test *RawSet, warnings []string, err error) {
+	if opt.Image.Context == nil {
+		opt.Image.Context = opt.Context
+	}
 	ld := &loader{spec: spec, opt: opt}
 	l := loc.layout
 	if l.Note != "" {

@@ -5,6 +5,7 @@ package data
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -139,13 +140,19 @@ func InspectImageFolder(path string) (*FolderInfo, error) {
 // per-channel normalisation; nil computes them over the train images (p/255, population
 // std). The Spec is built for this folder: validation is one sixth of the train images.
 func LoadImageFolder(path string, mean, std []float64) (*RawData, error) {
+	return LoadImageFolderContext(context.Background(), path, mean, std)
+}
+
+// LoadImageFolderContext is LoadImageFolder that stops early, with ctx's error, once ctx
+// is done.
+func LoadImageFolderContext(ctx context.Context, path string, mean, std []float64) (*RawData, error) {
 	info, err := InspectImageFolder(path)
 	if err != nil {
 		return nil, err
 	}
 	path = info.Path // absolute
 	c, h, w := info.Shape()
-	opt := ImageOptions{Size: h, Classes: info.ClassNames}
+	opt := ImageOptions{Size: h, Classes: info.ClassNames, Context: ctx}
 	var sets [2]*RawSet
 	for i, part := range []string{"train", "test"} {
 		s, err := ReadImageFolder(filepath.Join(path, part), opt)

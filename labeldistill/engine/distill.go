@@ -73,7 +73,7 @@ func Distill(ctx context.Context, r config.Resolved, o Options) (*Result, error)
 			return nil, fmt.Errorf("save models: %w", err)
 		}
 	}
-	in, err := prepareRun(r, o.Dataset, o.BaseFile)
+	in, err := prepareRunContext(ctx, r, o.Dataset, o.BaseFile)
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package engine
 // target (and source) dataset, split it, select the base examples, record checksums.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -26,13 +27,19 @@ import (
 // cfg.BaseIndices when given. The base examples are chosen from the whole target set
 // before cfg.TargetSetSize keeps a prefix of it, so the target-set size never changes them.
 func LoadData(cfg config.Config) (*Data, error) {
-	target, err := loadOne(cfg, cfg.Dataset)
+	return LoadDataContext(context.Background(), cfg)
+}
+
+// LoadDataContext is LoadData that stops early, with ctx's error, once ctx is done (a
+// signal): between data files and between the images of an archive or image folder.
+func LoadDataContext(ctx context.Context, cfg config.Config) (*Data, error) {
+	target, err := loadOne(ctx, cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
 	}
 	src, mode := target, data.Balanced
 	if cfg.IsCrossDataset() {
-		if src, err = loadOne(cfg, cfg.Source); err != nil {
+		if src, err = loadOne(ctx, cfg, cfg.Source); err != nil {
 			return nil, err
 		}
 	}
@@ -95,7 +102,7 @@ func LoadData(cfg config.Config) (*Data, error) {
 
 // LoadTestSplit reads the official test split of cfg.Dataset (for `ldtorch evaluate`).
 func LoadTestSplit(cfg config.Config) (*data.Split, error) {
-	ds, err := loadOne(cfg, cfg.Dataset)
+	ds, err := loadOne(context.Background(), cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +119,7 @@ type TestData struct {
 // LoadTestData is LoadTestSplit with the files' checksums (to compare with an artifact's
 // data_sha256) and the data's warnings.
 func LoadTestData(cfg config.Config) (*TestData, error) {
-	ds, err := loadOne(cfg, cfg.Dataset)
+	ds, err := loadOne(context.Background(), cfg, cfg.Dataset)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +135,7 @@ func LoadTestData(cfg config.Config) (*TestData, error) {
 // loadOne reads and splits one dataset with the base seed. The target set is kept whole
 // (LoadData applies cfg.TargetSetSize after choosing the base examples); the size is
 // only checked here, against the target dataset.
-func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
+func loadOne(ctx context.Context, cfg config.Config, name string) (*data.Dataset, error) {
 	var raw *data.RawData
 	var err error
 	valSize := cfg.ValidationSize
@@ -137,7 +144,7 @@ func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
 		if name == cfg.Dataset && len(cfg.NormMean) > 0 {
 			mean, std = cfg.NormMean, cfg.NormStd
 		}
-		if raw, err = data.LoadImageFolder(path, mean, std); err != nil {
+		if raw, err = data.LoadImageFolderContext(ctx, path, mean, std); err != nil {
 			return nil, err
 		}
 		if name != cfg.Dataset {
@@ -155,7 +162,7 @@ func loadOne(cfg config.Config, name string) (*data.Dataset, error) {
 		if valSize == spec.ValidationSize {
 			valSize = 0 // the registry's rule, which also adapts to subset layouts
 		}
-		opt := data.Options{DataDir: dir, AllowUnknown: cfg.AllowUnknownData, Transpose: cfg.EMNISTTranspose}
+		opt := data.Options{DataDir: dir, AllowUnknown: cfg.AllowUnknownData, Transpose: cfg.EMNISTTranspose, Context: ctx}
 		if raw, err = data.LoadRaw(name, opt); err != nil {
 			return nil, err
 		}

@@ -4,6 +4,8 @@ package engine
 // process settings applied, the data loaded (or given) and checked, then on the device.
 
 import (
+	"context"
+
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 )
@@ -12,6 +14,12 @@ import (
 // from disk; baseFile: where cfg's base indices were read from, or nil) onto its device,
 // with the thread count applied.
 func prepareRun(r config.Resolved, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
+	return prepareRunContext(context.Background(), r, ds, baseFile)
+}
+
+// prepareRunContext is prepareRun whose loading of the data ends early, with ctx's error,
+// once ctx is done (a signal).
+func prepareRunContext(ctx context.Context, r config.Resolved, ds *Data, baseFile *data.BaseFile) (*Inputs, error) {
 	cfg := r.Config
 	dev, err := Setup(cfg)
 	if err != nil {
@@ -23,7 +31,7 @@ func prepareRun(r config.Resolved, ds *Data, baseFile *data.BaseFile) (*Inputs, 
 		}
 	}
 	if ds == nil {
-		if ds, err = LoadData(cfg); err != nil {
+		if ds, err = LoadDataContext(ctx, cfg); err != nil {
 			return nil, err
 		}
 	}
