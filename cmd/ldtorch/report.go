@@ -47,6 +47,9 @@ func (e *env) reportAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := atomicfile.EnsureWritableDir(dir); err != nil { // before the figures are drawn
+		return usageErrorf("%s is not writable, so %s and %s/ cannot be written: %v", dir, report.HTMLFile, report.FiguresDir, unwrapPath(err))
+	}
 	return writeReport(c.Context, e.stdout, dir, c.String("data-dir"), "")
 }
 

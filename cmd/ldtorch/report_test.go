@@ -80,3 +80,11 @@ func TestReportInterrupted(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// report of a folder that cannot be written: refused before any figure, naming the folder.
+func TestReportOfAReadOnlyFolder(t *testing.T) {
+	run := copyTree(t, tinyRun(t))
+	r := readOnlyRun(t, run, "report", run)
+	wantOneLine(t, r, exitUsage, run+" is not writable, so report.html and figures/ cannot be written")
+	noFile(t, filepath.Join(run, "figures"))
+}
