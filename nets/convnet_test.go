@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 func maxAbs(v []float64) float64 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 func goldenTensor(t *testing.T, arc *npz.Archive, name string) *torch.Tensor {

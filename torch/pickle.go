@@ -12,7 +12,7 @@ package torch
 // Every tensor is saved detached (requires_grad False), on the CPU, holding only its own
 // elements (a view of a larger tensor is copied out; the format would otherwise store the
 // whole storage). Any dtype is kept as is (float16, bfloat16 and bool included). The file is
-// written atomically through torch/atomicfile. LoadPickle reads such files back, and
+// written atomically through torch/fileio/atomicfile. LoadPickle reads such files back, and
 // torch.save's or torch::pickle_save's files of a dict of tensors. The format has no seal of
 // ours (it is PyTorch's): LoadPickle relies on the zip's CRC-32s, which it checks itself
 // (libtorch's reader does not), and on checks that every storage fits its record and every
@@ -32,7 +32,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // SavePickle writes tensors[i] under names[i], in that order, to path in libtorch's pickle

@@ -37,7 +37,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // Save writes the tensors to path as an .npz archive, members in sorted name order.

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // sampleTensors covers every dtype Save supports, a 0-d tensor, empty tensors and

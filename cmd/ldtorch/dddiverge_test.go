@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // rewriteArtifact rewrites dir's distilled.npz with edit applied to its members and makes

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // SIGINT during the full-data training: exit 130 with a message saying how to go on; the

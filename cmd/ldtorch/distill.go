@@ -19,8 +19,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/rundir"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
 	"github.com/ldtorch/ldtorch/torch/dist"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 func (e *env) distillCommand() *cli.Command {

@@ -20,7 +20,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/labeldistill/study"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // flexibilityAction runs study flexibility (studyAction has refused the other studies'

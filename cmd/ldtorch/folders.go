@@ -11,7 +11,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // folders.go: the command's folders: writable, locked by one process at a time, and the

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // mnistFiles are the four files of the mnist data folder.

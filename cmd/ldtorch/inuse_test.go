@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 func TestReadersOfAFolderInUse(t *testing.T) {

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // ddParallelArgs is a real-MNIST method dd run: 10 images over T = 3 unrolled steps, outer

@@ -23,7 +23,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
 	"github.com/ldtorch/ldtorch/labeldistill/report"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 func (e *env) reportCommand() *cli.Command {

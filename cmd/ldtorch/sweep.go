@@ -23,8 +23,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/data"
 	"github.com/ldtorch/ldtorch/labeldistill/sweep"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // operationalFlags are the settings a sweep or study may take from the command line for

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // sweep_test.go: ldtorch sweep under hostile use: bad grids, one writer per cell, sweeps

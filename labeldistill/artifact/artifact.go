@@ -24,9 +24,9 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // File names inside an output folder.
@@ -291,7 +291,7 @@ func Write(dir string, res *labeldistill.Result) error {
 	return nil
 }
 
-// writeFile writes data to path atomically (torch/atomicfile), naming path on failure.
+// writeFile writes data to path atomically (torch/fileio/atomicfile), naming path on failure.
 func writeFile(path string, data []byte) error {
 	if err := atomicfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

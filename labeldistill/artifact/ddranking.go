@@ -24,7 +24,7 @@ import (
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/nets/augment"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // Evaluation protocols (`ldtorch evaluate --protocol`).

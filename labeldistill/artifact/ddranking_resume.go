@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/train"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // DDRankingCheckpointEvery is how often, by default, a training under way is saved.

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 func TestDDRankingResumes(t *testing.T) {

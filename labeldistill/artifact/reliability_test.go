@@ -14,7 +14,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // smallArtifactResult is a valid 20-example MNIST result (a report consistent with it).

@@ -15,8 +15,8 @@ import (
 	"slices"
 
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // TorchFile is the artifact's arrays in PyTorch's format: torch.load("distilled.pt") gives

@@ -28,7 +28,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // The format's name and version, recorded in every meta.

@@ -7,7 +7,7 @@ import (
 	"fmt"
 
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // TensorArray copies t (float32 or float64, on any device) to the host as the member name,

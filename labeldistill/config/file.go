@@ -13,7 +13,7 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // MarshalIndent returns the config as indented JSON with a trailing newline, the format

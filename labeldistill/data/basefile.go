@@ -20,8 +20,8 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/ldtorch/ldtorch/torch/boundedread"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // MaxDistilledBytes bounds an artifact's distilled.npz (images and labels, float32): 2 GiB

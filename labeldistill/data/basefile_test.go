@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // A select-base index file is read back by ReadBaseIndices (the header and notes are

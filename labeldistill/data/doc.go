@@ -12,7 +12,7 @@
 //     labels must be in range. EMNIST letters labels 1..26 become 0..25
 //     (Spec.LabelOffset). EMNIST images are stored transposed relative to MNIST; like the
 //     reference they are used as stored unless Options.Transpose is set.
-//   - NumPy .npz (npz.go, through torch/npz): Kuzushiji-49's k49-{train,test}-imgs.npz
+//   - NumPy .npz (npz.go, through torch/fileio/npz): Kuzushiji-49's k49-{train,test}-imgs.npz
 //     (arr_0, uint8 [N, 28, 28]) and k49-{train,test}-labels.npz (arr_0, integer [N]).
 //     Pixels are used as stored; the reference's loader garbled them (p → (256 − p) mod 256).
 //   - CIFAR binary (cifar.go), raw or gzip: CIFAR-10 <label><3072 pixels> records

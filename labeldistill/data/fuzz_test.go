@@ -8,7 +8,7 @@ import (
 	"image/color"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // Fuzz targets for the parsers: any input must give a result that satisfies the

@@ -27,7 +27,7 @@ import (
 
 	"golang.org/x/image/draw"
 
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // ImageOptions control how image folders and archives are read.

@@ -1,4 +1,4 @@
-// Reading Kuzushiji-49's NumPy .npz files (member arr_0) through torch/npz.
+// Reading Kuzushiji-49's NumPy .npz files (member arr_0) through torch/fileio/npz.
 
 package data
 
@@ -6,7 +6,7 @@ import (
 	"bytes"
 	"errors"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // ReadK49 reads Kuzushiji-49's k49-*-imgs.npz (arr_0: uint8 [N, 28, 28], pixels as

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 func npzBytes(t testing.TB, arrays ...*npz.Array) []byte {

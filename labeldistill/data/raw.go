@@ -14,7 +14,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // RawSet is a set of uint8 images as stored (N×C×H×W, C planes of H×W each, row-major)

@@ -20,7 +20,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // learnConfig is toyConfig (20 MNIST base examples, 3 epochs of 8 meta-steps) learning

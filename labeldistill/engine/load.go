@@ -16,7 +16,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // LoadData reads cfg's datasets from cfg.DataDir (see data.DataDir), verifies their

@@ -19,7 +19,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // biasImage is the toy learnable: b (1, C, H, W), starting at 0, added to every base image,

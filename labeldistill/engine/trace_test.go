@@ -23,7 +23,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/npz"
+	"github.com/ldtorch/ldtorch/torch/fileio/npz"
 )
 
 // authorsTrace is a trace file and what its arrays say.

@@ -22,8 +22,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
 	"github.com/ldtorch/ldtorch/labeldistill/rundir"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // File names inside an output folder.

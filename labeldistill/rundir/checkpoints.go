@@ -11,7 +11,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/checkpoint"
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // checkpointer is the observer that writes checkpoints into dir, keeping the newest keep.

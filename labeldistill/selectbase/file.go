@@ -15,8 +15,8 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // fingerprint identifies what a selection's results depend on (not how many candidates

@@ -18,7 +18,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/data"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // Grid is a sweep's grid file (JSON):

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // TestParseGridErrors: a grid file's problems are named in words, with line and column

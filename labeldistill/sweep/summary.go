@@ -18,7 +18,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // Row is one printed row of a summary: the distilled labels of a grid row, or one of

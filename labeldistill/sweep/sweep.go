@@ -19,8 +19,8 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
 	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/rundir"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
-	"github.com/ldtorch/ldtorch/torch/boundedread"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/boundedread"
 )
 
 // Sweep file names inside a sweep folder.

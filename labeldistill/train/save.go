@@ -17,7 +17,7 @@ import (
 
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // ManifestFile is the description of a folder of saved models (SavedModels as JSON).

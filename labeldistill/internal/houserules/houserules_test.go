@@ -38,8 +38,8 @@ var layers = [][]string{
 	{"nets", "nets/augment"},
 	{"torch/dist", "torch/devicetest", "torch/internal/atentest"},
 	{"torch"},
-	{"torch/npz"},
-	{"torch/atomicfile", "torch/boundedread"},
+	{"torch/fileio/npz"},
+	{"torch/fileio/atomicfile", "torch/fileio/boundedread"},
 	{"scripts/paper/check", "labeldistill/internal/houserules"},
 }
 

@@ -3,7 +3,7 @@
 // file under a familiar name) ends in an error naming the file and the bound instead of the
 // Go runtime's out-of-memory crash.
 //
-// It sits beside torch/atomicfile and torch/npz, the file packages every layer can import
+// It sits beside torch/fileio/atomicfile and torch/fileio/npz, the file packages every layer can import
 // (torch, labeldistill and its packages, cmd/ldtorch), and imports only the standard
 // library.
 package boundedread

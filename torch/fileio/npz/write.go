@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/ldtorch/ldtorch/torch/atomicfile"
+	"github.com/ldtorch/ldtorch/torch/fileio/atomicfile"
 )
 
 // Write writes arrays as an .npz archive with stored (uncompressed) members, like
