@@ -181,7 +181,7 @@ func classImages(dir string) ([]string, error) {
 		case t.IsRegular():
 			files = append(files, e.Name())
 		case !t.IsDir(): // a folder named like an image is not read, as other folders
-			return nil, formatErr(filepath.Join(dir, e.Name()), "is not a regular file (%s)", typeName(t))
+			return nil, formatErr(filepath.Join(dir, e.Name()), "is not a regular file (%s)", boundedread.TypeName(t))
 		}
 	}
 	return files, nil
@@ -212,18 +212,6 @@ func followError(p string, err error) error {
 		}
 	}
 	return err
-}
-
-func typeName(t fs.FileMode) string {
-	switch {
-	case t&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case t&fs.ModeSocket != 0:
-		return "a socket"
-	case t&fs.ModeDevice != 0:
-		return "a device"
-	}
-	return "not a regular file: " + t.String()
 }
 
 // ReadImageTar streams a tar or tar.gz archive (gzip detected by magic) holding

@@ -84,7 +84,7 @@ func readFileHashed(path string) (*blob, error) {
 	// A data file is a regular file: a named pipe would hold the run until something
 	// writes to it, a device (/dev/zero) would be read to the bound.
 	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() && !st.IsDir() {
-		return nil, formatErr(path, "is not a regular file (%s)", typeName(st.Mode().Type()))
+		return nil, formatErr(path, "is not a regular file (%s)", boundedread.TypeName(st.Mode()))
 	}
 	file, err := boundedread.ReadFile(path, maxDataFileBytes, "data file")
 	var tl *boundedread.TooLargeError
