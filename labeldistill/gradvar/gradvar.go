@@ -173,7 +173,15 @@ type Options struct {
 // leaves only the randomness of the model the meta-gradient is taken through, which is
 // what RR's closed-form head is meant to tame (the paper's Figure "RR-based LD reduces
 // synthetic label meta-gradient variance").
-func Measure(ctx context.Context, g Options, labels []float32, prepare func() (*engine.Inputs, error)) (out []Method, err error) {
+//
+// It runs on one locked OS thread (torch.Guard): libtorch's grad mode and thread settings
+// are per thread, and a caller's goroutine that moved between threads mid-measurement
+// gave gradients that differed in their last bits from one call to the next.
+func Measure(ctx context.Context, g Options, labels []float32, prepare func() (*engine.Inputs, error)) ([]Method, error) {
+	return torch.Guard("gradvar", func() ([]Method, error) { return measure(ctx, g, labels, prepare) })
+}
+
+func measure(ctx context.Context, g Options, labels []float32, prepare func() (*engine.Inputs, error)) (out []Method, err error) {
 	methods, models, batches := g.Methods, g.Models, g.Batches
 	if err := config.CheckCount("models", int64(models), 2, config.MaxEvalModels, config.WhyGradVarModels); err != nil {
 		return nil, err
