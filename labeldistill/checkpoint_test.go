@@ -9,6 +9,7 @@ package labeldistill
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -431,4 +432,43 @@ func cancelAt(k int, msgs *[]string) (context.Context, RunOption) {
 			cancel()
 		}
 	})
+}
+
+// TestResumeRefusesChangedTorchScriptFile: a run through a TorchScript network records the
+// file's SHA-256 in each checkpoint and its result; resuming after the file has changed
+// (another module under the same name) is refused with both digests, and goes on once the
+// file is restored.
+func TestResumeRefusesChangedTorchScriptFile(t *testing.T) {
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	testdata := filepath.Join("..", "testdata", "torchscript")
+	file := filepath.Join(t.TempDir(), "net.pt")
+	copyTo := func(src string) string {
+		b, err := os.ReadFile(filepath.Join(testdata, src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("%x", sha256.Sum256(b))
+	}
+	lenet := copyTo("lenet.pt")
+	cfg := testkit.SmallConfig(config.MethodRR)
+	cfg.Arch = config.TorchScriptPrefix + file
+	dir := ckptCancelled(t, cfg, ds, 3)
+
+	other := copyTo("nodouble_mnist.pt")
+	_, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
+	if err == nil || !strings.Contains(err.Error(), "has changed since") || !strings.Contains(err.Error(), lenet+" -> "+other) {
+		t.Fatalf("resumed through a changed file: got %v", err)
+	}
+	copyTo("lenet.pt")
+	res, err := Distill(context.Background(), cfg, WithData(ds), WithResume(dir))
+	if err != nil {
+		t.Fatalf("resumed through the restored file: %v", err)
+	}
+	if got := res.NetworkSHA256[cfg.Arch]; got != lenet || len(res.NetworkSHA256) != 1 {
+		t.Fatalf("result records %v, want %s for %s", res.NetworkSHA256, lenet, cfg.Arch)
+	}
 }

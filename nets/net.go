@@ -13,7 +13,10 @@ import (
 // Net is a functional network: the parameters and buffers live with the caller. Run
 // Forward and Features inside a torch.Scope: intermediate tensors belong to it.
 type Net struct {
-	Arch       string   // "lenet", "alexnet", "resnet", "convnet" or "torchscript:FILE"
+	Arch string // "lenet", "alexnet", "resnet", "convnet" or "torchscript:FILE"
+	// FileSHA256 is the SHA-256 of a TorchScript network's file, read as it was loaded (a run
+	// records it, so that a file changed later is noticed); "" for the built-in networks.
+	FileSHA256 string
 	InShape    [3]int64 // C, H, W
 	Classes    int64
 	FeatureDim int64        // width of the body's output (d)

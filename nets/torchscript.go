@@ -72,6 +72,7 @@ func newTorchScript(arch string, c, h, w, classes int64) (*Net, error) {
 		mod.Close()
 		return nil, err
 	}
+	n.FileSHA256 = mod.SHA256()
 	return n, nil
 }
 

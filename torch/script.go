@@ -11,6 +11,8 @@ package torch
 import "C"
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -35,6 +37,7 @@ const MaxScriptFile = 8 << 30
 type ScriptModule struct {
 	h       C.ldt_script
 	path    string
+	sha256  string // of the bytes loaded
 	cleanup runtime.Cleanup
 }
 
@@ -82,7 +85,8 @@ func LoadScriptModule(path string) (*ScriptModule, error) {
 		}
 		return fail(firstLine(msg), err)
 	}
-	m := &ScriptModule{h: h, path: path}
+	sum := sha256.Sum256(data)
+	m := &ScriptModule{h: h, path: path, sha256: hex.EncodeToString(sum[:])}
 	m.cleanup = runtime.AddCleanup(m, func(h C.ldt_script) { C.ldt_script_free(h) }, h)
 	return m, nil
 }
@@ -95,6 +99,9 @@ func firstLine(s string) string {
 	}
 	return s
 }
+
+// SHA256 is the SHA-256 of the file's bytes as they were loaded (hex).
+func (m *ScriptModule) SHA256() string { return m.sha256 }
 
 // Path is the file the module was loaded from.
 func (m *ScriptModule) Path() string {

@@ -127,11 +127,15 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 		return ec, config.FieldErrorf("dataset", "the labels have %d classes but %s has %d", art.Classes, cfg.Dataset, cfg.NumClasses())
 	}
 	ec.Dataset = cfg.Dataset
-	if ec.Arch == "" {
+	archFromReport := ec.Arch == ""
+	if archFromReport {
 		ec.Arch = cfg.EvalArch
 	}
-	if ec, err = ec.resolveRecipe(art, cfg); err != nil || ec.Recipe == RecipeDD {
+	if ec, err = ec.resolveRecipe(art, cfg); err != nil {
 		return ec, err
+	}
+	if ec.Recipe == RecipeDD {
+		return ec, checkArch(art, ec.Arch, archFromReport)
 	}
 	if ec.Optimizer == "" {
 		ec.Optimizer = "adam"
@@ -179,13 +183,33 @@ func (ec EvalConfig) Resolved(art *Artifact) (EvalConfig, error) {
 	if _, err := torch.ParseDevice(ec.Device); err != nil {
 		return ec, config.NewFieldError("device", err)
 	}
+	return ec, checkArch(art, ec.Arch, archFromReport)
+}
+
+// checkArch builds arch for the artifact's images to check it; where it is the run's own
+// TorchScript network, taken by default (fromReport), the file must be the one the run
+// used: a changed file is another network.
+func checkArch(art *Artifact, arch string, fromReport bool) error {
 	s := art.Shape
-	if n, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
-		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
-	} else {
-		n.Close() // built to check it
+	n, err := nets.New(arch, s[1], s[2], s[3], int64(art.Classes))
+	if err != nil {
+		return config.FieldErrorf("arch", "%s: %s", arch, strings.TrimPrefix(err.Error(), "nets: "))
 	}
-	return ec, nil
+	n.Close()
+	if was := recordedSHA256(art, arch); fromReport && was != "" && n.FileSHA256 != was {
+		return config.FieldErrorf("arch", "%s has changed since the run that learnt these labels used it (sha256 %s then, %s now): "+
+			"restore the file, or name it as the arch to evaluate on the file as it is now", arch, was, n.FileSHA256)
+	}
+	return nil
+}
+
+// recordedSHA256 is the SHA-256 the artifact's run recorded for the TorchScript network
+// arch ("" when it recorded none).
+func recordedSHA256(art *Artifact, arch string) string {
+	if art.Report == nil {
+		return ""
+	}
+	return art.Report.NetworkSHA256[arch]
 }
 
 // resolveRecipe chooses the recipe and, for method dd's, fills and checks its settings.
@@ -237,19 +261,16 @@ func (ec EvalConfig) resolveRecipe(art *Artifact, cfg config.Config) (EvalConfig
 	if _, err := torch.ParseDevice(ec.Device); err != nil {
 		return ec, config.NewFieldError("device", err)
 	}
-	s := art.Shape
-	if n, err := nets.New(ec.Arch, s[1], s[2], s[3], int64(art.Classes)); err != nil {
-		return ec, config.FieldErrorf("arch", "%s: %s", ec.Arch, strings.TrimPrefix(err.Error(), "nets: "))
-	} else {
-		n.Close() // built to check it
-	}
 	return ec, nil
 }
 
 // EvalResult is Evaluate's outcome.
 type EvalResult struct {
-	Recipe     string    `json:"recipe"` // standard or dd (EvalConfig.Recipe)
-	Arch       string    `json:"arch"`
+	Recipe string `json:"recipe"` // standard or dd (EvalConfig.Recipe)
+	Arch   string `json:"arch"`
+	// ArchSHA256 is the SHA-256 of the TorchScript file the models were built from ("" for
+	// the built-in networks).
+	ArchSHA256 string    `json:"arch_sha256,omitempty"`
 	Optimizer  string    `json:"optimizer"`
 	LR         float64   `json:"lr"`
 	Steps      int       `json:"steps"`
@@ -316,7 +337,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 	mode := train.Mode(dev)
 	progress := &evalProgress{}
 	if ec.ProgressDir != "" && saver == nil && mode == nets.BodyPerModel {
-		if progress, err = openEvalProgress(ec.ProgressDir, art, test, ec); err != nil {
+		if progress, err = openEvalProgress(ec.ProgressDir, art, test, ec, net.FileSHA256); err != nil {
 			return nil, err
 		}
 		defer progress.close()
@@ -345,7 +366,7 @@ func evaluate(ctx context.Context, art *Artifact, test *data.Split, ec EvalConfi
 		}
 		return nil, de
 	}
-	res := &EvalResult{Recipe: ec.Recipe, Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
+	res := &EvalResult{Recipe: ec.Recipe, Arch: ec.Arch, ArchSHA256: net.FileSHA256, Optimizer: ec.Optimizer, LR: ec.LR, Steps: ec.Steps, RR: *ec.RR, Accuracies: accs, Diverged: diverged}
 	res.Mean, res.Std = train.MeanStd(accs)
 	return res, nil
 }

@@ -30,21 +30,24 @@ const evalPartialFormat = "ldtorch evaluate progress 1"
 // evalKey is everything an evaluation's models depend on: progress is taken only by an
 // evaluation with the same key.
 type evalKey struct {
-	Format    string    `json:"format"`
-	Recipe    string    `json:"recipe"`
-	Arch      string    `json:"arch"`
-	Optimizer string    `json:"optimizer"`
-	LR        float64   `json:"lr"`
-	Momentum  float64   `json:"momentum"`
-	Steps     int       `json:"steps"`
-	Models    int       `json:"models"`
-	Batch     int       `json:"batch"`
-	RR        bool      `json:"rr"`
-	Seed      int64     `json:"seed"`
-	Device    string    `json:"device"`
-	AllowTF32 bool      `json:"allow_tf32"`
-	Threads   int       `json:"threads"` // the thread count changes floating-point results
-	StepLRs   []float32 `json:"step_lrs,omitempty"`
+	Format string `json:"format"`
+	Recipe string `json:"recipe"`
+	Arch   string `json:"arch"`
+	// ArchSHA256: a TorchScript network's file (another file under the same name is
+	// another network).
+	ArchSHA256 string    `json:"arch_sha256,omitempty"`
+	Optimizer  string    `json:"optimizer"`
+	LR         float64   `json:"lr"`
+	Momentum   float64   `json:"momentum"`
+	Steps      int       `json:"steps"`
+	Models     int       `json:"models"`
+	Batch      int       `json:"batch"`
+	RR         bool      `json:"rr"`
+	Seed       int64     `json:"seed"`
+	Device     string    `json:"device"`
+	AllowTF32  bool      `json:"allow_tf32"`
+	Threads    int       `json:"threads"` // the thread count changes floating-point results
+	StepLRs    []float32 `json:"step_lrs,omitempty"`
 	// Distilled digests the images and labels trained on; Test the test split.
 	Distilled string `json:"distilled_sha256"`
 	Test      string `json:"test_sha256"`
@@ -67,10 +70,11 @@ type evalProgress struct {
 	warned bool
 }
 
-// openEvalProgress finds or makes the progress folder of ec's evaluation under evalDir. A
-// folder that cannot be made is a note, and the evaluation keeps nothing.
-func openEvalProgress(evalDir string, art *Artifact, test *data.Split, ec EvalConfig) (*evalProgress, error) {
-	key := evalKey{Format: evalPartialFormat, Recipe: ec.Recipe, Arch: ec.Arch, Optimizer: ec.Optimizer, LR: ec.LR,
+// openEvalProgress finds or makes the progress folder of ec's evaluation under evalDir
+// (archSHA256: the network file's, nets.Net.FileSHA256). A folder that cannot be made is a
+// note, and the evaluation keeps nothing.
+func openEvalProgress(evalDir string, art *Artifact, test *data.Split, ec EvalConfig, archSHA256 string) (*evalProgress, error) {
+	key := evalKey{Format: evalPartialFormat, Recipe: ec.Recipe, Arch: ec.Arch, ArchSHA256: archSHA256, Optimizer: ec.Optimizer, LR: ec.LR,
 		Momentum: ec.Momentum, Steps: ec.Steps, Models: ec.Models, Batch: ec.Batch, RR: *ec.RR, Seed: ec.Seed,
 		Device: ec.Device, AllowTF32: ec.AllowTF32, Threads: torch.NumThreads(),
 		Distilled: distilledDigest(art, nil), Test: splitsDigest(test)}

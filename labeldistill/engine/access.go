@@ -19,6 +19,10 @@ func (l *Loop) Data() *Data { return l.in.ds }
 // indices), computed once.
 func (l *Loop) DataDigest() string { return l.in.dataDigest() }
 
+// NetworkSHA256 is the SHA-256 of each TorchScript file the run's networks came from
+// (Record.NetworkSHA256).
+func (l *Loop) NetworkSHA256() map[string]string { return l.in.networkSHA256() }
+
 // Device is the run's device.
 func (l *Loop) Device() torch.Device { return l.in.dev }
 

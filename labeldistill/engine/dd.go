@@ -307,7 +307,7 @@ func ddMethod(v *ddData, gen func() *torch.Generator, backward string) metaMetho
 		}
 		grads, loss, wrong, err := unroll(m.net, m.params, v.X, v.y, v.raw, v.steps, b.xt, b.yt)
 		if err != nil {
-			return stepOutputs{}, ddOutOfMemory(err, v.steps, v.unrolled())
+			return stepOutputs{}, noDoubleBackward(m.net, config.MethodDD, ddOutOfMemory(err, v.steps, v.unrolled()))
 		}
 		out, err := b.update(grads, loss, wrong)
 		if err != nil {

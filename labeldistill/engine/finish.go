@@ -49,6 +49,7 @@ func (l *Loop) result() *Result {
 			SecondsPerStep:  l.clock.distillSeconds / float64(max(1, l.pos.Step)),
 			LibtorchVersion: torch.Version(),
 			DataSHA256:      ds.Files,
+			NetworkSHA256:   l.in.networkSHA256(),
 			ResumeChanges:   l.resumed,
 			DataWarnings:    ds.Warnings,
 			BaseOrigin:      l.in.origin,

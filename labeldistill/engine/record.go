@@ -82,6 +82,10 @@ type Record struct {
 	SecondsPerStep  float64                   `json:"seconds_per_meta_step"`
 	LibtorchVersion string                    `json:"libtorch_version"`
 	DataSHA256      map[string]string         `json:"data_sha256"`
+	// NetworkSHA256: "torchscript:FILE" → the SHA-256 of each TorchScript file the run's
+	// networks (arch, eval_arch) were loaded from; resume and evaluate refuse a file changed
+	// since. Absent for the built-in networks and in reports written before it was recorded.
+	NetworkSHA256 map[string]string `json:"network_sha256,omitempty"`
 	// ResumeChanges are the settings changed when the run was last resumed ("epochs: 6 -> 8").
 	ResumeChanges []string `json:"resume_changes,omitempty"`
 	DataWarnings  []string `json:"data_warnings,omitempty"` // the dataset's warnings (Data.Warnings)

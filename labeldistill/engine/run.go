@@ -78,6 +78,20 @@ func (d *Inputs) dataDigest() string {
 	return d.digest
 }
 
+// networkSHA256 is Record.NetworkSHA256 of the run's networks (nil for built-in ones).
+func (d *Inputs) networkSHA256() map[string]string {
+	var m map[string]string
+	for _, n := range []*nets.Net{d.net, d.evalNet} {
+		if n != nil && n.FileSHA256 != "" {
+			if m == nil {
+				m = map[string]string{}
+			}
+			m[n.Arch] = n.FileSHA256
+		}
+	}
+	return m
+}
+
 // upload builds the networks and puts every split on the device.
 func (d *Inputs) upload() error {
 	var err error

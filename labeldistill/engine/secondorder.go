@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/nets"
 	"github.com/ldtorch/ldtorch/torch"
@@ -56,7 +57,7 @@ func ldStep(l *learner, b metaBatch) (stepOutputs, error) {
 		dY, err = b.shard.labelGradient(labelLoss, fast, b.params, float64(b.xt.Shape()[0])/float64(b.total))
 	}
 	if err != nil {
-		return stepOutputs{}, noDoubleBackward(l.net, err)
+		return stepOutputs{}, noDoubleBackward(l.net, config.MethodLD, err)
 	}
 	out, err := b.update(dY, c.T(labelLoss.Detach()), wrong)
 	if err != nil {
@@ -120,18 +121,23 @@ func innerStep(l *learner, g []*torch.Tensor, shard *baseShard, alpha float64, c
 	return fast, whole, c.Err()
 }
 
-// noDoubleBackward names the file and the way out when the label gradient of LD fails
-// through a TorchScript network: the gradient of the target loss at θ′ = θ − α∇θ passes
-// through ∇θ, the derivative of every operator the module runs must itself be
-// differentiable, and libtorch has none for some (grid_sample's backward). LD RR
-// differentiates the network once, so it runs through such a module. Other errors, and
-// nets' own networks (whose operators all have one), are returned as they are.
-func noDoubleBackward(net *nets.Net, err error) error {
+// noDoubleBackward names the file and the way out when the meta-gradient of LD or of
+// method dd fails through a TorchScript network: the gradient of the target loss after an
+// inner step θ′ = θ − α∇θ passes through ∇θ, the derivative of every operator the module
+// runs must itself be differentiable, and libtorch has none for some (grid_sample's
+// backward). LD RR differentiates the network once, so it runs through such a module, for
+// labels or images. Other errors, and nets' own networks (whose operators all have one),
+// are returned as they are.
+func noDoubleBackward(net *nets.Net, method string, err error) error {
 	if !nets.IsTorchScript(net.Arch) || !strings.Contains(err.Error(), "is not implemented") {
 		return err
 	}
-	return fmt.Errorf("torchscript %s: LD needs the second derivative of every operator the module runs "+
-		"(its label gradient differentiates the inner step's gradient), and libtorch has none for one of them: %w; "+
-		"method rr differentiates the network once and runs through this module (--method rr)",
-		strings.TrimPrefix(net.Arch, nets.TorchScriptPrefix), err)
+	who, what, way := "LD", "the inner step's gradient", "--method rr"
+	if method == config.MethodDD {
+		who, what, way = "method dd", "each unrolled step's gradient", "--method rr --learn images, which learns images"
+	}
+	return fmt.Errorf("torchscript %s: %s needs the second derivative of every operator the module runs "+
+		"(its meta-gradient differentiates %s), and libtorch has none for one of them: %w; "+
+		"method rr differentiates the network once and runs through this module (%s)",
+		strings.TrimPrefix(net.Arch, nets.TorchScriptPrefix), who, what, err, way)
 }

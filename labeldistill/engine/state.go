@@ -477,7 +477,7 @@ func (l *Loop) Snapshot(reason string, pos Position) (CheckpointMeta, []*npz.Arr
 		Step:    pos.Step, Epoch: pos.Epoch, NextBatch: pos.NextBatch,
 		StepsPerEpoch: l.stepsPerEpoch(), TargetSize: in.ds.TargetSet.N, WorldSize: l.par.size(),
 		Record: Record{Config: in.cfg, T: l.T(), MetaSteps: pos.Step, Resets: l.tracker.Resets(),
-			DataSHA256: in.ds.Files, LibtorchVersion: torch.Version(), BaseOrigin: in.origin},
+			DataSHA256: in.ds.Files, NetworkSHA256: in.networkSHA256(), LibtorchVersion: torch.Version(), BaseOrigin: in.origin},
 		DataDigest: in.dataDigest(), HasBest: l.best.labels != nil,
 	}
 	for _, sc := range l.scalarStates(&meta) {

@@ -74,6 +74,20 @@ func TestTorchScriptWithoutDoubleBackward(t *testing.T) {
 	}
 	t.Log(err)
 
+	dd := cfg
+	dd.Method, dd.DDSteps, dd.DDEpochs = config.MethodDD, 2, 1
+	_, err = testDistill(context.Background(), dd, WithData(ds))
+	if err == nil {
+		t.Fatal("method dd through a module without a double backward: no error")
+	}
+	for _, want := range []string{"torchscript " + file + ":", "method dd needs the second derivative",
+		"grid_sampler_2d_backward is not implemented", "--method rr --learn images"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("method dd's error lacks %q:\n%v", want, err)
+		}
+	}
+	t.Log(err)
+
 	cfg.Method = config.MethodRR
 	res, err := testDistill(context.Background(), cfg, WithData(ds))
 	if err != nil {

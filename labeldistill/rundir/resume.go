@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -160,6 +161,15 @@ func compatible(l *engine.Loop, path string, m *engine.CheckpointMeta) error {
 		}
 		return resumeErrorf("%s was written under a different configuration (checkpoint -> now): %s",
 			path, strings.Join(lines, "; "))
+	}
+	now := l.NetworkSHA256()
+	for _, arch := range slices.Sorted(maps.Keys(m.NetworkSHA256)) {
+		if was, is := m.NetworkSHA256[arch], now[arch]; is != "" && is != was {
+			// the same file name (the config matched) with other contents: other parameters,
+			// another initialisation, maybe another network
+			return resumeErrorf("%s was written through %s as it was then; the file has changed since (sha256 %s -> %s): restore the file, or start a new run",
+				path, arch, was, is)
+		}
 	}
 	var diffs []string
 	names := map[string]bool{}
