@@ -268,7 +268,8 @@ func (e *env) evaluateAction(c *cli.Context) error {
 	if res.Diverged > 0 {
 		fmt.Fprintf(e.stdout, "warning: %d of %d models diverged (non-finite parameters; --lr %g) and are left out of the accuracy above\n", res.Diverged, res.Diverged+len(res.Accuracies), res.LR)
 	}
-	if r := art.Report; r != nil && r.T == res.Steps && res.Arch == r.Config.EvalArch &&
+	// the same recipe on the same network: a TorchScript file changed since is another one
+	if r := art.Report; r != nil && r.T == res.Steps && res.Arch == r.Config.EvalArch && res.ArchSHA256 == r.NetworkSHA256[res.Arch] &&
 		((res.Optimizer == "adam" && res.LR == r.Config.EvalLR && r.Config.Method != config.MethodDD) || res.Recipe == artifact.RecipeDD) {
 		fmt.Fprintf(e.stdout, "(the distill run's own test models: %.2f%% ± %.2f over %d)\n", r.TestMean, r.TestStd, len(r.TestAccuracies))
 	}

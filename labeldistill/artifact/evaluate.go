@@ -198,7 +198,7 @@ func checkArch(art *Artifact, arch string, fromReport bool) error {
 	n.Close()
 	if was := recordedSHA256(art, arch); fromReport && was != "" && n.FileSHA256 != was {
 		return config.FieldErrorf("arch", "%s has changed since the run that learnt these labels used it (sha256 %s then, %s now): "+
-			"restore the file, or name it as the arch to evaluate on the file as it is now", arch, was, n.FileSHA256)
+			"restore the file, or give it as the arch explicitly to evaluate on the file as it is now", arch, was, n.FileSHA256)
 	}
 	return nil
 }
