@@ -77,6 +77,12 @@ def decode(data_dir):
     return {k: (np.stack(v[0]), np.array(v[1]), v[2]) for k, v in out.items()}
 
 
+def ldtorch_order(labels, names):
+    """The archive order's indices in ldtorch's order of an image tree: class, then file name
+    (labeldistill/data/imagefolder.go)."""
+    return sorted(range(len(labels)), key=lambda i: (labels[i], os.path.basename(names[i])))
+
+
 def stage(data_dir, work):
     """torchvision's cifar-10-batches-py under work/data, and their results/ folder. Returns
     the position in ldtorch's train file of each staged train image."""
@@ -84,8 +90,7 @@ def stage(data_dir, work):
     os.makedirs(root)
     splits = decode(data_dir)
     x, y, names = splits["train"]
-    # ldtorch orders an image tree by class, then file name (labeldistill/data/imagefolder.go)
-    ours = sorted(range(len(y)), key=lambda i: (y[i], os.path.basename(names[i])))
+    ours = ldtorch_order(y, names)
     position = np.empty(len(y), dtype=np.int64)
     position[ours] = np.arange(len(y))
     order = np.random.RandomState(0).permutation(len(y))

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.dont_write_bytecode = True  # no __pycache__ in the checkout
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from authors_cifar10 import decode  # noqa: E402  (the driver's libjpeg decode of the archive)
+from authors_cifar10 import decode, ldtorch_order  # noqa: E402  (the driver's libjpeg decode)
 
 # CIFAR-10's normalisation in ldtorch (labeldistill/data/registry.go) and the authors' code
 MEAN = np.array([125.3, 123.0, 113.9]) / 255.0
@@ -42,7 +42,7 @@ def main():
     os.makedirs(root, exist_ok=True)
     ordered = {}
     for split, (x, y, names) in splits.items():
-        order = sorted(range(len(y)), key=lambda i: (y[i], os.path.basename(names[i])))
+        order = ldtorch_order(y, names)
         ordered[split] = (x[order], y[order])
         rows = np.concatenate([y[order].astype(np.uint8)[:, None], x[order]], axis=1)
         if split == "train":
