@@ -7,7 +7,8 @@ ldtorch's image order (scripts/trace/README.md).
 
 ldtorch decodes the archive with Go's JPEG decoder (labeldistill/data/imagefolder.go), whose
 chroma upsampling is not libjpeg's; the authors' code sees torchvision's libjpeg decode
-(scripts/trace/authors_cifar10.py). This writes OUT/cifar-10-batches-bin/ with the libjpeg
+(scripts/trace/authors_cifar10.py). This writes cifar-10-batches-bin/ into the folder given
+(OUT/cifar10, the folder `--data-dir OUT` reads CIFAR-10 from) with the libjpeg
 pixels, train and test images each in ldtorch's order of the archive (class, then file name),
 so a position in ldtorch's train file (`--base-indices`, an artifact's base_indices) names the
 same image in both copies: the same run on both isolates the decoder. It also prints how far
