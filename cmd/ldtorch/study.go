@@ -397,8 +397,8 @@ func writeStudyAt(jsonPath, pngPath string, st *study.Study) error {
 
 // printStudy prints a study as a table with its notes.
 func printStudy(w io.Writer, dir string, st *study.Study) {
-	fmt.Fprintf(w, "%s study of %s (%s on %s, %d base examples, T = %d, %d models per setting, seed %d)\n\n",
-		st.Study, dir, st.MethodName, st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
+	fmt.Fprintf(w, "%s study of %s (%s%s on %s, %d base examples, T = %d, %d models per setting, seed %d)\n\n",
+		st.Study, dir, st.MethodName, st.Through(), st.Dataset, st.BaseExamples, st.T, st.Models, st.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	for _, row := range study.Table(st) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))

@@ -36,11 +36,12 @@ func TestSweepAndStudyCLI(t *testing.T) {
 	}
 	cell := filepath.Join(out, "cells", "ld-rr__10")
 	r = ldtorch(t, nil, "study", "steps", "--distilled", cell, "--steps", "3,8", "--models", "2", "--threads", "1", "--data-dir", shared, "-q")
-	if r.code != 0 || !strings.Contains(r.stdout, "steps study") {
+	if r.code != 0 || !strings.Contains(r.stdout, "steps study of "+cell+" (LD RR through lenet on mnist, 10 base examples") {
 		t.Fatalf("study: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	var st struct {
-		Settings []struct {
+		LearntThrough string `json:"learnt_through"`
+		Settings      []struct {
 			Steps      int       `json:"steps"`
 			Accuracies []float64 `json:"test_accuracies"`
 		} `json:"settings"`
@@ -49,7 +50,7 @@ func TestSweepAndStudyCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal(b, &st); err != nil || len(st.Settings) != 2 || st.Settings[1].Steps != 8 || len(st.Settings[1].Accuracies) != 2 {
+	if err := json.Unmarshal(b, &st); err != nil || len(st.Settings) != 2 || st.Settings[1].Steps != 8 || len(st.Settings[1].Accuracies) != 2 || st.LearntThrough != "lenet" {
 		t.Errorf("steps.json: %v %s", err, b)
 	}
 	if png, err := os.ReadFile(filepath.Join(cell, "studies", "steps.png")); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {

@@ -56,16 +56,19 @@ type Setting struct {
 
 // Study is DIR/studies/NAME.json.
 type Study struct {
-	Study        string `json:"study"`
-	Artifact     string `json:"artifact"`
-	Method       string `json:"method"`
-	MethodName   string `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
-	Dataset      string `json:"dataset"`
-	Source       string `json:"source"`
-	BaseExamples int    `json:"base_examples"`
-	T            int    `json:"T"`
-	Models       int    `json:"models"`
-	Seed         int64  `json:"seed"`
+	Study      string `json:"study"`
+	Artifact   string `json:"artifact"`
+	Method     string `json:"method"`
+	MethodName string `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
+	Dataset    string `json:"dataset"`
+	Source     string `json:"source"`
+	// LearntThrough is the network the labels were learnt through (Config.Arch; absent in
+	// studies written before it was recorded): an arch study reads as a transfer from it.
+	LearntThrough string `json:"learnt_through,omitempty"`
+	BaseExamples  int    `json:"base_examples"`
+	T             int    `json:"T"`
+	Models        int    `json:"models"`
+	Seed          int64  `json:"seed"`
 	// DistilledSHA256 is the SHA-256 of the distilled.npz the study scored (absent in
 	// studies written before it was recorded): a study file beside another artifact (a
 	// folder overwritten by a new run, a file copied in) is not that artifact's.
@@ -73,6 +76,15 @@ type Study struct {
 	Settings        []Setting `json:"settings"`
 	Notes           []string  `json:"notes,omitempty"`
 	WallSeconds     float64   `json:"wall_seconds"`
+}
+
+// Through is " through ARCH" for a study that records the network its labels were learnt
+// through, else "": the phrase titles and headings put after the method's name.
+func (st *Study) Through() string {
+	if st.LearntThrough == "" {
+		return ""
+	}
+	return " through " + st.LearntThrough
 }
 
 // Flexibility is DIR/studies/flexibility.json.

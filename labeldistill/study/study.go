@@ -153,7 +153,7 @@ func plan(kind string, art *artifact.Artifact, sc Config) (*Study, []Setting, er
 		return nil, nil, err
 	}
 	st := &Study{Study: kind, Artifact: art.Dir, Method: cfg.Method, MethodName: cfg.MethodName(), Dataset: cfg.Dataset, Source: cfg.Source,
-		BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed, DistilledSHA256: sum}
+		LearntThrough: cfg.Arch, BaseExamples: cfg.BaseExamples, T: rep.T, Models: sc.Models, Seed: sc.Seed, DistilledSHA256: sum}
 	if st.Models == 0 {
 		st.Models = cfg.EvalModels
 	}
