@@ -22,7 +22,7 @@ import (
 // number of steps (steps), against the learning rate per optimiser (optimizer), or as bars
 // per setting (arch: distilled beside true labels; rr-standard).
 func StudyFigure(st *results.Study) ([]byte, error) {
-	title := fmt.Sprintf("%s study: %s%s %s, %d base examples (T = %d, %d models)",
+	title := fmt.Sprintf("%s study: %s%s on %s, %d base examples (T = %d, %d models)",
 		st.Study, studyMethodName(st), st.Through(), datasetTitle(st), st.BaseExamples, st.T, st.Models)
 	p := newPlot(title)
 	p.Y.Label.Text = "test accuracy (%)"
