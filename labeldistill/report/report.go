@@ -282,6 +282,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		}
 		rows := min(classes, 20)
 		subtitle := fmt.Sprintf("%s, %d images; pixels clamped to [0, 1]", cfg.MethodName(), n)
+		if bothLearnt {
+			subtitle += "\nrow: the arg-max of each image's learnt label"
+		}
 		if classes > rows {
 			subtitle += fmt.Sprintf("; first %d of %d classes", rows, classes)
 		}
