@@ -62,7 +62,7 @@ type Study struct {
 	MethodName string `json:"method_name,omitempty"` // config.Config.MethodName: "LD", "Our DD", "DD", …
 	Dataset    string `json:"dataset"`
 	Source     string `json:"source"`
-	// LearntThrough is the network the labels were learnt through (Config.Arch; absent in
+	// LearntThrough is the network the distillation learnt through (Config.Arch; absent in
 	// studies written before it was recorded): an arch study reads as a transfer from it.
 	LearntThrough string `json:"learnt_through,omitempty"`
 	BaseExamples  int    `json:"base_examples"`
@@ -78,7 +78,7 @@ type Study struct {
 	WallSeconds     float64   `json:"wall_seconds"`
 }
 
-// Through is " through ARCH" for a study that records the network its labels were learnt
+// Through is " through ARCH" for a study that records the network its artifact was learnt
 // through, else "": the phrase titles and headings put after the method's name.
 func (st *Study) Through() string {
 	if st.LearntThrough == "" {
