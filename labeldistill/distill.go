@@ -6,6 +6,7 @@ package labeldistill
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -13,6 +14,7 @@ import (
 	"github.com/ldtorch/ldtorch/labeldistill/engine"
 	"github.com/ldtorch/ldtorch/labeldistill/gradvar"
 	"github.com/ldtorch/ldtorch/labeldistill/rundir"
+	"github.com/ldtorch/ldtorch/labeldistill/train"
 	"github.com/ldtorch/ldtorch/torch"
 	"github.com/ldtorch/ldtorch/torch/dist"
 )
@@ -91,6 +93,11 @@ func DistillResolved(ctx context.Context, r config.Resolved, opts ...RunOption) 
 }
 
 func distill(ctx context.Context, start time.Time, r config.Resolved, opts []RunOption) (*Result, error) {
+	return engine.Distill(ctx, r, engineOptions(start, opts))
+}
+
+// engineOptions are the engine's options of a run under opts.
+func engineOptions(start time.Time, opts []RunOption) engine.Options {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
@@ -105,8 +112,46 @@ func distill(ctx context.Context, start time.Time, r config.Resolved, opts []Run
 		}
 		eo.Folder = f
 	}
-	return engine.Distill(ctx, r, eo)
+	return eo
 }
+
+// DistillTogether runs the distillations rs, run i under opts[i] (its own folder,
+// checkpoints, history, progress), in one process with their meta-steps computed together:
+// K LD RR runs that learn labels, of one shape (device, architecture, dataset size, base
+// examples, inner and outer batch, epochs, validation epochs; seeds and other settings may
+// differ), fresh or resumed at one meta-step. Each result is the one DistillResolved gives
+// the run alone: bit for bit on the CPU (the models' bodies run one by one there), up to the
+// kernels' summation order on a GPU, where the bodies run as one grouped computation and K
+// runs take about the kernel launches of one. An error of one run stops all (a RunError
+// names it); cancellation checkpoints each. CanDistillTogether tells which runs qualify.
+func DistillTogether(ctx context.Context, rs []config.Resolved, opts [][]RunOption) ([]*Result, error) {
+	start := time.Now()
+	return guarded(func() ([]*Result, error) {
+		if len(rs) != len(opts) {
+			return nil, fmt.Errorf("distill together: %d configurations and %d option lists", len(rs), len(opts))
+		}
+		eos := make([]engine.Options, len(rs))
+		for i := range rs {
+			eos[i] = engineOptions(start, opts[i])
+		}
+		dev, err := torch.ParseDevice(rs[0].Device)
+		if err != nil {
+			return nil, err
+		}
+		return engine.DistillTogether(ctx, rs, eos, train.Mode(dev))
+	})
+}
+
+// RunError is an error of one of the runs DistillTogether ran (Index: its place, 0-based).
+type RunError = engine.RunError
+
+// ShapeError says which setting keeps a run from being distilled together with the first.
+type ShapeError = engine.ShapeError
+
+// CanDistillTogether reports the key under which a run may be distilled together with
+// others (runs of equal keys have one shape), or false when it cannot be (another method,
+// learnt images, several processes).
+func CanDistillTogether(r config.Resolved) (key string, ok bool) { return engine.TogetherKey(r.Config) }
 
 // WithHistory writes the run history to path (conventionally OUT/metrics.jsonl; its schema
 // is rundir's HistoryRecord). A fresh run replaces the file; a resumed run cuts it back to

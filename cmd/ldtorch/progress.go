@@ -27,6 +27,7 @@ type progress struct {
 	bar   *progressbar.ProgressBar
 	phase string
 	step  int
+	tag   string // said before each line: which of the runs a sweep --together steps at once
 }
 
 func newProgress(w io.Writer, tty, quiet bool) *progress {
@@ -173,7 +174,7 @@ func (pr *progress) finishBar() {
 
 // line prints a plain line with the elapsed time.
 func (pr *progress) line(msg string) {
-	fmt.Fprintf(pr.w, "[%s] %s\n", elapsed(time.Since(pr.start)), msg)
+	fmt.Fprintf(pr.w, "[%s] %s%s\n", elapsed(time.Since(pr.start)), pr.tag, msg)
 	pr.last = time.Now()
 }
 

@@ -95,6 +95,7 @@ func (e *env) sweepCommand() *cli.Command {
 			&cli.StringSliceFlag{Name: "columns", Usage: "run only the columns with these `LABELS`", Category: catRun},
 			&cli.BoolFlag{Name: "summary-only", Usage: "only rewrite summary.csv and summary.md from the finished cells", Category: catRun},
 			&cli.IntFlag{Name: "jobs", Value: 1, Usage: "run `N` sweeps of DIR at once, sharing its cells (with --threads 1, one per core)", Category: catSystem},
+			&cli.IntFlag{Name: "together", Value: 1, Usage: "distil up to `K` cells of one shape as one computation (LD RR cells learning labels, e.g. a column's seeds; on a GPU K runs cost the kernel launches of one); each cell's artifact is the one it gets alone", Category: catSystem},
 			&cli.BoolFlag{Name: "list", Usage: "list the cells (those --rows and --columns select) and their state (done, running, resume, new, needs-base-file) and exit", Category: catRun},
 		}, operationalFlags()...),
 		Action: e.sweepAction,
@@ -111,6 +112,10 @@ func (e *env) sweepAction(c *cli.Context) error {
 	jobs := c.Int("jobs")
 	if jobs < 1 || jobs > maxSweepJobs {
 		return usageErrorf("--jobs: must be between 1 and %d, got %d", maxSweepJobs, jobs)
+	}
+	together := c.Int("together")
+	if together < 1 || together > maxSweepTogether {
+		return usageErrorf("--together: must be between 1 and %d, got %d", maxSweepTogether, together)
 	}
 	isJob := launchedJob()
 	if isJob {
@@ -202,7 +207,7 @@ func (e *env) sweepAction(c *cli.Context) error {
 	var pr *progress
 	var busy []string // cells another sweep of the folder runs
 	opts := sweep.Options{
-		Rows: rows, Columns: columns, Adjust: adjust,
+		Rows: rows, Columns: columns, Adjust: adjust, Together: together,
 		Cell: func(cell sweep.Cell, i, n int, st sweep.State) {
 			if st == sweep.CellBusy {
 				if isJob {
@@ -235,11 +240,18 @@ func (e *env) sweepAction(c *cli.Context) error {
 				pr = newProgress(e.stderr, e.stderrTTY, quiet)
 			}
 		},
-		Run: []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
-			if pr != nil && (p.Phase != "checkpoint" || strings.HasPrefix(p.Message, "warning")) {
-				pr.update(p)
+		CellRun: func(cell sweep.Cell) []labeldistill.RunOption {
+			tag := ""
+			if together > 1 { // the runs stepped at once report in turn: each line says whose
+				tag = cell.Row + " / " + cell.Column + ": "
 			}
-		})},
+			return []labeldistill.RunOption{labeldistill.WithProgress(func(p labeldistill.Progress) {
+				if pr != nil && (p.Phase != "checkpoint" || strings.HasPrefix(p.Message, "warning")) {
+					pr.tag = tag
+					pr.update(p)
+				}
+			})}
+		},
 	}
 	err = sweep.Run(ctx, grid, dir, opts)
 	if pr != nil {

@@ -226,3 +226,28 @@ func TestSweepJobs(t *testing.T) {
 		t.Errorf("jobs speak of each other's cells:\n%s", r.stderr)
 	}
 }
+
+// TestSweepTogetherCLI: --together is checked, and distils a row's seeds in one process.
+func TestSweepTogetherCLI(t *testing.T) {
+	shared := sharedDatasets(t)
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "sweep")
+	grid := tinyGrid(t, tmp, func(g map[string]any) { g["columns"] = map[string]any{"key": "seed", "values": []int{1, 2}} })
+	sw := func(args ...string) result {
+		return hostileRun(t, hostileLimit, append([]string{"sweep", "--data-dir", shared, "--grid", grid, "--out", dir}, args...)...)
+	}
+	wantOneLine(t, sw("--together", "0"), exitUsage, "--together: must be between 1 and")
+	wantOneLine(t, sw("--together", "65"), exitUsage, "--together: must be between 1 and 64")
+	r := sw("--together", "2", "--rows", "A, B")
+	if r.code != 0 {
+		t.Fatalf("--together 2: exit %d: %s", r.code, r.stderr)
+	}
+	for _, cell := range []string{"a-b__1", "a-b__2"} {
+		if _, err := os.Stat(filepath.Join(dir, "cells", cell, "distilled.npz")); err != nil {
+			t.Error(err)
+		}
+		if !strings.Contains(r.stderr, "starting A, B / "+strings.TrimPrefix(cell, "a-b__")) {
+			t.Errorf("no starting line for %s:\n%s", cell, r.stderr)
+		}
+	}
+}

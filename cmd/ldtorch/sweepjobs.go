@@ -25,6 +25,9 @@ const envSweepJob = "LDTORCH_SWEEP_JOB"
 // time-slice.
 const maxSweepJobs = 256
 
+// maxSweepTogether is the most cells sweep --together steps as one computation.
+const maxSweepTogether = 64
+
 // sweepJobs runs this command n times at once (each job ignores --jobs), each in a process
 // group of its own so that a terminal's Ctrl-C reaches it once, forwarded by this process;
 // a second interruption kills them. Their output lines are prefixed "[job i] "; the

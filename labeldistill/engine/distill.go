@@ -53,33 +53,57 @@ type RunFolder interface {
 // Distill runs a distillation from start to end: the meta-loop with its observers, the
 // final test and the baselines (labeldistill.Distill's work, under its options).
 func Distill(ctx context.Context, r config.Resolved, o Options) (*Result, error) {
-	cfg := r.Config
-	var err error
 	par := &parallel{g: o.Group, baseSplit: o.BaseSplit}
 	if par.rank() != 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = followRoot(ctx)
 		defer cancel()
 	}
+	run, err := openRun(ctx, r, o, par)
+	if err != nil {
+		return nil, err
+	}
+	defer run.close()
+	if err := run.l.run(ctx); err != nil {
+		return nil, err
+	}
+	return run.finish(ctx)
+}
+
+// openedRun is a distillation set up for its meta-loop: its inputs, the loop with its
+// observers at the position it starts from, and what the phases after it need.
+type openedRun struct {
+	in        *Inputs
+	l         *Loop
+	folder    RunFolder
+	saver     *train.ModelSaver
+	resumedAt Position // Position{-1, -1, -1}: a fresh run
+}
+
+// openRun prepares the run r under o (the first half of Distill): the run folder, the
+// inputs on the device, the loop, its observers and its resume.
+func openRun(ctx context.Context, r config.Resolved, o Options, par *parallel) (*openedRun, error) {
+	cfg := r.Config
+	var err error
 	if o.Folder != nil {
 		if err := o.Folder.Prepare(cfg, par.rank()); err != nil {
 			return nil, err
 		}
 	}
 	resuming := o.Folder != nil && o.Folder.Resuming()
-	var saver *train.ModelSaver
+	run := &openedRun{folder: o.Folder, resumedAt: Position{-1, -1, -1}}
 	if o.SaveModels != "" {
-		if saver, err = train.NewModelSaver(o.SaveModels); err != nil {
+		if run.saver, err = train.NewModelSaver(o.SaveModels); err != nil {
 			return nil, fmt.Errorf("save models: %w", err)
 		}
 	}
-	in, err := prepareRunContext(ctx, r, o.Dataset, o.BaseFile)
-	if err != nil {
+	if run.in, err = prepareRunContext(ctx, r, o.Dataset, o.BaseFile); err != nil {
 		return nil, err
 	}
-	defer in.close()
+	in := run.in
 	if c := in.cfg; !resuming && c.BaseIndices != nil && c.BaseSelection == config.SelectBalanced {
 		if err := checkBalanced(in.ds.Base.Labels, in.ds.Classes); err != nil {
+			run.close()
 			return nil, err
 		}
 	}
@@ -88,11 +112,11 @@ func Distill(ctx context.Context, r config.Resolved, o Options) (*Result, error)
 			o.Progress(Progress{Phase: "data", Message: "warning: " + w})
 		}
 	}
-	l, err := newLoop(in, par, o.Learn)
-	if err != nil {
+	if run.l, err = newLoop(in, par, o.Learn); err != nil {
+		run.close()
 		return nil, err
 	}
-	defer l.close()
+	l := run.l
 	l.clock.start = o.Start
 	l.observers = par.observer()
 	if o.Folder != nil {
@@ -102,34 +126,49 @@ func Distill(ctx context.Context, r config.Resolved, o Options) (*Result, error)
 	if o.Progress != nil {
 		l.observers = append(l.observers, progressObserver(o.Progress))
 	}
-	resumedAt := Position{-1, -1, -1}
 	if o.Folder != nil {
-		if resumedAt, err = o.Folder.Resume(l); err != nil {
+		if run.resumedAt, err = o.Folder.Resume(l); err != nil {
+			run.close()
 			return nil, err
 		}
 	}
 	if err := par.checkShards(in.cfg, in.ds.TargetSet.N); err != nil {
+		run.close()
 		return nil, err
 	}
-	if err := l.run(ctx); err != nil {
-		return nil, err
-	}
+	return run, nil
+}
+
+// finish is what follows the meta-loop (the second half of Distill): the kept values'
+// final test and the baselines.
+func (run *openedRun) finish(ctx context.Context) (*Result, error) {
+	l := run.l
 	if l.best.labels == nil {
-		return nil, &DivergedError{Purpose: "validation", Models: len(l.vals), Steps: l.T(), Field: "eval_lr", LR: in.cfg.EvalLR}
+		return nil, &DivergedError{Purpose: "validation", Models: len(l.vals), Steps: l.T(), Field: "eval_lr", LR: run.in.cfg.EvalLR}
 	}
 	var ph PhaseLog = NoPhaseLog{}
-	if o.Folder != nil {
-		ph = o.Folder.Phases(l, resumedAt)
+	if run.folder != nil {
+		ph = run.folder.Phases(l, run.resumedAt)
 	}
 	res := l.result()
-	if err := l.testPhase(ctx, res, saver, ph); err != nil {
+	if err := l.testPhase(ctx, res, run.saver, ph); err != nil {
 		return nil, err
 	}
+	var err error
 	if res.Baselines, err = l.baselines(ctx, ph); err != nil {
 		return nil, err
 	}
 	res.WallSeconds = l.wallSeconds()
 	return res, nil
+}
+
+func (run *openedRun) close() {
+	if run.l != nil {
+		run.l.close()
+	}
+	if run.in != nil {
+		run.in.close()
+	}
 }
 
 // checkBalanced refuses listed base examples said to be balanced whose classes are not

@@ -255,56 +255,7 @@ func (l *Loop) stepsPerEpoch() int { return StepsPerEpoch(l.in.ds.TargetSet.N, l
 
 // run runs the meta-loop from its Position to the end of the last epoch.
 func (l *Loop) run(ctx context.Context) error {
-	cfg := l.in.cfg
-	nTarget := l.in.ds.TargetSet.N
-	perEpoch := l.stepsPerEpoch()
-	if err := l.onStart(); err != nil {
-		return err
-	}
-	for ; l.pos.Epoch <= cfg.Epochs; l.pos.Epoch, l.pos.NextBatch, l.order = l.pos.Epoch+1, 0, nil {
-		epoch := l.pos.Epoch
-		if l.pos.NextBatch == 0 {
-			l.order = l.rand.epochOrder(nTarget)
-		}
-		for l.pos.NextBatch < perEpoch {
-			if err := ctx.Err(); err != nil {
-				return l.cancelled(err)
-			}
-			b := l.pos.NextBatch
-			lo, hi := b*cfg.OuterBatch, min((b+1)*cfg.OuterBatch, nTarget)
-			if err := l.metaStep(l.order[lo:hi]); err != nil {
-				return err
-			}
-			l.pos.NextBatch++
-			if err := l.onStepped(); err != nil {
-				return err
-			}
-		}
-		if err := l.read(); err != nil {
-			return err
-		}
-		validated := false
-		if ValidationDue(epoch, cfg.Epochs, cfg.ValidateEvery) {
-			if err := ctx.Err(); err != nil {
-				return l.cancelled(err)
-			}
-			start := time.Now()
-			if err := l.validate(ctx, epoch); err != nil {
-				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-					return l.cancelled(err)
-				}
-				return err
-			}
-			if err := l.onValidated(l.vals[len(l.vals)-1], time.Since(start)); err != nil {
-				return err
-			}
-			validated = true
-		}
-		if err := l.onEpochEnd(epoch, validated); err != nil {
-			return err
-		}
-	}
-	return nil
+	return runLockstep(ctx, []*Loop{l}, func(targets [][]int) error { return l.metaStep(targets[0]) })
 }
 
 // cancelled reads the unread meta-steps, tells the observers the loop ends with ctxErr (a
@@ -329,7 +280,13 @@ func (l *Loop) cancelled(ctxErr error) error {
 func (l *Loop) metaStep(targetIdx []int) error {
 	t0 := time.Now()
 	defer func() { l.clock.distillSeconds += time.Since(t0).Seconds() }()
-	if err := l.queueStep(targetIdx); err != nil {
+	return l.stepped(l.queueStep(targetIdx))
+}
+
+// stepped ends a meta-step that err says how it went: the error named with the meta-step
+// it belongs to, or the step counted and the unread steps read when readDue says so.
+func (l *Loop) stepped(err error) error {
+	if err != nil {
 		var nf *NonFiniteError
 		if errors.As(err, &nf) {
 			nf.Step = l.pos.Step + 1
@@ -411,29 +368,20 @@ func (l *Loop) seeGradients(grads []*torch.Tensor) error {
 func (l *Loop) queueStep(targetIdx []int) error {
 	s := torch.NewScope()
 	defer s.Close()
-	total := len(targetIdx)
-	lo, hi := l.par.shard(total) // this rank's part of the outer batch (all of it alone)
-	idx := make([]int64, hi-lo)
-	for i, v := range targetIdx[lo:hi] {
-		idx[i] = int64(v)
-	}
-	var c torch.Chain
-	ti := c.T(indexTensor(idx, l.in.dev))
-	bi := c.T(indexTensor(int64s(l.rand.baseIndices(l.in.ds.Base.N, l.in.cfg.InnerBatch)), l.in.dev))
-	if c.Err() != nil {
-		return c.Err()
+	ti, bi, n, total, err := l.stepIndices(targetIdx)
+	if err != nil {
+		return err
 	}
 	if !l.graphAsked {
 		l.graph, l.graphAsked = l.newMetaGraph(), true
 	}
 	var v *torch.Tensor
 	var batch int64
-	var err error
 	if l.graph != nil {
-		v, batch, err = l.graph.step(l, ti, bi, hi-lo, total)
+		v, batch, err = l.graph.step(l, ti, bi, n, total)
 	} else {
 		var grads []*torch.Tensor
-		v, grads, batch, err = l.stepOn(ti, bi, hi-lo, total)
+		v, grads, batch, err = l.stepOn(ti, bi, n, total)
 		if err == nil {
 			err = l.seeGradients(grads)
 			torch.FreeAll(grads)
@@ -442,9 +390,30 @@ func (l *Loop) queueStep(targetIdx []int) error {
 	if err != nil {
 		return err
 	}
+	l.pend(v, batch)
+	return nil
+}
+
+// stepIndices are a meta-step's indices on the device: this rank's n of the total target
+// examples targetIdx, and the base batch, drawn here on the host.
+func (l *Loop) stepIndices(targetIdx []int) (ti, bi *torch.Tensor, n, total int, err error) {
+	total = len(targetIdx)
+	lo, hi := l.par.shard(total) // this rank's part of the outer batch (all of it alone)
+	idx := make([]int64, hi-lo)
+	for i, v := range targetIdx[lo:hi] {
+		idx[i] = int64(v)
+	}
+	var c torch.Chain
+	ti = c.T(indexTensor(idx, l.in.dev))
+	bi = c.T(indexTensor(int64s(l.rand.baseIndices(l.in.ds.Base.N, l.in.cfg.InnerBatch)), l.in.dev))
+	return ti, bi, hi - lo, total, c.Err()
+}
+
+// pend queues a meta-step's reading v (taken out of the caller's scope) to be read later
+// with other steps'.
+func (l *Loop) pend(v *torch.Tensor, batch int64) {
 	torch.Escape(v)
 	l.pending = append(l.pending, pendingStep{reading: v, batch: batch, step: l.pos.Step + 1, epoch: l.pos.Epoch})
-	return nil
 }
 
 // stepOn is one meta-step on the target examples ti (this rank's n of total) and the base
@@ -456,22 +425,51 @@ func (l *Loop) queueStep(targetIdx []int) error {
 func (l *Loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor, grads []*torch.Tensor, batch int64, err error) {
 	s := torch.NewScope()
 	defer s.Close()
+	st, err := l.beginStep(ti, bi, n, total)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	out, err := l.method(l.model, st.b)
+	if err == nil {
+		reading, err = l.reading(st.b, out)
+	}
+	if err != nil {
+		torch.FreeAll(st.grads)
+		return nil, nil, 0, err
+	}
+	s.Keep(reading)
+	return reading, st.grads, out.batch, nil
+}
+
+// stepInProgress is a meta-step's batch, and the combined meta-gradients its update
+// leaves (owned by no scope).
+type stepInProgress struct {
+	b     metaBatch
+	grads []*torch.Tensor
+}
+
+// beginStep is what the method's step works on: the target and base batches of ti and bi
+// (in the caller's scope), the update that combines and applies the meta-gradients, and
+// the model's settings for this step.
+func (l *Loop) beginStep(ti, bi *torch.Tensor, n, total int) (*stepInProgress, error) {
 	var c torch.Chain
-	b := metaBatch{params: l.params(), total: total, idx: bi}
+	st := &stepInProgress{b: metaBatch{params: l.params(), total: total, idx: bi}}
+	b := &st.b
 	b.xt = c.T(l.in.target.x.IndexSelect(0, ti))
 	b.yt = c.T(l.in.target.y.IndexSelect(0, ti))
 	if c.Err() != nil {
-		return nil, nil, 0, c.Err()
+		return nil, c.Err()
 	}
+	var err error
 	if b.x, b.y, err = l.baseBatch(b.idx, false); err != nil {
-		return nil, nil, 0, err
+		return nil, err
 	}
 	b.shard = l.par.baseShard(l.in.cfg, l.model.net, int(bi.Shape()[0]))
 	rowParts := b.shard != nil && b.shard.rowParts
 	b.update = func(gs []*torch.Tensor, loss, wrong *torch.Tensor) (stepOutputs, error) {
-		var out stepOutputs
-		grads, out, err = l.update(gs, loss, wrong, n, total, rowParts)
+		grads, out, err := l.update(gs, loss, wrong, n, total, rowParts)
 		torch.Escape(grads...) // out of the method's scope: the caller frees them
+		st.grads = grads
 		return out, err
 	}
 	b.current = func() (*torch.Tensor, *torch.Tensor, error) { return l.baseBatch(b.idx, true) }
@@ -480,11 +478,13 @@ func (l *Loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 	}
 	l.model.frozen = l.modelFrozen()
 	l.model.stepsOnUpdated = l.in.cfg.Compat == config.CompatAuthors && l.in.cfg.Learn == config.LearnImages && l.in.cfg.Method == config.MethodLD
-	out, err := l.method(l.model, b)
-	if err != nil {
-		torch.FreeAll(grads)
-		return nil, nil, 0, err
-	}
+	return st, nil
+}
+
+// reading is a meta-step's reading vector, in the caller's scope: the method's outputs,
+// the learnt values' sums and the state guards.
+func (l *Loop) reading(b metaBatch, out stepOutputs) (*torch.Tensor, error) {
+	var c torch.Chain
 	var sums []*torch.Tensor
 	c.Check(torch.NoGrad(func() error {
 		for _, p := range b.params {
@@ -492,18 +492,14 @@ func (l *Loop) stepOn(ti, bi *torch.Tensor, n, total int) (reading *torch.Tensor
 		}
 		return c.Err()
 	}))
+	if c.Err() != nil {
+		return nil, c.Err()
+	}
 	guards, err := l.guardValues(l.stateGuards()) // the rest of the state (divergence.go)
 	if err != nil {
-		torch.FreeAll(grads)
-		return nil, nil, 0, err
+		return nil, err
 	}
-	v := c.T(out.vector(append(sums, guards...)))
-	if c.Err() != nil {
-		torch.FreeAll(grads)
-		return nil, nil, 0, c.Err()
-	}
-	s.Keep(v)
-	return v, grads, out.batch, nil
+	return out.vector(append(sums, guards...))
 }
 
 // modelFrozen reports whether the model skips its own step in the next meta-step

@@ -217,6 +217,12 @@ type Options struct {
 	// Run are the options of each cell's Distill (progress); Run adds the cell's
 	// checkpoint folder, history and resume.
 	Run []labeldistill.RunOption
+	// CellRun, when set, adds options of cell c's own (after Run's).
+	CellRun func(c Cell) []labeldistill.RunOption
+	// Together, above 1, distils up to this many cells of one shape in one computation
+	// (labeldistill.DistillTogether: LD RR cells that learn labels, e.g. a column's seeds);
+	// the others run one by one.
+	Together int
 }
 
 // Selected reports whether cell c is in the rows and columns o restricts a run to.
@@ -272,9 +278,19 @@ func Run(ctx context.Context, g *Grid, dir string, o Options) error {
 		return err
 	}
 	var runErr error
+	handled := map[string]bool{} // cells run together with an earlier one
 	for i, c := range todo {
+		if handled[c.ID] {
+			continue
+		}
 		st := states[c.ID]
 		if st != CellDone {
+			if group := togetherGroup(todo, i, states, handled, o.Together); len(group) > 1 {
+				if runErr = runTogether(ctx, todo, group, states, o); runErr != nil {
+					break
+				}
+				continue
+			}
 			if st, runErr = runCell(ctx, c, i+1, len(todo), o); runErr != nil {
 				runErr = fmt.Errorf("cell %s: %w", c.ID, runErr)
 				break
@@ -326,35 +342,58 @@ func writeGridFile(ctx context.Context, g *Grid, dir string) error {
 // returns the state the cell ended in: "finished", CellDone when another process finished
 // it meanwhile, or CellBusy.
 func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err error) {
+	release, st, err := claimCell(c)
+	if err != nil || release == nil {
+		return st, err
+	}
+	defer func() { release(err != nil) }()
+	if o.Cell != nil {
+		o.Cell(c, i, n, st)
+	}
+	res, err := labeldistill.DistillResolved(ctx, c.Config, cellRunOptions(c, st, o)...)
+	return CellFinished, finishCell(ctx, c, res, err)
+}
+
+// claimCell takes cell c's lock and looks at its state again under it (another process may
+// have finished or started it). It returns release, which drops the lock (and, for a new
+// cell that failed before writing anything, its folder), or nil with CellBusy or CellDone
+// when the cell is not this process's to run.
+func claimCell(c Cell) (release func(failed bool), st State, err error) {
 	_, statErr := os.Stat(c.Config.Out)
 	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(c.Config.Out, 0o755); err != nil {
-		return "", err
+		return nil, "", err
 	}
 	unlock, err := atomicfile.LockDir(c.Config.Out)
 	var le *atomicfile.LockedError
 	if errors.As(err, &le) {
-		return CellBusy, nil
+		return nil, CellBusy, nil
 	}
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	defer unlock()
-	defer func() {
+	release = func(failed bool) {
+		unlock()
 		// A new cell that failed before writing anything leaves no folder behind.
-		if entries, _ := os.ReadDir(c.Config.Out); created && err != nil && len(entries) == 1 && entries[0].Name() == atomicfile.LockFile {
+		if entries, _ := os.ReadDir(c.Config.Out); created && failed && len(entries) == 1 && entries[0].Name() == atomicfile.LockFile {
 			os.Remove(filepath.Join(c.Config.Out, atomicfile.LockFile))
 			os.Remove(c.Config.Out)
 		}
-	}()
-	// Looked at again under the lock: another process may have finished or started it.
+	}
 	if st, err = cellState(c, true); err != nil || st == CellDone {
-		return st, err
+		release(err != nil)
+		return nil, st, err
 	}
-	if o.Cell != nil {
-		o.Cell(c, i, n, st)
-	}
+	return release, st, nil
+}
+
+// cellRunOptions are the options of cell c's distillation from state st: the sweep's, the
+// cell's base file, checkpoint folder and history, and its resume.
+func cellRunOptions(c Cell, st State, o Options) []labeldistill.RunOption {
 	run := o.Run
+	if o.CellRun != nil {
+		run = append(slices.Clone(run), o.CellRun(c)...)
+	}
 	if c.BaseFile != nil {
 		run = append(slices.Clone(run), labeldistill.WithBaseFile(c.BaseFile))
 	}
@@ -363,16 +402,18 @@ func runCell(ctx context.Context, c Cell, i, n int, o Options) (st State, err er
 	if st == CellResume {
 		opts = append(opts, labeldistill.WithResume(ckpt))
 	}
-	res, err := labeldistill.DistillResolved(ctx, c.Config, opts...)
+	return opts
+}
+
+// finishCell writes cell c's artifact from its distillation's result, or on its error
+// (err, or ctx cancelled meanwhile) removes the cell's checkpoint folder if it is empty.
+func finishCell(ctx context.Context, c Cell, res *labeldistill.Result, err error) error {
 	if err == nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		os.Remove(ckpt) // only when empty: a cell that failed before its first checkpoint leaves none
-		return "", err
+		os.Remove(filepath.Join(c.Config.Out, "checkpoints")) // only when empty: a cell that failed before its first checkpoint leaves none
+		return err
 	}
-	if err := artifact.Write(c.Config.Out, res); err != nil {
-		return "", err
-	}
-	return CellFinished, nil
+	return artifact.Write(c.Config.Out, res)
 }

@@ -104,8 +104,8 @@ func batchedSoftCE(logits, probs *torch.Tensor) (*torch.Tensor, error) {
 	return out, c.Err()
 }
 
-// withBiasBatched appends a column of ones to features (M, B, d): Z = [f, 1].
-func withBiasBatched(f *torch.Tensor) (*torch.Tensor, error) {
+// WithBiasBatched appends a column of ones to features (M, B, d): Z = [f, 1] per model.
+func WithBiasBatched(f *torch.Tensor) (*torch.Tensor, error) {
 	s := f.Shape()
 	ones, err := torch.Ones([]int64{s[0], s[1], 1}, torch.WithDType(f.DType()), torch.OnDevice(f.Device()))
 	if err != nil {

@@ -187,7 +187,7 @@ func (l *Models) Step(baseX, table, idx *torch.Tensor, batch int64) error {
 	ws := make([]*torch.Tensor, m)
 	if l.Batched.Mode == nets.BodyGrouped {
 		// All models at once: Z (M, B, d+1), one batched solve.
-		z := c.T(withBiasBatched(c.T(l.Batched.Features(l.Params, l.Buffers, xb, true))))
+		z := c.T(WithBiasBatched(c.T(l.Batched.Features(l.Params, l.Buffers, xb, true))))
 		if c.Err() != nil {
 			return c.Err()
 		}

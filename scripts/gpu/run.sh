@@ -34,7 +34,9 @@
 #   7. with --sweep GRID (a grid file, e.g. scripts/paper/ipc-mnist.json; --rows and --columns
 #      choose cells as ldtorch sweep's flags do), the cells into RESULTS/sweep-<grid name> on
 #      DEVICE (--sweep-jobs K: K cells at once, one process each, `ldtorch sweep --jobs K`;
-#      scripts/paper/many-runs-mnist.json measures what that gains against K=1); finished cells are kept and a cut one is checkpointed, so the same command
+#      --sweep-together K: K cells of one shape in one process, their meta-steps computed
+#      together, `ldtorch sweep --together K`; scripts/paper/many-runs-mnist.json measures
+#      what each gains against K=1); finished cells are kept and a cut one is checkpointed, so the same command
 #      continues the sweep. With --ddranking ARCH, every finished cell without a DD-Ranking
 #      score is then scored (ldtorch evaluate --protocol ddranking --arch ARCH; the full-data
 #      models cached in RESULTS/ddranking-cache; --ddranking-epochs E, for quick checks, trains
@@ -61,7 +63,7 @@
 #          [--libtorch python|system|DIR] [--tests REGEXP|all|none] [--bench all|none]
 #          [--bench-steps N] [--bench-eval-steps N] [--bench-models M]
 #          [--protocol NAME[,NAME...] [--side-by-side]] [--time-limit SECONDS] [--allow-tf32]
-#          [--sweep GRID [--rows LABELS] [--columns LABELS] [--sweep-jobs K] [--ddranking ARCH [--ddranking-epochs E]]]
+#          [--sweep GRID [--rows LABELS] [--columns LABELS] [--sweep-jobs K] [--sweep-together K] [--ddranking ARCH [--ddranking-epochs E]]]
 #          [--restore FILE] [--pack FILE [--pack-limit MIB] [--pack-parts N]]
 # The CPU rehearsal, on a machine with Go and Debian's libtorch:
 #   scripts/gpu/prepare.sh && scripts/gpu/run.sh --device cpu --libtorch system \
@@ -70,7 +72,7 @@ set -Eeuo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 device=cuda bundle=$repo/.gpu results="" libtorch=python tests=default bench=all bench_steps=30
 protocol="" side_by_side=0 time_limit=0 tf32=() bench_eval_steps=300 bench_models=20
-sweep="" rows="" columns="" sweep_jobs=1 ddranking="" ddranking_epochs="" pack="" pack_limit=15 pack_parts=3 restore=""
+sweep="" rows="" columns="" sweep_jobs=1 sweep_together=1 ddranking="" ddranking_epochs="" pack="" pack_limit=15 pack_parts=3 restore=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --device) device=$2; shift 2 ;;
@@ -90,6 +92,7 @@ while [ $# -gt 0 ]; do
     --rows) rows=$2; shift 2 ;;
     --columns) columns=$2; shift 2 ;;
     --sweep-jobs) sweep_jobs=$2; shift 2 ;;
+    --sweep-together) sweep_together=$2; shift 2 ;;
     --ddranking) ddranking=$2; shift 2 ;;
     --ddranking-epochs) ddranking_epochs=$2; shift 2 ;;
     --pack) pack=$2; shift 2 ;;
@@ -107,8 +110,9 @@ if [ "$side_by_side" = 1 ] && [ -z "$protocol" ]; then
   echo "run.sh: --side-by-side goes with --protocol NAME,NAME..." >&2; exit 2
 fi
 case "$sweep_jobs" in ''|*[!0-9]*|0) echo "run.sh: --sweep-jobs must be a positive whole number, got $sweep_jobs" >&2; exit 2 ;; esac
-if [ -z "$sweep" ] && { [ -n "$rows$columns$ddranking$ddranking_epochs" ] || [ "$sweep_jobs" != 1 ]; }; then
-  echo "run.sh: --rows, --columns, --sweep-jobs and --ddranking go with --sweep" >&2; exit 2
+case "$sweep_together" in ''|*[!0-9]*|0) echo "run.sh: --sweep-together must be a positive whole number, got $sweep_together" >&2; exit 2 ;; esac
+if [ -z "$sweep" ] && { [ -n "$rows$columns$ddranking$ddranking_epochs" ] || [ "$sweep_jobs" != 1 ] || [ "$sweep_together" != 1 ]; }; then
+  echo "run.sh: --rows, --columns, --sweep-jobs, --sweep-together and --ddranking go with --sweep" >&2; exit 2
 fi
 if [ -n "$ddranking_epochs" ] && [ -z "$ddranking" ]; then
   echo "run.sh: --ddranking-epochs goes with --ddranking ARCH" >&2; exit 2
@@ -389,6 +393,7 @@ elif [ -n "$sweep" ]; then
   [ -n "$rows" ] && select+=(--rows "$rows")
   [ -n "$columns" ] && select+=(--columns "$columns")
   [ "$sweep_jobs" != 1 ] && select+=(--jobs "$sweep_jobs")
+  [ "$sweep_together" != 1 ] && select+=(--together "$sweep_together")
   cmd=("$bin" sweep --grid "$grid" --out "$out" "${select[@]}" --device "$device" --data-dir "$data" -q)
   log "sweep: ${cmd[*]}"
   rc=0
