@@ -22,6 +22,7 @@ func (e *env) benchCommand() *cli.Command {
 		&cli.IntFlag{Name: "warmup", Value: 3, Usage: "untimed warm-up meta-`STEPS` first", EnvVars: []string{envName("warmup")}, Category: catRun},
 		&cli.IntFlag{Name: "batched-eval-steps", Usage: "also time the final evaluation (--eval-models fresh models, `STEPS` steps each, scored on the test split) with the models trained one after another and together (0: skip)",
 			EnvVars: []string{envName("batched-eval-steps")}, Category: catRun},
+		&cli.IntFlag{Name: "together", Value: 1, Usage: "time meta-steps of `K` LD RR runs (seeds --seed, +1, …) distilled together in this process (as sweep --together); each timed step is all K's", Category: catSystem},
 		&cli.IntFlag{Name: "nproc", Value: 1, Usage: "time data-parallel meta-steps of `N` local ranks (as distill --nproc; rank 0 prints)", Category: catSystem},
 		&cli.BoolFlag{Name: "op-census", Usage: "also count libtorch's operator calls per timed meta-step and evaluation step, by operator (JSON op_census; counting slows every call a little, so compare these timings only with others taken with it)",
 			EnvVars: []string{envName("op-census")}, Category: catRun},
@@ -52,6 +53,10 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	}
 	if evalSteps < 0 || evalSteps > maxIntFlag {
 		return usageErrorf("--batched-eval-steps: must be 0 or more, got %d", evalSteps)
+	}
+	together := c.Int("together")
+	if together < 1 || together > maxSweepTogether {
+		return usageErrorf("--together: must be between 1 and %d, got %d", maxSweepTogether, together)
 	}
 	if c.Bool("op-census") && warmup < 1 {
 		return usageErrorf("--op-census: needs --warmup 1 or more (the first meta-step also sets the run up), got --warmup %d", warmup)
@@ -93,7 +98,7 @@ func (e *env) benchAction(c *cli.Context) (err error) {
 	if err != nil {
 		return fail(err)
 	}
-	res, err := bench.Run(c.Context, cfg.Config, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census"), BaseSplit: rank.baseSplit}, ds, rank.group)
+	res, err := bench.Run(c.Context, cfg.Config, bench.Options{Steps: steps, Warmup: warmup, OpCensus: c.Bool("op-census"), BaseSplit: rank.baseSplit, Together: together}, ds, rank.group)
 	if err != nil {
 		return fail(err)
 	}

@@ -642,6 +642,21 @@ func TestBench(t *testing.T) {
 		}
 	}
 
+	// Runs distilled together: each timed step is all K's; LD cannot.
+	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--method", "rr", "--base", "20", "--target-set-size", "1000",
+		"--outer-batch", "128", "--steps", "2", "--warmup", "1", "--threads", "1", "--together", "3")
+	res = nil
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &res) != nil {
+		t.Fatalf("bench --together 3: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if ms, _ := res["meta_step_median_s"].(float64); ms <= 0 || res["together"] != 3.0 || res["steps"] != 2.0 {
+		t.Errorf("bench --together 3: %v", res)
+	}
+	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--base", "20", "--target-set-size", "1000", "--steps", "1", "--together", "2")
+	if r.code == 0 || !strings.Contains(r.stderr, "LD RR learning labels only") {
+		t.Errorf("bench --together 2 of LD: exit %d: %s", r.code, r.stderr)
+	}
+
 	// The evaluation comparison: both paths train the same models (equal accuracies on CPU).
 	r = ldtorch(t, nil, "bench", "--data-dir", shared, "--method", "rr", "--base", "20", "--target-set-size", "1000",
 		"--outer-batch", "128", "--steps", "1", "--warmup", "0", "--batched-eval-steps", "5", "--eval-models", "3")

@@ -61,7 +61,10 @@ type Result struct {
 	AllReduceMean    float64 `json:"all_reduce_mean_s"`
 	AllowTF32        bool    `json:"allow_tf32"`               // config.Config.AllowTF32 as applied
 	HostReadsPerStep float64 `json:"host_reads_per_meta_step"` // device→host reads (torch.HostReads) per timed meta-step
-	OpCensus         *Census `json:"op_census,omitempty"`      // with Options.OpCensus
+	// Together: the runs each timed meta-step steps (Options.Together; 1 alone): the meta-step
+	// times are theirs together, a run's share is 1/Together of them.
+	Together int     `json:"together"`
+	OpCensus *Census `json:"op_census,omitempty"` // with Options.OpCensus
 }
 
 // Options say what Run measures.
@@ -76,6 +79,9 @@ type Options struct {
 	// BaseSplit: how the ranks of a data-parallel run (g) share each base batch
 	// (labeldistill.WithBaseSplit).
 	BaseSplit labeldistill.BaseSplit
+	// Together, above 1, times meta-steps of this many runs of cfg (seeds cfg.Seed, +1, …)
+	// distilled together (labeldistill.DistillTogether): each timed step is all of theirs.
+	Together int
 }
 
 // Census is the operator census of a run's timed steps, per step.
@@ -205,7 +211,14 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 		opts = append(opts, labeldistill.WithGroup(g), labeldistill.WithBaseSplit(o.BaseSplit))
 	}
 	// The first progress report comes after the first meta-step: set the clock before it.
-	_, err = labeldistill.Distill(run, timedCfg, opts...)
+	together := max(1, o.Together)
+	if together == 1 {
+		_, err = labeldistill.Distill(run, timedCfg, opts...)
+	} else if g != nil {
+		return nil, errors.New("bench: runs distilled together are one process each: not with ranks")
+	} else {
+		err = distillTogether(run, timedCfg, together, opts, ds)
+	}
 	if stepErr != nil {
 		return nil, stepErr
 	}
@@ -247,8 +260,27 @@ func Run(ctx context.Context, cfg config.Config, o Options, ds *labeldistill.Dat
 		EvalStepCPUMedian: quantile(evalCPU, 0.5), Threads: torch.NumThreads(), BLAS: blasInUse(), Device: dev.String(), DeviceName: deviceName(dev),
 		LibtorchVersion: torch.Version(), Ranks: ranks, AllReduceMedian: quantile(reduce, 0.5),
 		AllReduceMean: reduceMean, MetaStepMean: stepMean,
-		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads, OpCensus: opCensus,
+		AllowTF32: torch.AllowTF32(), HostReadsPerStep: reads, OpCensus: opCensus, Together: together,
 	}, nil
+}
+
+// distillTogether distils k runs of cfg (seeds cfg.Seed + i) together on ds, the first
+// under opts (its progress times the joint steps).
+func distillTogether(ctx context.Context, cfg config.Config, k int, opts []labeldistill.RunOption, ds *labeldistill.Data) error {
+	rs := make([]config.Resolved, k)
+	all := make([][]labeldistill.RunOption, k)
+	for i := range rs {
+		c := cfg
+		c.Seed += int64(i)
+		var err error
+		if rs[i], err = config.Resolve(c); err != nil {
+			return err
+		}
+		all[i] = []labeldistill.RunOption{labeldistill.WithData(ds)}
+	}
+	all[0] = opts
+	_, err := labeldistill.DistillTogether(ctx, rs, all)
+	return err
 }
 
 // deviceName is dev's GPU name, "" on the CPU or when the query fails (the timings stand

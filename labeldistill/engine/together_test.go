@@ -111,3 +111,43 @@ func TestDistillTogetherRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestDeviceDistillTogether: on a GPU, runs distilled together (grouped bodies, one batched
+// solve) against the same runs alone on the GPU. The kernels round differently, and a
+// flipped prediction can move a reset, so where the resets agree the labels must agree to
+// float rounding, and the runs must take as many meta-steps in any case.
+func TestDeviceDistillTogether(t *testing.T) {
+	dev := testDevice(t)
+	if !dev.IsCUDA() {
+		t.Skip("on the CPU: TestDistillTogetherIsEachRunAlone")
+	}
+	testkit.RestoreThreads(t)
+	ds := testkit.SmallDataset(t)
+	cs := togetherConfigs()
+	for i := range cs {
+		cs[i].Device = dev.String()
+	}
+	together, err := distillTogetherForTest(t, cs, ds, nets.BodyGrouped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cs {
+		alone, err := testDistill(context.Background(), c, WithData(ds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := together[i]
+		if got.MetaSteps != alone.MetaSteps {
+			t.Fatalf("run %d: %d meta-steps together, %d alone", i, got.MetaSteps, alone.MetaSteps)
+		}
+		diff := 0.0
+		for j, v := range alone.Labels {
+			diff = math.Max(diff, math.Abs(float64(v-got.Labels[j])))
+		}
+		t.Logf("run %d on %s: largest label difference %.3g; resets %v together, %v alone; test %.2f%% and %.2f%%",
+			i, dev, diff, got.Resets, alone.Resets, got.TestMean, alone.TestMean)
+		if slices.Equal(got.Resets, alone.Resets) && diff > 1e-3 {
+			t.Errorf("run %d: labels differ by %.3g with the same resets", i, diff)
+		}
+	}
+}
