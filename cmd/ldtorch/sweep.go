@@ -263,7 +263,11 @@ func (e *env) sweepAction(c *cli.Context) error {
 			if _, why, ok := strings.Cut(err.Error(), sweep.SummaryNotWritten(errors.New(""))); ok {
 				summary = "the summary was not rewritten (" + why + ")"
 			}
-			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and the running one checkpointed; " + summary + "; continue with the same command: " + commandLine(e.argv)}
+			running := "the running one"
+			if together > 1 {
+				running = "the running ones"
+			}
+			return &exitError{code: exitInterrupted, msg: "interrupted; finished cells are kept and " + running + " checkpointed; " + summary + "; continue with the same command: " + commandLine(e.argv)}
 		}
 		return sweepError(err)
 	}
