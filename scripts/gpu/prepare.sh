@@ -3,9 +3,11 @@
 # (at most 60 MiB, checked), for scripts/gpu/run.sh to use there:
 #
 #   .gpu/bin/ldtorch.xz                 the command (stripped, xz-compressed) and the test
-#   .gpu/bin/{torch,nets,nets-augment,labeldistill,labeldistill-train}.test.xz
+#   .gpu/bin/{torch,nets,nets-augment,labeldistill-engine,labeldistill-train}.test.xz
 #                                       binaries (nets-augment: the package nets/augment,
-#                                       labeldistill-train labeldistill/train); run.sh
+#                                       labeldistill-engine labeldistill/engine, where the
+#                                       algorithm's device tests are; labeldistill-train
+#                                       labeldistill/train); run.sh
 #                                       unpacks them and puts the shim it builds beside
 #                                       them in .gpu/bin/lib/ (their RUNPATH looks in
 #                                       $ORIGIN/lib first)
@@ -65,7 +67,7 @@ rm -rf "$out"
 mkdir -p "$out/bin" "$out/work" "$out/shared/datasets"
 flags=(-trimpath -ldflags=-s\ -w)
 go build "${flags[@]}" -o "$out/bin/ldtorch" ./cmd/ldtorch
-for pkg in torch nets nets/augment labeldistill labeldistill/train; do
+for pkg in torch nets nets/augment labeldistill/engine labeldistill/train; do
   go test -c "${flags[@]}" -o "$out/bin/${pkg//\//-}.test" "./$pkg"
   mkdir -p "$out/work/$pkg"
 done

@@ -15,7 +15,7 @@
 #      and the binaries checked to load that copy.
 #   3. `ldtorch version` (CUDA must be available for --device cuda); a binary that cannot run
 #      beside the new shim (a bundle packed before a change of its ABI) stops the run here.
-#   4. the device-parametrised tests of torch, nets, nets/augment, labeldistill and
+#   4. the device-parametrised tests of torch, nets, nets/augment, labeldistill/engine and
 #      labeldistill/train with LDTORCH_TEST_DEVICE=DEVICE (--tests REGEXP chooses others;
 #      --tests none skips them).
 #   5. the benchmarks (--bench none skips them): `ldtorch bench` LD and LD RR on MNIST-100
@@ -286,7 +286,7 @@ if [ "$tests" != none ]; then
     default) pattern='TestDevice|TestCUDA|TestFromInt64On|TestAllowTF32|TestLinalgSolveEx|TestAdamCapturable|TestTrainerCUDAGraph' ;;
     all) pattern=. ;;
   esac
-  for pkg in torch nets nets/augment labeldistill labeldistill/train; do
+  for pkg in torch nets nets/augment labeldistill/engine labeldistill/train; do
     name=${pkg//\//-} # nets/augment: bin/nets-augment.test, test-nets-augment.log
     if time_is_up; then status=1; log "tests: $pkg skipped: no time left of --time-limit $time_limit"; continue; fi
     [ -e "$bundle/bin/$name.test" ] || { log "tests: $pkg skipped: no bin/$name.test in this bundle"; continue; }
@@ -296,7 +296,14 @@ if [ "$tests" != none ]; then
     (cd "$bundle/work/$pkg" && export LDTORCH_TEST_DEVICE=$device OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} &&
       limited "$results/test-$name.log" "$bundle/bin/$name.test" -test.v -test.count=1 -test.timeout=9m -test.run "$pattern") || rc=$?
     case $rc in
-      0) log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$name.log") passed, $(grep -c -- '--- SKIP' "$results/test-$name.log") skipped)" ;;
+      0) log "tests: $pkg ok ($(grep -c '^--- PASS' "$results/test-$name.log") passed, $(grep -c -- '--- SKIP' "$results/test-$name.log") skipped)"
+         # A test that skips because it cannot find its data tested nothing: the bundle is wrong.
+         missing=$(grep -B1 -- '--- SKIP' "$results/test-$name.log" | grep -E '\.go:[0-9]+: .*(not found|no such file)' || true)
+         if [ -n "$missing" ]; then
+           status=1
+           head -5 <<<"$missing" >&2
+           log "tests: $pkg: tests skipped for want of their data (test-$name.log): the bundle lacks it"
+         fi ;;
       *) status=1
          grep -E -- '^(--- FAIL|FAIL|panic)|_test.go:[0-9]+:' "$results/test-$name.log" | head -30 >&2
          if [ "$rc" = 124 ]; then log "tests: $pkg cut at the time limit (test-$name.log)"; else log "tests: $pkg FAILED (test-$name.log)"; fi ;;

@@ -17,10 +17,28 @@ import (
 	"github.com/ldtorch/ldtorch/torch"
 )
 
-// SharedDatasets is ../shared/datasets beside the repository.
+// SharedDatasets is ../shared/datasets beside the repository: found from this source file,
+// or, in a test binary built with -trimpath and run elsewhere (the GPU bundle's
+// work/<pkg>/ folders, scripts/gpu/prepare.sh), in the nearest folder above the working
+// directory that holds shared/datasets.
 func SharedDatasets() string {
 	_, here, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(here), "..", "..", "..", "..", "shared", "datasets")
+	beside := filepath.Join(filepath.Dir(here), "..", "..", "..", "..", "shared", "datasets")
+	if _, err := os.Stat(beside); err == nil || filepath.IsAbs(here) {
+		return beside
+	}
+	dir, err := os.Getwd()
+	for err == nil {
+		if st, e := os.Stat(filepath.Join(dir, "shared", "datasets")); e == nil && st.IsDir() {
+			return filepath.Join(dir, "shared", "datasets")
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			break
+		}
+		dir = parent
+	}
+	return beside
 }
 
 // SharedMNIST reads MNIST's train and test splits, skipping the test when they are absent.
