@@ -288,10 +288,14 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		if classes > rows {
 			subtitle += fmt.Sprintf("; first %d of %d classes", rows, classes)
 		}
+		const perRow = 10
+		if shown := imagesShown(imageClasses, rows, perRow); shown < n {
+			subtitle += fmt.Sprintf("; at most %d a row: %d of the %d images shown", perRow, shown, n)
+		}
 		if real != nil {
 			real = real[:rows]
 		}
-		png, err := learntImagesFigure(pix, imageClasses, real, c, h, w, shortNames(targetNames, 12)[:rows], 10, subtitle)
+		png, err := learntImagesFigure(pix, imageClasses, real, c, h, w, shortNames(targetNames, 12)[:rows], perRow, subtitle)
 		if err != nil {
 			return nil, err
 		}
@@ -540,4 +544,18 @@ func BaseOrigin(rep *artifact.Report) string {
 		return fmt.Sprintf("given (%d base_indices; the report does not record their file or classes)", len(cfg.BaseIndices))
 	}
 	return fmt.Sprintf("drawn by the run (%s, with its base seed)", cfg.BaseSelection)
+}
+
+// imagesShown is how many of the images of classes classOf the learnt-image grid draws: at
+// most perRow of each of the first rows classes.
+func imagesShown(classOf []int64, rows, perRow int) int {
+	count := make([]int, rows)
+	shown := 0
+	for _, c := range classOf {
+		if c >= 0 && int(c) < rows && count[c] < perRow {
+			count[c]++
+			shown++
+		}
+	}
+	return shown
 }

@@ -407,3 +407,13 @@ func TestResumePoints(t *testing.T) {
 		}
 	}
 }
+
+// TestImagesShown: the learnt-image grid says how many images it leaves out.
+func TestImagesShown(t *testing.T) {
+	classOf := []int64{0, 0, 0, 1, 2, 2, 2, 2, 3}
+	for _, c := range []struct{ rows, perRow, want int }{{4, 10, 9}, {4, 2, 6}, {2, 2, 3}, {3, 1, 3}} {
+		if got := imagesShown(classOf, c.rows, c.perRow); got != c.want {
+			t.Errorf("rows %d, %d a row: %d shown, want %d", c.rows, c.perRow, got, c.want)
+		}
+	}
+}
