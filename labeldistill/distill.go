@@ -7,6 +7,7 @@ package labeldistill
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/ldtorch/ldtorch/labeldistill/config"
@@ -131,8 +132,27 @@ func DistillTogether(ctx context.Context, rs []config.Resolved, opts [][]RunOpti
 			return nil, fmt.Errorf("distill together: %d configurations and %d option lists", len(rs), len(opts))
 		}
 		eos := make([]engine.Options, len(rs))
+		written := map[string]int{} // a folder or file a run writes: which run
 		for i := range rs {
 			eos[i] = engineOptions(start, opts[i])
+			var o runOptions
+			for _, f := range opts[i] {
+				f(&o)
+			}
+			ckpt := o.checkpointDir
+			if ckpt == "" {
+				ckpt = o.resumeDir // a resumed run checkpoints where it resumed from
+			}
+			for _, path := range []string{ckpt, o.historyPath, o.saveModels} {
+				if path == "" {
+					continue
+				}
+				key := filepath.Clean(path)
+				if j, ok := written[key]; ok {
+					return nil, &RunError{Index: i, Of: len(rs), Err: fmt.Errorf("it would write %s, as run %d does: runs distilled together need folders of their own", path, j+1)}
+				}
+				written[key] = i
+			}
 		}
 		dev, err := torch.ParseDevice(rs[0].Device)
 		if err != nil {

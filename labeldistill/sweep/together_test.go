@@ -10,10 +10,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ldtorch/ldtorch/labeldistill"
 	"github.com/ldtorch/ldtorch/labeldistill/artifact"
+	"github.com/ldtorch/ldtorch/labeldistill/config"
 	"github.com/ldtorch/ldtorch/labeldistill/internal/testkit"
 )
 
@@ -160,4 +162,25 @@ func mustCell(t *testing.T, g *Grid, dir, id string) Cell {
 	}
 	t.Fatalf("no cell %s (have %d)", id, len(cells))
 	return Cell{}
+}
+
+// TestDistillTogetherRefusesSharedFolders: two runs that would write one checkpoint folder
+// are refused before any work, naming the second run and the folder.
+func TestDistillTogetherRefusesSharedFolders(t *testing.T) {
+	g := seedsGrid(t)
+	cells, err := g.Cells(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck := filepath.Join(t.TempDir(), "checkpoints")
+	rs := []config.Resolved{cells[0].Config, cells[1].Config}
+	opts := [][]labeldistill.RunOption{{labeldistill.WithCheckpointDir(ck)}, {labeldistill.WithCheckpointDir(ck + "/")}}
+	_, err = labeldistill.DistillTogether(context.Background(), rs, opts)
+	var re *labeldistill.RunError
+	if !errors.As(err, &re) || re.Index != 1 || !strings.Contains(err.Error(), ck) || !strings.Contains(err.Error(), "as run 1 does") {
+		t.Errorf("two runs into one checkpoint folder: %v", err)
+	}
+	if _, err := os.Stat(ck); err == nil {
+		t.Errorf("%s created by a refused call", ck)
+	}
 }
