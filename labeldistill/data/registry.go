@@ -95,7 +95,22 @@ var (
 	cifarMean  = []float64{125.3 / 255, 123.0 / 255, 113.9 / 255}
 	cifarStd   = []float64{63.0 / 255, 62.1 / 255, 66.7 / 255}
 	cifar10Cls = []string{"airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"}
-	digitCls   = []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+	// CIFAR-100's fine classes in label order (the list of its fine_label_names.txt).
+	cifar100Cls = []string{
+		"apple", "aquarium_fish", "baby", "bear", "beaver", "bed", "bee", "beetle", "bicycle",
+		"bottle", "bowl", "boy", "bridge", "bus", "butterfly", "camel", "can", "castle",
+		"caterpillar", "cattle", "chair", "chimpanzee", "clock", "cloud", "cockroach", "couch",
+		"crab", "crocodile", "cup", "dinosaur", "dolphin", "elephant", "flatfish", "forest", "fox",
+		"girl", "hamster", "house", "kangaroo", "keyboard", "lamp", "lawn_mower", "leopard", "lion",
+		"lizard", "lobster", "man", "maple", "motorcycle", "mountain", "mouse", "mushroom", "oak",
+		"orange", "orchid", "otter", "palm", "pear", "pickup_truck", "pine", "plain", "plate",
+		"poppy", "porcupine", "possum", "rabbit", "raccoon", "ray", "road", "rocket", "rose", "sea",
+		"seal", "shark", "shrew", "skunk", "skyscraper", "snail", "snake", "spider", "squirrel",
+		"streetcar", "sunflower", "sweet_pepper", "table", "tank", "telephone", "television",
+		"tiger", "tractor", "train", "trout", "tulip", "turtle", "wardrobe", "whale", "willow",
+		"wolf", "woman", "worm",
+	}
+	digitCls = []string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
 	// KMNIST's classes in label order, romanised (お き す つ な は ま や れ を), so that plots
 	// need no Japanese font.
 	kmnistCls  = []string{"o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"}
@@ -237,7 +252,7 @@ var registry = []*Spec{
 	},
 	{
 		Name: "cifar100", Classes: 100, C: 3, H: 32, W: 32, Mean: cifarMean, Std: cifarStd,
-		TrainTotal: 50000, TargetSize: 45000, ValidationSize: 5000, TestTotal: 10000,
+		TrainTotal: 50000, TargetSize: 45000, ValidationSize: 5000, TestTotal: 10000, ClassNames: cifar100Cls,
 		Layouts: []Layout{
 			{
 				Name: "binary", Format: FormatCIFAR100, TrainCount: 50000, TestCount: 10000,

@@ -1,7 +1,10 @@
 package data
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -49,5 +52,22 @@ func TestRegistryConsistent(t *testing.T) {
 	c, _ := Lookup("cub")
 	if c.Mean[1] != 123.0/255 || c.Std[2] != 66.7/255 || c.H != 32 {
 		t.Error("colour normalisation")
+	}
+}
+
+// TestCIFAR100ClassNames: the registry's CIFAR-100 class names are the shared copy's
+// fine_label_names.txt, line for line (figures name the classes by them).
+func TestCIFAR100ClassNames(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(sharedDatasets(t), "cifar100", "fine_label_names.txt"))
+	if err != nil {
+		t.Skip(err)
+	}
+	want := strings.Fields(string(b))
+	spec, err := Lookup("cifar100")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(spec.ClassNames, want) {
+		t.Errorf("cifar100 class names (%d) differ from fine_label_names.txt (%d)", len(spec.ClassNames), len(want))
 	}
 }
