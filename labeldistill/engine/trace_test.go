@@ -376,6 +376,15 @@ func TestReplayAuthorsTrace(t *testing.T) {
 		}
 	}
 	t.Logf("first meta-step whose target loss differs by more than 1e-4 (relative): %d", parted)
+	for _, upTo := range []int{10, 50, 100} { // the largest difference within the first steps
+		worst, at := 0.0, 0
+		for i := range min(upTo, len(errs), len(theirErr)) {
+			if d := math.Abs(losses[i]-theirLoss[i]) / math.Abs(theirLoss[i]); d > worst {
+				worst, at = d, i+1
+			}
+		}
+		t.Logf("largest relative target-loss difference over meta-steps 1-%d: %.2g (step %d)", upTo, worst, at)
+	}
 	for _, k := range []int{1, 2, 3, 10, 50, 100, 150, 200, 245} {
 		if k <= len(errs) && k <= len(theirErr) {
 			t.Logf("  step %3d: target loss %.6f / %.6f, error %5.2f / %5.2f %%", k, losses[k-1], theirLoss[k-1], errs[k-1], theirErr[k-1])
