@@ -94,15 +94,20 @@ func DistillResolved(ctx context.Context, r config.Resolved, opts ...RunOption) 
 }
 
 func distill(ctx context.Context, start time.Time, r config.Resolved, opts []RunOption) (*Result, error) {
-	return engine.Distill(ctx, r, engineOptions(start, opts))
+	return engine.Distill(ctx, r, collect(opts).engineOptions(start))
 }
 
-// engineOptions are the engine's options of a run under opts.
-func engineOptions(start time.Time, opts []RunOption) engine.Options {
+// collect applies opts.
+func collect(opts []RunOption) runOptions {
 	var o runOptions
 	for _, f := range opts {
 		f(&o)
 	}
+	return o
+}
+
+// engineOptions are the engine's options of a run under o.
+func (o runOptions) engineOptions(start time.Time) engine.Options {
 	eo := engine.Options{Start: start, Progress: o.progress, Group: o.group, BaseSplit: o.baseSplit,
 		SaveModels: o.saveModels, Dataset: o.dataset, BaseFile: o.baseFile}
 	if o.checkpointDir != "" || o.resumeDir != "" || o.historyPath != "" {
@@ -134,11 +139,8 @@ func DistillTogether(ctx context.Context, rs []config.Resolved, opts [][]RunOpti
 		eos := make([]engine.Options, len(rs))
 		written := map[string]int{} // a folder or file a run writes: which run
 		for i := range rs {
-			eos[i] = engineOptions(start, opts[i])
-			var o runOptions
-			for _, f := range opts[i] {
-				f(&o)
-			}
+			o := collect(opts[i])
+			eos[i] = o.engineOptions(start)
 			ckpt := o.checkpointDir
 			if ckpt == "" {
 				ckpt = o.resumeDir // a resumed run checkpoints where it resumed from
@@ -182,10 +184,7 @@ func WithHistory(path string) RunOption { return func(o *runOptions) { o.history
 // against LD RR, at the labels given (nil: uniform): gradvar.Measure on cfg's inputs.
 func MeasureGradVariance(ctx context.Context, cfg config.Config, labels []float32, g gradvar.Options, opts ...RunOption) ([]gradvar.Method, error) {
 	return guarded(func() ([]gradvar.Method, error) {
-		var o runOptions
-		for _, f := range opts {
-			f(&o)
-		}
+		o := collect(opts)
 		return gradvar.Measure(ctx, g, labels, func() (*engine.Inputs, error) {
 			r, err := config.Resolve(cfg)
 			if err != nil {

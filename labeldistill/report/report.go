@@ -304,7 +304,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 			classOf = "the images whose learnt label's arg-max is the class"
 		}
 		if err := save(Figure{Name: "learnt_images.png", Title: "Learnt images",
-			Caption: "Left: up to 10 learnt images of each class (" + classOf + "), as the model sees them after undoing the normalisation, clamped to [0, 1]; right: real " +
+			Caption: "Left: up to " + fmt.Sprint(perRow) + " learnt images of each class (" + classOf + "), as the model sees them after undoing the normalisation, clamped to [0, 1]; right: real " +
 				cfg.Dataset + " test images of the class."}, png); err != nil {
 			return nil, err
 		}

@@ -86,14 +86,16 @@ func runTogether(ctx context.Context, todo []Cell, group []int, states map[strin
 	results, err := labeldistill.DistillTogether(ctx, rs, opts)
 	var se *labeldistill.ShapeError
 	if errors.As(err, &se) && se.Field == "position" {
-		results, err = make([]*labeldistill.Result, len(cells)), nil
-		for k, c := range cells {
+		for k, c := range cells { // one by one, each written as it ends
 			res, err := labeldistill.DistillResolved(ctx, c.Config, opts[k]...)
-			if err = finishCell(ctx, c, res, err); err != nil {
+			if err := finishCell(ctx, c, res, err); err != nil {
 				return fmt.Errorf("cell %s: %w", c.ID, err)
 			}
-			results[k] = res
+			if o.Cell != nil {
+				o.Cell(c, at[k]+1, n, CellFinished)
+			}
 		}
+		return nil
 	}
 	if err != nil {
 		for _, c := range cells {
