@@ -22,33 +22,22 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	defer s.Close()
 	var c torch.Chain
 	var zb, zt *torch.Tensor
-	targetFeatures := func() {
-		c.Check(torch.NoGrad(func() (err error) {
-			zt, err = l.features(b.xt, true)
-			return err
-		}))
-	}
 	if b.shard != nil {
 		gather, err := b.shard.startFeatures(l, b.x)
 		if err != nil {
 			return stepOutputs{}, err
 		}
-		targetFeatures()          // θ only: computed while the ranks exchange the base features
-		zb = c.T(gather.finish()) // also after an error above: every started collective ends
-	} else {
-		zb = c.T(l.features(b.x, true))
+		zt = c.T(l.targetFeatures(b.xt)) // θ only: computed while the ranks exchange the base features
+		zb = c.T(gather.finish())        // also after an error above: every started collective ends
+		if c.Err() != nil {
+			return stepOutputs{}, c.Err()
+		}
 	}
-	if c.Err() != nil {
-		return stepOutputs{}, c.Err()
-	}
-	w, info, err := train.RRWeights(zb, b.y, l.w, l.cfg)
+	h, err := rrHead(l, b, zb, zt)
 	if err != nil {
 		return stepOutputs{}, err
 	}
-	if zt == nil {
-		targetFeatures()
-	}
-	logitsT := c.T(train.RRLogits(zt, w, l.scale))
+	zb, w, info, logitsT := h.zb, h.w, h.info, h.logits
 	labelLoss := c.T(torch.CrossEntropyInRange(logitsT, b.yt)) // yt: dataset labels, checked on load
 	wrong := c.T(train.WrongCount(logitsT, b.yt))
 	if c.Err() != nil {
@@ -72,6 +61,42 @@ func rrStep(l *learner, b metaBatch) (stepOutputs, error) {
 	}
 	s.Keep(out.loss, out.wrong, out.info)
 	return out, nil
+}
+
+// rrHeadOut is one model's head at a meta-step.
+type rrHeadOut struct {
+	zb, w, info, logits *torch.Tensor // base features (attached), W and the solve's status, target logits
+}
+
+// rrHead: the base features (unless given), the ridge solve for W, the target features
+// (unless given; without a graph) and the target batch's logits, in the caller's scope.
+// rrStep and rrStepTogether's model-by-model path share it, so the two compute alike.
+func rrHead(l *learner, b metaBatch, zb, zt *torch.Tensor) (rrHeadOut, error) {
+	var c torch.Chain
+	if zb == nil {
+		zb = c.T(l.features(b.x, true))
+	}
+	if c.Err() != nil {
+		return rrHeadOut{}, c.Err()
+	}
+	w, info, err := train.RRWeights(zb, b.y, l.w, l.cfg)
+	if err != nil {
+		return rrHeadOut{}, err
+	}
+	if zt == nil {
+		zt = c.T(l.targetFeatures(b.xt))
+	}
+	logits := c.T(train.RRLogits(zt, w, l.scale))
+	return rrHeadOut{zb: zb, w: w, info: info, logits: logits}, c.Err()
+}
+
+// targetFeatures are the target batch's features under θ, without a graph.
+func (l *learner) targetFeatures(xt *torch.Tensor) (zt *torch.Tensor, err error) {
+	err = torch.NoGrad(func() (err error) {
+		zt, err = l.features(xt, true)
+		return err
+	})
+	return zt, err
 }
 
 // rrFeatureStep is §5 step 5 of the meta-step: soft-CE of s·Z·W against the (updated)

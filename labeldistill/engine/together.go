@@ -217,22 +217,12 @@ func rrStepTogether(ls []*Loop, steps []*stepInProgress, mode nets.BodyMode) ([]
 			return nil, err
 		}
 	} else {
-		for i, m := range ms { // exactly rrStep's operations, model by model
-			b := steps[i].b
-			zb[i] = c.T(m.features(b.x, true))
-			if c.Err() != nil {
-				return nil, c.Err()
-			}
-			var err error
-			if ws[i], infos[i], err = train.RRWeights(zb[i], b.y, m.w, m.cfg); err != nil {
+		for i, m := range ms { // rrStep's head, model by model
+			h, err := rrHead(m, steps[i].b, nil, nil)
+			if err != nil {
 				return nil, err
 			}
-			var zt *torch.Tensor
-			c.Check(torch.NoGrad(func() (err error) {
-				zt, err = m.features(b.xt, true)
-				return err
-			}))
-			logits[i] = c.T(train.RRLogits(zt, ws[i], m.scale))
+			zb[i], ws[i], infos[i], logits[i] = h.zb, h.w, h.info, h.logits
 		}
 	}
 	losses, wrongs := make([]*torch.Tensor, k), make([]*torch.Tensor, k)
