@@ -5,7 +5,9 @@ package engine
 // and compared tensor by tensor at the traced meta-steps; then the authors' fresh models
 // (their initial weights and minibatches) trained on their images and on ours. Skipped unless
 // LDTORCH_TRACE names a trace; LDTORCH_TRACE_COMPAT=authors replays under the authors'
-// choices (Config.Compat). Run: go test ./labeldistill -run TestReplayAuthorsTrace -v.
+// choices (Config.Compat); LDTORCH_TRACE_SELF names other recordings of the same script:
+// over the first 100 meta-steps ours must be no farther from theirs than their code from
+// itself. Run: go test ./labeldistill/engine -run TestReplayAuthorsTrace -v.
 
 import (
 	"context"
@@ -377,13 +379,33 @@ func TestReplayAuthorsTrace(t *testing.T) {
 	}
 	t.Logf("first meta-step whose target loss differs by more than 1e-4 (relative): %d", parted)
 	for _, upTo := range []int{10, 50, 100} { // the largest difference within the first steps
-		worst, at := 0.0, 0
-		for i := range min(upTo, len(errs), len(theirErr)) {
-			if d := math.Abs(losses[i]-theirLoss[i]) / math.Abs(theirLoss[i]); d > worst {
-				worst, at = d, i+1
+		worst, at := largestRelative(losses, theirLoss, upTo)
+		t.Logf("largest relative target-loss difference over meta-steps 1-%d: %.2g%s", upTo, worst, atStep(at))
+	}
+	// LDTORCH_TRACE_SELF: other recordings of the same script (another --threads, or
+	// --init-noise), comma-separated: how far their code moves from itself under a change of
+	// rounding's size is the tolerance ours must meet over the first 100 meta-steps.
+	if others := os.Getenv("LDTORCH_TRACE_SELF"); others != "" {
+		ours, _ := largestRelative(losses, theirLoss, 100)
+		tolerance := 0.0
+		for _, other := range strings.Split(others, ",") {
+			again := readAuthorsTrace(t, other)
+			if again.script != tr.script {
+				t.Fatalf("LDTORCH_TRACE_SELF: %s records %s, LDTORCH_TRACE %s", other, again.script, tr.script)
+			}
+			for _, upTo := range []int{10, 50, 100} {
+				self, at := largestRelative(again.f64(t, "target_loss"), theirLoss, upTo)
+				t.Logf("their code against itself (%s), meta-steps 1-%d: %.3g%s", other, upTo, self, atStep(at))
+				if upTo == 100 {
+					tolerance = max(tolerance, self)
+				}
 			}
 		}
-		t.Logf("largest relative target-loss difference over meta-steps 1-%d: %.2g (step %d)", upTo, worst, at)
+		if ours > tolerance {
+			t.Errorf("over meta-steps 1-100 ours is %.3g from their code, more than their code from itself (%.3g)", ours, tolerance)
+		} else {
+			t.Logf("over meta-steps 1-100 ours is %.3g from their code, within their code's own %.3g", ours, tolerance)
+		}
 	}
 	for _, k := range []int{1, 2, 3, 10, 50, 100, 150, 200, 245} {
 		if k <= len(errs) && k <= len(theirErr) {
@@ -408,6 +430,10 @@ func TestReplayAuthorsTrace(t *testing.T) {
 	// The authors' fresh models: their initial weights and minibatches, on their final
 	// values and on ours, scored on the validation split.
 	final := tr.steps[len(tr.steps)-1]
+	if final != len(theirErr) { // their validation trains on the values after the last step
+		t.Logf("validation not replayed: the trace's last recorded step is %d of %d (record with --steps ...,%d)", final, len(theirErr), len(theirErr))
+		return
+	}
 	theirs := tr.f32(t, fmt.Sprintf("step%d.%s", final, kind))
 	mine := got[final].value
 	for k := 1; tr.a.Get(fmt.Sprintf("val%d.model", k)) != nil; k++ {
@@ -422,6 +448,24 @@ func TestReplayAuthorsTrace(t *testing.T) {
 // initial weights, its minibatches, T steps) with our trainer on the learnt value v (the
 // images' pixels with their fixed labels, or the labels of the base images), and scores it
 // on the validation split.
+// largestRelative is the largest |a−b|/|b| over the first upTo entries, and its 1-based
+// position (0 when every difference is zero).
+func largestRelative(a, b []float64, upTo int) (worst float64, at int) {
+	for i := range min(upTo, len(a), len(b)) {
+		if d := math.Abs(a[i]-b[i]) / math.Abs(b[i]); d > worst {
+			worst, at = d, i+1
+		}
+	}
+	return worst, at
+}
+
+func atStep(at int) string {
+	if at == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (step %d)", at)
+}
+
 func replayFresh(t *testing.T, tr *authorsTrace, in *Inputs, key, kind string, v []float32) float64 {
 	s := torch.NewScope()
 	defer s.Close()

@@ -6,6 +6,9 @@ what it computes, tensor by tensor, for ldtorch to replay (scripts/trace/README.
         --out trace.npz [--steps 1,2,10,100] [--data-dir ../shared/datasets] -- \
         --epochs 5 --random_seed 1234 --num_base_examples 100
 
+--threads and --init-noise run their code under another reduction order or a rounding-sized
+change of the initial values: compare.py then measures how far their code moves from itself.
+
 DIR is a checkout of the authors' repository, kept outside this one; nothing of it is
 copied here. Everything after `--` goes to their argument parser. Their script runs in a
 temporary folder that holds MNIST's raw IDX files from --data-dir (torchvision then finds
@@ -61,6 +64,12 @@ def parse():
     p.add_argument("--data-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                       "..", "..", "..", "shared", "datasets"))
     p.add_argument("--max-tests", type=int, default=20, help="test models to record (their script runs 20)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch.set_num_threads before their script runs (0: torch's default)")
+    p.add_argument("--init-noise", type=float, default=0.0,
+                   help="scale each initial learnt value by (1 + e) with e uniform in [-NOISE, NOISE], drawn "
+                        "by numpy (their torch random stream is untouched): their code's sensitivity to rounding")
+    p.add_argument("--init-noise-seed", type=int, default=0, help="numpy's seed for --init-noise")
     argv = sys.argv[1:]
     theirs = []
     if "--" in argv:
@@ -111,6 +120,13 @@ class Recorder:
         else:
             self.out[key] = np.asarray(value)
 
+    def perturb(self, value):
+        """--init-noise: the initial learnt value, each entry scaled by 1 + e (recorded after)."""
+        if self.init_noise:
+            e = np.random.RandomState(self.init_noise_seed).uniform(-self.init_noise, self.init_noise, tuple(value.shape))
+            with torch.no_grad():
+                value.mul_(torch.from_numpy(1 + e).to(value.dtype))
+
     def traced(self):
         return self.phase == "train" and self.step in self.steps
 
@@ -152,10 +168,12 @@ def install(rec, mod):
             self.watched = None
             if rec.phase == "main" and len(params) == 1 and params[0].dim() == 4 and rec.images is None:
                 rec.images, self.watched = params[0], "image_grad"
+                rec.perturb(params[0])
                 rec.put("init_images", params[0])
             elif rec.phase == "main" and len(params) == 1 and params[0].dim() == 2 and rec.labels is None \
                     and params[0].shape[0] > 1:
                 rec.labels, self.watched = params[0], "label_grad"
+                rec.perturb(params[0])
                 rec.put("init_labels", params[0])
 
         def step(self, *a, **kw):
@@ -320,7 +338,10 @@ def main():
         sys.path.insert(0, authors)
         sys.argv = [opts.script + ".py"] + theirs
         mod = importlib.import_module(opts.script)
+        if opts.threads:
+            torch.set_num_threads(opts.threads)
         rec = Recorder(steps)
+        rec.init_noise, rec.init_noise_seed = opts.init_noise, opts.init_noise_seed
         rec.batch_size = mod.get_args().batch_size
         rec.put("args", json.dumps(vars(mod.get_args())))
         install(rec, mod)
