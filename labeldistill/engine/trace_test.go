@@ -444,10 +444,6 @@ func TestReplayAuthorsTrace(t *testing.T) {
 	}
 }
 
-// replayFresh trains the trace's fresh model key (valK, testK) as their script did (its
-// initial weights, its minibatches, T steps) with our trainer on the learnt value v (the
-// images' pixels with their fixed labels, or the labels of the base images), and scores it
-// on the validation split.
 // largestRelative is the largest |a−b|/|b| over the first upTo entries, and its 1-based
 // position (0 when every difference is zero).
 func largestRelative(a, b []float64, upTo int) (worst float64, at int) {
@@ -466,6 +462,10 @@ func atStep(at int) string {
 	return fmt.Sprintf(" (step %d)", at)
 }
 
+// replayFresh trains the trace's fresh model key (valK, testK) as their script did (its
+// initial weights, its minibatches, T steps) with our trainer on the learnt value v (the
+// images' pixels with their fixed labels, or the labels of the base images), and scores it
+// on the validation split.
 func replayFresh(t *testing.T, tr *authorsTrace, in *Inputs, key, kind string, v []float32) float64 {
 	s := torch.NewScope()
 	defer s.Close()

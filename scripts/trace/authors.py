@@ -109,6 +109,7 @@ class Recorder:
         self.errs, self.losses = [], []  # every meta-step's target error (%) and loss
         self.source_orders = []          # the label scripts' base-example loader, per epoch
         self.pixels = None               # MNIST's train pixels (uint8), to name base examples
+        self.init_noise, self.init_noise_seed = 0.0, 0  # --init-noise, --init-noise-seed
 
     def put(self, key, value):
         if isinstance(value, str):  # as UTF-8 bytes: ldtorch's npz reader takes no strings
