@@ -83,16 +83,22 @@ func runTogether(ctx context.Context, todo []Cell, group []int, states map[strin
 		}
 		rs[k], opts[k] = c.Config, cellRunOptions(c, sts[k], o)
 	}
+	finished := func(k int, res *labeldistill.Result, err error) error { // cell k's artifacts, then its report
+		if err := finishCell(ctx, cells[k], res, err); err != nil {
+			return fmt.Errorf("cell %s: %w", cells[k].ID, err)
+		}
+		if o.Cell != nil {
+			o.Cell(cells[k], at[k]+1, n, CellFinished)
+		}
+		return nil
+	}
 	results, err := labeldistill.DistillTogether(ctx, rs, opts)
 	var se *labeldistill.ShapeError
 	if errors.As(err, &se) && se.Field == "position" {
 		for k, c := range cells { // one by one, each written as it ends
 			res, err := labeldistill.DistillResolved(ctx, c.Config, opts[k]...)
-			if err := finishCell(ctx, c, res, err); err != nil {
-				return fmt.Errorf("cell %s: %w", c.ID, err)
-			}
-			if o.Cell != nil {
-				o.Cell(c, at[k]+1, n, CellFinished)
+			if err := finished(k, res, err); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -107,12 +113,9 @@ func runTogether(ctx context.Context, todo []Cell, group []int, states map[strin
 		}
 		return fmt.Errorf("cells %s and %d others (distilled together): %w", cells[0].ID, len(cells)-1, err)
 	}
-	for k, c := range cells {
-		if err := finishCell(ctx, c, results[k], nil); err != nil {
-			return fmt.Errorf("cell %s: %w", c.ID, err)
-		}
-		if o.Cell != nil {
-			o.Cell(c, at[k]+1, n, CellFinished)
+	for k := range cells {
+		if err := finished(k, results[k], nil); err != nil {
+			return err
 		}
 	}
 	return nil
