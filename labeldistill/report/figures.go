@@ -1,8 +1,8 @@
 package report
 
 // figures.go: the figures, drawn with gonum.org/v1/plot and written as PNG: the layout
-// shared by all of them, and the figures of the distilled data (label distributions, example
-// labels, reconstructions). curves.go draws the run's history.
+// shared by all of them, and the figures of the distilled images (reconstructions, learnt
+// images); labelfigures.go draws the labels, curves.go the run's history.
 
 import (
 	"bytes"
@@ -149,89 +149,6 @@ func nominal(names []string) plot.ConstantTicks {
 	return t
 }
 
-// grid is a heat map's data: Z[row][col], row 0 drawn at the top.
-type grid struct{ z [][]float64 }
-
-func (g grid) Dims() (c, r int)   { return len(g.z[0]), len(g.z) }
-func (g grid) Z(c, r int) float64 { return g.z[len(g.z)-1-r][c] }
-func (g grid) X(c int) float64    { return float64(c) }
-func (g grid) Y(r int) float64    { return float64(r) }
-
-// labelDistributionFigure: mean distilled label per original class, values ≥ 0.05 printed.
-func labelDistributionFigure(d LabelDistribution, targetNames, sourceNames []string, subtitle string) ([]byte, error) {
-	var rows [][]float64
-	var rowNames []string
-	for s, m := range d.Mean {
-		if d.Count[s] > 0 {
-			rows = append(rows, m)
-			rowNames = append(rowNames, fmt.Sprintf("%s (%d)", sourceNames[s], d.Count[s]))
-		}
-	}
-	if len(rows) == 0 {
-		return nil, fmt.Errorf("report: no base examples")
-	}
-	p := newPlot("Mean distilled label per original class\n" + subtitle)
-	hm := plotter.NewHeatMap(grid{rows}, whiteToBlue(64))
-	hm.Min, hm.Max = 0, 1
-	p.Add(hm)
-	var xys plotter.XYs
-	var texts []string
-	var styles []text
-	for r, m := range rows {
-		for c, v := range m {
-			if v >= 0.05 {
-				xys = append(xys, plotter.XY{X: float64(c), Y: float64(len(rows) - 1 - r)})
-				texts = append(texts, fmt.Sprintf("%.2f", v))
-				styles = append(styles, text{dark: v > 0.5})
-			}
-		}
-	}
-	if len(xys) > 0 {
-		labels, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: texts})
-		if err != nil {
-			return nil, err
-		}
-		for i := range labels.TextStyle {
-			labels.TextStyle[i].Font.Size = vg.Points(7)
-			labels.TextStyle[i].XAlign, labels.TextStyle[i].YAlign = -0.5, -0.5
-			if styles[i].dark {
-				labels.TextStyle[i].Color = color.White
-			}
-		}
-		p.Add(labels)
-	}
-	p.X.Label.Text = "distilled label: target class"
-	p.Y.Label.Text = "base examples' original class (count)"
-	p.X.Tick.Marker = nominal(targetNames)
-	reversed := make([]string, len(rowNames))
-	for i, n := range rowNames {
-		reversed[len(rowNames)-1-i] = n
-	}
-	p.Y.Tick.Marker = nominal(reversed)
-	p.X.Min, p.X.Max = -0.5, float64(len(targetNames))-0.5
-	p.Y.Min, p.Y.Max = -0.5, float64(len(rows))-0.5
-	w := vg.Length(math.Max(5.5, 1.5+0.5*float64(len(targetNames)))) * vg.Inch
-	h := vg.Length(math.Max(4.5, 1.8+0.28*float64(len(rows)))) * vg.Inch
-	return renderPNG([][]*plot.Plot{{p}}, w, h)
-}
-
-type text struct{ dark bool }
-
-// ramp is a palette from white (0) to dark blue (1).
-type ramp []color.Color
-
-func (r ramp) Colors() []color.Color { return r }
-
-func whiteToBlue(n int) ramp {
-	out := make(ramp, n)
-	for i := range out {
-		f := float64(i) / float64(n-1)
-		mix := func(a, b uint8) uint8 { return uint8(math.Round(float64(a) + f*(float64(b)-float64(a)))) }
-		out[i] = color.RGBA{R: mix(255, 8), G: mix(255, 48), B: mix(255, 107), A: 255}
-	}
-	return out
-}
-
 // toImage turns C×H×W intensities in [0, 1] into an image.
 func toImage(pix []float64, c, h, w int) image.Image {
 	if c == 3 {
@@ -349,51 +266,6 @@ func (stepTicks) Ticks(lo, hi float64) []plot.Tick {
 	return ticks
 }
 
-// exampleLabelsFigure: base images beside bar charts of their labels.
-func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classes int, picks []int, titles []string, names []string) ([]byte, error) {
-	c, h, w := int(shape[1]), int(shape[2]), int(shape[3])
-	size := c * h * w
-	perRow := 2
-	rows := (len(picks) + perRow - 1) / perRow
-	plots := make([][]*plot.Plot, rows)
-	for r := range plots {
-		plots[r] = make([]*plot.Plot, 2*perRow)
-	}
-	for k, i := range picks {
-		r, col := k/perRow, 2*(k%perRow)
-		plots[r][col] = imagePlot(toImage(pix[i*size:(i+1)*size], c, h, w), titles[k])
-		vals := make(plotter.Values, classes)
-		for j := range vals {
-			vals[j] = float64(labels[i*classes+j])
-		}
-		bars, err := plotter.NewBarChart(vals, vg.Points(float64(max(3, 90/classes))))
-		if err != nil {
-			return nil, err
-		}
-		bars.Color, bars.LineStyle.Width = blue, 0
-		bp := newPlot("")
-		bp.Add(bars)
-		bp.Y.Min, bp.Y.Max = 0, 1
-		bp.X.Tick.Marker = nominal(names)
-		bp.X.Tick.Label.Font.Size = vg.Points(float64(min(9, max(5, 120/classes))))
-		if longestName(names) > 2 {
-			// Names wider than a bar (Fashion-MNIST's "Pullover"): upright, or they overlap.
-			bp.X.Tick.Label.Rotation = math.Pi / 2
-			bp.X.Tick.Label.XAlign = draw.XRight
-			bp.X.Tick.Label.YAlign = draw.YCenter
-		}
-		bp.Y.Tick.Label.Font.Size = vg.Points(8)
-		bp.Add(plotter.NewGrid())
-		plots[r][col+1] = bp
-	}
-	rowHeight := 1.6
-	if longestName(names) > 2 {
-		rowHeight = 2.1 // room for the upright names under the bars
-	}
-	return renderPNG(plots, 9*vg.Inch, vg.Length(rowHeight*float64(rows))*vg.Inch)
-}
-
-// reconstructionFigure: per target class, its reconstruction beside real examples.
 // wrapTitle breaks the lines of title that would not fit a figure width inches wide (the
 // title font's average advance is about 0.07 inch per character) at spaces.
 func wrapTitle(title string, width float64) string {
@@ -414,6 +286,7 @@ func wrapTitle(title string, width float64) string {
 	return strings.Join(out, "\n")
 }
 
+// reconstructionFigure: per target class, its reconstruction beside real examples.
 func reconstructionFigure(recon [][]float64, real [][][]float64, c, h, w int, names []string, subtitle string) ([]byte, error) {
 	classes := len(recon)
 	// The class-specific part: each reconstruction minus their mean over the classes (a

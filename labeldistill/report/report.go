@@ -261,7 +261,7 @@ func Write(dir string, opt Options) (res *Result, err error) {
 			titles[k] += " (" + sourceNames[baseClasses[i]] + ")"
 		}
 	}
-	png, err := exampleLabelsFigure(pix, art.Shape, art.Labels, classes, picks, titles, shortNames(targetNames, 6))
+	png, err := exampleLabelsFigure(pix, art.Shape, art.Labels, classes, picks, titles, targetNames)
 	if err != nil {
 		return nil, err
 	}
@@ -270,6 +270,9 @@ func Write(dir string, opt Options) (res *Result, err error) {
 		caption = "Learnt images (their label's arg-max in brackets; pixels clamped to [0, 1]) beside their learnt labels over the " + cfg.Dataset + " classes."
 	} else if imagesLearnt {
 		caption = "Learnt images (their class in brackets; pixels clamped to [0, 1]) beside their fixed one-hot labels over the " + cfg.Dataset + " classes."
+	}
+	if classes > maxLabelBars {
+		caption += fmt.Sprintf(" Each chart shows the label's %d largest of its %d classes, largest first, on its own scale.", topLabelBars, classes)
 	}
 	if err := save(Figure{Name: "example_labels.png", Title: "Example labels", Caption: caption}, png); err != nil {
 		return nil, err
