@@ -92,9 +92,7 @@ func labelDistributionFigure(d LabelDistribution, targetNames, sourceNames []str
 	p.X.Tick.Marker = nominal(colNames)
 	if longestName(colNames) > 8 {
 		// Source names with their counts ("automobile (16)") are wider than a column.
-		p.X.Tick.Label.Rotation = math.Pi / 2
-		p.X.Tick.Label.XAlign = draw.XRight
-		p.X.Tick.Label.YAlign = draw.YCenter
+		uprightNames(&p.X)
 	}
 	reversed := make([]string, len(rowNames))
 	for i, n := range rowNames {
@@ -190,9 +188,7 @@ func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classe
 		if longestName(shown) > 2 {
 			// Names wider than a bar (Fashion-MNIST's "Pullover"): upright, or they overlap.
 			upright = true
-			bp.X.Tick.Label.Rotation = math.Pi / 2
-			bp.X.Tick.Label.XAlign = draw.XRight
-			bp.X.Tick.Label.YAlign = draw.YCenter
+			uprightNames(&bp.X)
 		}
 		bp.Y.Tick.Label.Font.Size = vg.Points(8)
 		bp.Add(plotter.NewGrid())
@@ -203,6 +199,13 @@ func exampleLabelsFigure(pix []float64, shape [4]int64, labels []float32, classe
 		rowHeight = 2.1 // room for the upright names under the bars
 	}
 	return renderPNG(plots, 9*vg.Inch, vg.Length(rowHeight*float64(rows))*vg.Inch)
+}
+
+// uprightNames turns an axis's tick names upright, reading from the axis down.
+func uprightNames(a *plot.Axis) {
+	a.Tick.Label.Rotation = math.Pi / 2
+	a.Tick.Label.XAlign = draw.XRight
+	a.Tick.Label.YAlign = draw.YCenter
 }
 
 // barScale: the y-axis top for bars whose largest is v: the first of 0.05, 0.1, 0.2, 0.5, 1
